@@ -1,0 +1,178 @@
+"""The fixed 61-byte RecordBatch v2 header, read and patched in place.
+
+Theory of operation: the broker never decompresses records on the produce or fetch path. It reads
+the batch header (struct at fixed offsets, see KAFKA-NOTES.md), checks the CRC-32C that covers
+``attributes..end``, and rewrites ``baseOffset`` and ``partitionLeaderEpoch``, which sit outside
+the CRC. Everything here works on ``bytes``/``bytearray``/``memoryview`` and does no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+
+# Field layout of DefaultRecordBatch (Kafka's DefaultRecordBatch.java).
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+HEADER_BYTES = HEADER_STRUCT.size  # 61
+assert HEADER_BYTES == 61
+
+BASE_OFFSET_POS = 0
+BATCH_LENGTH_POS = 8
+LEADER_EPOCH_POS = 12
+MAGIC_POS = 16
+CRC_POS = 17
+ATTRIBUTES_POS = 21
+MAX_TIMESTAMP_POS = 35
+RECORDS_COUNT_POS = 57
+# batchLength counts the bytes after the batchLength field itself.
+LOG_OVERHEAD_BYTES = 12
+
+MAGIC_V2 = 2
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08  # 1 = LogAppendTime
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+
+NO_PRODUCER_ID = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+
+
+class InvalidRecordError(ValueError):
+    """A batch that must be refused as a whole: Kafka's CORRUPT_MESSAGE (error code 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The decoded fixed header of one RecordBatch v2."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes the whole batch occupies on the wire and on disk."""
+        return self.batch_length + LOG_OVERHEAD_BYTES
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record, wrapping at int32 like Kafka."""
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) % (2**31)
+
+
+def read_header(buf, pos: int = 0) -> BatchHeader:
+    """Decode the header of the batch starting at ``pos``; the caller checks there are 61 bytes."""
+    return BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
+
+
+def batch_size_at(buf, pos: int) -> int:
+    """Total bytes of the batch at ``pos`` from its length field, or -1 if the field is cut off."""
+    if len(buf) - pos < LOG_OVERHEAD_BYTES:
+        return -1
+    return _I32.unpack_from(buf, pos + BATCH_LENGTH_POS)[0] + LOG_OVERHEAD_BYTES
+
+
+def compute_crc(buf, pos: int, size_bytes: int) -> int:
+    """CRC-32C over attributes..end of the batch at ``pos``."""
+    view = memoryview(buf)[pos + ATTRIBUTES_POS : pos + size_bytes]
+    return crc32c.crc32c(view)
+
+
+def check_batch(buf, pos: int, size_max_bytes: int) -> BatchHeader:
+    """Validate the batch at ``pos`` without decompressing it and return its header.
+
+    Raises InvalidRecordError for anything Kafka answers with CORRUPT_MESSAGE: a length that does
+    not fit, an old magic, a CRC mismatch, a negative or inconsistent record count.
+    """
+    size_bytes = batch_size_at(buf, pos)
+    if size_bytes < HEADER_BYTES:
+        raise InvalidRecordError(f"batch length {size_bytes} is smaller than a v2 header")
+    if size_bytes > size_max_bytes or pos + size_bytes > len(buf):
+        raise InvalidRecordError(f"batch of {size_bytes} bytes runs past the end of the data")
+    header = read_header(buf, pos)
+    if header.magic != MAGIC_V2:
+        raise InvalidRecordError(f"record batch magic {header.magic} is not supported (only v2)")
+    if header.records_count < 0 or header.last_offset_delta < 0:
+        raise InvalidRecordError("negative record count or last offset delta")
+    if header.codec == 0 and header.records_count != header.last_offset_delta + 1:
+        raise InvalidRecordError("record count does not match last offset delta")
+    if header.codec > 4:
+        raise InvalidRecordError(f"unknown compression codec {header.codec}")
+    if compute_crc(buf, pos, size_bytes) != header.crc:
+        raise InvalidRecordError("record batch CRC-32C mismatch")
+    return header
+
+
+def iter_batches(buf, size_max_bytes: int | None = None):
+    """Yield ``(pos, header)`` for every valid batch in ``buf``; raise on the first invalid one."""
+    limit = len(buf) if size_max_bytes is None else size_max_bytes
+    pos = 0
+    while pos < len(buf):
+        header = check_batch(buf, pos, limit)
+        yield pos, header
+        pos += header.size_bytes
+
+
+def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
+    """Rewrite baseOffset in place (outside the CRC)."""
+    _I64.pack_into(buf, pos + BASE_OFFSET_POS, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
+    """Rewrite partitionLeaderEpoch in place (outside the CRC)."""
+    _I32.pack_into(buf, pos + LEADER_EPOCH_POS, epoch)
+
+
+def set_log_append_time(buf: bytearray, pos: int, size_bytes: int, time_ms: int) -> None:
+    """Mark the batch LogAppendTime with ``time_ms`` as max timestamp and recompute its CRC."""
+    attributes = _I16.unpack_from(buf, pos + ATTRIBUTES_POS)[0]
+    _I16.pack_into(buf, pos + ATTRIBUTES_POS, attributes | TIMESTAMP_TYPE_BIT)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_POS, time_ms)
+    _U32.pack_into(buf, pos + CRC_POS, compute_crc(buf, pos, size_bytes))
