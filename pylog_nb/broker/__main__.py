@@ -1,0 +1,47 @@
+"""``python -m pylog_nb.broker``: run one broker process (LocalCluster starts these)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from .config import BrokerConfig
+from .server import run_broker
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m pylog_nb.broker")
+    parser.add_argument("--broker-id", type=int, required=True)
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ready-fd", type=int, help="write the bound port here once listening")
+    parser.add_argument("--parent-fd", type=int, help="shut down when this pipe closes")
+    parser.add_argument("--no-auto-create", action="store_true")
+    parser.add_argument("--num-partitions", type=int, default=1)
+    parser.add_argument("--log-level", default="INFO")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        level=args.log_level,
+        format=f"%(asctime)s broker-{args.broker_id} %(levelname)s %(message)s",
+    )
+    config = BrokerConfig(
+        broker_id=args.broker_id,
+        data_dir=args.data_dir,
+        host=args.host,
+        port=args.port,
+        auto_create_topics_enable=not args.no_auto_create,
+        num_partitions=args.num_partitions,
+    )
+    asyncio.run(run_broker(config, args.ready_fd, args.parent_fd))
+
+
+if __name__ == "__main__":
+    main()

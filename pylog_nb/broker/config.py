@@ -1,0 +1,36 @@
+"""Broker-wide settings, each a named limit with its unit and the reason for its default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    broker_id: int
+    data_dir: Path
+    host: str = "127.0.0.1"  # loopback unless the user asks otherwise
+    port: int = 0  # 0 = pick a free port
+    auto_create_topics_enable: bool = True  # like Kafka
+    num_partitions: int = 1  # for auto-created topics and CreateTopics with -1
+    default_replication_factor: int = 1
+    socket_request_max_bytes: int = 100 * MIB  # Kafka's socket.request.max.bytes
+    fetch_wait_max_ms: int = 30_000  # clamp on a client's max.wait.ms
+    retention_check_interval_ms: int = 30_000  # Kafka uses 5 min; notebooks want it sooner
+    flush_interval_ms: int = 1_000  # HW/recovery-point checkpoints; data itself is not fsynced
+    rack: str | None = None
+
+    @property
+    def config_rows(self) -> dict[str, str]:
+        """The broker configs DescribeConfigs reports (all read-only)."""
+        return {
+            "broker.id": str(self.broker_id),
+            "log.dirs": str(self.data_dir),
+            "auto.create.topics.enable": str(self.auto_create_topics_enable).lower(),
+            "num.partitions": str(self.num_partitions),
+            "default.replication.factor": str(self.default_replication_factor),
+            "socket.request.max.bytes": str(self.socket_request_max_bytes),
+        }

@@ -1,0 +1,45 @@
+"""Request handlers, one function per API key: ``(node, request) -> response dict``.
+
+A handler may be a coroutine (it waits for data or replication) and may return None when the
+client expects no response (Produce with acks=0).
+"""
+
+from __future__ import annotations
+
+from ..protocol import versions as v
+from .admin import (
+    handle_alter_configs,
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
+from .fetch import handle_fetch
+from .metadata import handle_api_versions, handle_describe_cluster, handle_metadata
+from .offsets import (
+    handle_delete_records,
+    handle_init_producer_id,
+    handle_list_offsets,
+    handle_offset_for_leader_epoch,
+)
+from .produce import handle_produce
+
+HANDLERS = {
+    v.PRODUCE_KEY: handle_produce,
+    v.FETCH_KEY: handle_fetch,
+    v.LIST_OFFSETS_KEY: handle_list_offsets,
+    v.METADATA_KEY: handle_metadata,
+    v.API_VERSIONS_KEY: handle_api_versions,
+    v.CREATE_TOPICS_KEY: handle_create_topics,
+    v.DELETE_TOPICS_KEY: handle_delete_topics,
+    v.DELETE_RECORDS_KEY: handle_delete_records,
+    v.INIT_PRODUCER_ID_KEY: handle_init_producer_id,
+    v.OFFSET_FOR_LEADER_EPOCH_KEY: handle_offset_for_leader_epoch,
+    v.DESCRIBE_CONFIGS_KEY: handle_describe_configs,
+    v.ALTER_CONFIGS_KEY: handle_alter_configs,
+    v.CREATE_PARTITIONS_KEY: handle_create_partitions,
+    v.INCREMENTAL_ALTER_CONFIGS_KEY: handle_incremental_alter_configs,
+    v.DESCRIBE_CLUSTER_KEY: handle_describe_cluster,
+}
+assert set(HANDLERS) == set(v.API_VERSIONS), "every advertised API has a handler"

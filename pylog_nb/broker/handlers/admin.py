@@ -1,0 +1,173 @@
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs (plain and
+incremental): thin translations between requests and ``TopicAdmin``."""
+
+from __future__ import annotations
+
+import logging
+
+from .. import errors, topic_config
+from ..node import BrokerNode
+from ..protocol.codec import ZERO_UUID, Request
+from ..topics import AdminError
+
+log = logging.getLogger("pylog.broker")
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+CONFIG_TYPE_STRING, CONFIG_TYPE_LONG = 2, 5
+
+
+def _failure(error: Exception) -> dict:
+    code = errors.error_code_of(error)
+    log.info("admin request refused: %s %s", errors.error_name(code), error)
+    return {"error_code": code, "error_message": str(error)}
+
+
+def handle_create_topics(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    return {"topics": [_create(node, t, body.validate_only) for t in body.topics]}
+
+
+def _create(node: BrokerNode, wanted, validate_only: bool) -> dict:
+    result = {"name": wanted.name, "num_partitions": -1, "replication_factor": -1}
+    try:
+        topic = node.admin.create_topic(
+            wanted.name,
+            wanted.num_partitions,
+            wanted.replication_factor,
+            [a.broker_ids for a in sorted(wanted.assignments, key=lambda a: a.partition_index)],
+            {c.name: c.value for c in wanted.configs},
+            validate_only,
+        )
+    except AdminError as error:
+        return {**result, **_failure(error)}
+    return {
+        **result,
+        "error_code": errors.NONE,
+        "topic_id": topic.uuid,
+        "num_partitions": len(topic.partitions),
+        "replication_factor": len(topic.partitions[0].replicas),
+        "configs": [
+            {"name": r["name"], "value": r["value"], "read_only": False,
+             "config_source": r["config_source"], "is_sensitive": False}
+            for r in _topic_config_rows(topic.configs, None)
+        ],
+    }
+
+
+def handle_delete_topics(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    wanted = getattr(body, "topics", None)
+    names = [_topic_name(node, t) for t in wanted] if wanted else list(body.topic_names)
+    return {"responses": [_delete(node, name) for name in names]}
+
+
+def _topic_name(node: BrokerNode, wanted) -> str | None:
+    if wanted.name is not None:
+        return wanted.name
+    topic = node.store.image.topic_by_id(wanted.topic_id)
+    return topic.name if topic else None
+
+
+def _delete(node: BrokerNode, name: str | None) -> dict:
+    if name is None:
+        return {"name": None, "error_code": errors.UNKNOWN_TOPIC_ID,
+                "error_message": "Unknown topic id"}
+    try:
+        topic = node.admin.delete_topic(name)
+    except AdminError as error:
+        return {"name": name, "topic_id": ZERO_UUID, **_failure(error)}
+    return {"name": name, "topic_id": topic.uuid, "error_code": errors.NONE}
+
+
+def handle_create_partitions(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    results = []
+    for wanted in body.topics:
+        try:
+            node.admin.create_partitions(wanted.name, wanted.count, body.validate_only)
+            results.append({"name": wanted.name, "error_code": errors.NONE})
+        except AdminError as error:
+            results.append({"name": wanted.name, **_failure(error)})
+    return {"results": results}
+
+
+def handle_describe_configs(node: BrokerNode, request: Request) -> dict:
+    return {"results": [_describe(node, r) for r in request.body.resources]}
+
+
+def _describe(node: BrokerNode, resource) -> dict:
+    result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
+              "configs": []}
+    keys = resource.configuration_keys
+    if resource.resource_type == RESOURCE_BROKER:
+        rows = [
+            {"name": k, "value": v, "read_only": True, "config_source": SOURCE_STATIC_BROKER,
+             "is_sensitive": False, "config_type": CONFIG_TYPE_STRING}
+            for k, v in node.config.config_rows.items() if keys is None or k in keys
+        ]
+        return {**result, "error_code": errors.NONE, "configs": rows}
+    if resource.resource_type != RESOURCE_TOPIC:
+        return {**result, "error_code": errors.INVALID_REQUEST,
+                "error_message": f"resource type {resource.resource_type} is not supported"}
+    topic = node.store.image.topics.get(resource.resource_name)
+    if topic is None:
+        return {**result, "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
+                "error_message": f"Topic '{resource.resource_name}' does not exist"}
+    return {**result, "error_code": errors.NONE,
+            "configs": _topic_config_rows(topic.configs, keys)}
+
+
+def _topic_config_rows(overrides: dict[str, str], keys) -> list[dict]:
+    rows = []
+    for name, definition in topic_config.DEFINITIONS.items():
+        if keys is not None and name not in keys:
+            continue
+        overridden = name in overrides
+        rows.append({
+            "name": name,
+            "value": overrides.get(name, definition.default),
+            "read_only": False,
+            "config_source": SOURCE_DYNAMIC_TOPIC if overridden else SOURCE_DEFAULT,
+            "is_default": not overridden,
+            "is_sensitive": False,
+            "config_type": CONFIG_TYPE_STRING,
+            "documentation": definition.doc,
+        })
+    return rows
+
+
+def handle_alter_configs(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        configs = {c.name: c.value for c in resource.configs}
+        responses.append(_alter(node, resource, body.validate_only,
+                                lambda name, v: node.admin.alter_configs(name, configs, v)))
+    return {"responses": responses}
+
+
+def handle_incremental_alter_configs(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        changes = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        responses.append(_alter(
+            node, resource, body.validate_only,
+            lambda name, v: node.admin.incremental_alter_configs(name, changes, v)))
+    return {"responses": responses}
+
+
+def _alter(node: BrokerNode, resource, validate_only: bool, apply) -> dict:
+    result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
+    if resource.resource_type != RESOURCE_TOPIC:
+        return {**result, "error_code": errors.INVALID_REQUEST,
+                "error_message": "only topic configs can be altered"}
+    try:
+        apply(resource.resource_name, validate_only)
+    except AdminError as error:
+        return {**result, **_failure(error)}
+    return {**result, "error_code": errors.NONE}

@@ -1,0 +1,135 @@
+"""Fetch: serve whole record batches below the high watermark, long-polling for min.bytes.
+
+Theory of operation: one pass reads every requested partition (an index lookup plus a bounded
+scan in storage) within the request's byte budgets. If fewer than ``min_bytes`` came back and the
+client allowed a wait, the handler parks on the partitions' wake-up lists until an append moves a
+HW or ``max_wait_ms`` passes, then reads again. LastStableOffset is the HW: there are no
+transactions, and librdkafka defaults to read_committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from .. import errors
+from ..node import BrokerNode
+from ..protocol.codec import ZERO_UUID, Request
+
+FETCH_SESSION_NONE = 0
+FETCH_SESSION_FULL_EPOCH = -1
+
+
+@dataclass(slots=True)
+class _Target:
+    topic_name: str | None
+    topic_id: object
+    index: int
+    fetch_offset: int
+    current_leader_epoch: int
+    max_bytes: int
+
+
+async def handle_fetch(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    session_id = getattr(body, "session_id", FETCH_SESSION_NONE)
+    if session_id != FETCH_SESSION_NONE:
+        return {"error_code": errors.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+    targets = _targets(node, body)
+    wait_ms = min(_ms(body.max_wait), node.config.fetch_wait_max_ms)
+    deadline = time.monotonic() + wait_ms / 1000
+    while True:
+        responses, total_bytes, failed = _read_all(node, targets, body.max_bytes)
+        remaining_s = deadline - time.monotonic()
+        if total_bytes >= body.min_bytes or failed or remaining_s <= 0:
+            break
+        await _wait_for_data(node, targets, remaining_s)
+    return {"error_code": errors.NONE, "session_id": FETCH_SESSION_NONE,
+            "responses": _group_by_topic(targets, responses)}
+
+
+def _ms(value) -> int:
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
+
+
+def _targets(node: BrokerNode, body) -> list[_Target]:
+    targets = []
+    image = node.store.image
+    for topic in body.topics:
+        topic_id = getattr(topic, "topic_id", None)
+        name = getattr(topic, "topic", None)
+        if name is None and topic_id is not None:
+            found = image.topic_by_id(topic_id)
+            name = found.name if found else None
+        for p in topic.partitions:
+            epoch = getattr(p, "current_leader_epoch", -1)
+            targets.append(
+                _Target(name, topic_id, p.partition, p.fetch_offset, epoch, p.partition_max_bytes)
+            )
+    return targets
+
+
+def _read_all(node: BrokerNode, targets: list[_Target], max_bytes: int):
+    responses, total_bytes, failed = [], 0, False
+    for target in targets:
+        budget = max(0, min(target.max_bytes, max_bytes - total_bytes))
+        response = _read_one(node, target, budget, min_one=total_bytes == 0)
+        records = response.get("records") or b""
+        total_bytes += len(records)
+        failed = failed or response["error_code"] != errors.NONE
+        responses.append(response)
+    return responses, total_bytes, failed
+
+
+def _read_one(node: BrokerNode, target: _Target, budget: int, min_one: bool) -> dict:
+    result = {"partition_index": target.index, "high_watermark": -1,
+              "last_stable_offset": -1, "log_start_offset": -1, "records": b""}
+    if target.topic_name is None:
+        return {**result, "error_code": errors.UNKNOWN_TOPIC_ID}
+    try:
+        partition = node.replicas.get(target.topic_name, target.index)
+        partition.check_epoch(target.current_leader_epoch)
+        log = partition.log
+        hw = partition.high_watermark
+        result.update(high_watermark=hw, last_stable_offset=hw,
+                      log_start_offset=log.log_start_offset)
+        if target.fetch_offset < hw or budget == 0:
+            data = log.read(target.fetch_offset, budget, max_offset=hw, min_one_message=min_one)
+            result["records"] = data.read_bytes()
+        elif target.fetch_offset > log.log_end_offset:
+            log.read(target.fetch_offset, 0, max_offset=hw)  # raises OffsetOutOfRange
+    except Exception as error:  # the partition's error code, the others still answer
+        return {**result, "error_code": errors.error_code_of(error), "records": b""}
+    return {**result, "error_code": errors.NONE}
+
+
+async def _wait_for_data(node: BrokerNode, targets: list[_Target], timeout_s: float) -> None:
+    woken = asyncio.Event()
+    parked = [
+        p for t in targets
+        if (p := node.replicas.partitions.get((t.topic_name, t.index))) is not None
+    ]
+    for partition in parked:
+        partition.waiters.append(woken.set)
+    try:
+        await asyncio.wait_for(woken.wait(), timeout_s)
+    except TimeoutError:
+        pass
+    finally:
+        for partition in parked:
+            if woken.set in partition.waiters:
+                partition.waiters.remove(woken.set)
+
+
+def _group_by_topic(targets: list[_Target], responses: list[dict]) -> list[dict]:
+    grouped: dict[tuple, dict] = {}
+    for target, response in zip(targets, responses, strict=True):
+        key = (target.topic_name, target.topic_id)
+        topic = grouped.setdefault(key, {
+            "topic": target.topic_name or "",
+            "topic_id": target.topic_id or ZERO_UUID,
+            "partitions": [],
+        })
+        topic["partitions"].append(response)
+    return list(grouped.values())

@@ -1,0 +1,92 @@
+"""ApiVersions, Metadata and DescribeCluster: what a client asks before anything else."""
+
+from __future__ import annotations
+
+import uuid
+
+from .. import errors
+from ..metadata import InvalidTopicError, TopicState, check_topic_name
+from ..node import BrokerNode
+from ..protocol.codec import ZERO_UUID, Request, advertised_api_keys
+from ..topics import AdminError
+
+AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+
+
+def handle_api_versions(node: BrokerNode, request: Request) -> dict:
+    return {"error_code": errors.NONE, "api_keys": advertised_api_keys()}
+
+
+def handle_describe_cluster(node: BrokerNode, request: Request) -> dict:
+    return {
+        "cluster_id": node.store.image.cluster_id,
+        "controller_id": node.broker_id,
+        "brokers": node.brokers(),
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
+    }
+
+
+def handle_metadata(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    version = request.header.api_version
+    requested = body.topics
+    if requested is None or (version == 0 and not requested):
+        topics = [describe_topic(t) for t in node.store.image.topics.values()]
+    else:
+        allow_create = getattr(body, "allow_auto_topic_creation", True)
+        topics = [_lookup(node, t, allow_create) for t in requested]
+    return {
+        "brokers": node.brokers(),
+        "cluster_id": node.store.image.cluster_id,
+        "controller_id": node.broker_id,
+        "topics": topics,
+    }
+
+
+def _lookup(node: BrokerNode, wanted, allow_create: bool) -> dict:
+    name = wanted.name
+    topic_id = getattr(wanted, "topic_id", None)
+    if name is None and topic_id not in (None, ZERO_UUID):
+        topic = node.store.image.topic_by_id(topic_id)
+        if topic is None:
+            return _topic_error(errors.UNKNOWN_TOPIC_ID, None, topic_id)
+        return describe_topic(topic)
+    topic = node.store.image.topics.get(name)
+    if topic is not None:
+        return describe_topic(topic)
+    try:
+        check_topic_name(name)
+    except InvalidTopicError:
+        return _topic_error(errors.INVALID_TOPIC_EXCEPTION, name)
+    if not (allow_create and node.config.auto_create_topics_enable):
+        return _topic_error(errors.UNKNOWN_TOPIC_OR_PARTITION, name)
+    try:
+        return describe_topic(node.admin.create_topic(name))
+    except AdminError as error:
+        return _topic_error(error.error_code, name)
+
+
+def _topic_error(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> dict:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
+
+
+def describe_topic(topic: TopicState) -> dict:
+    return {
+        "error_code": errors.NONE,
+        "name": topic.name,
+        "topic_id": topic.uuid,
+        "is_internal": topic.is_internal,
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
+        "partitions": [
+            {
+                "error_code": errors.NONE,
+                "partition_index": index,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": p.replicas,
+                "isr_nodes": p.isr,
+                "offline_replicas": (),
+            }
+            for index, p in enumerate(topic.partitions)
+        ],
+    }

@@ -1,0 +1,129 @@
+"""ListOffsets, OffsetForLeaderEpoch, DeleteRecords and InitProducerId."""
+
+from __future__ import annotations
+
+import logging
+
+from .. import errors
+from ..node import BrokerNode
+from ..protocol.codec import Request
+from ..records.batch import decode_batch
+
+log = logging.getLogger("pylog.broker")
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+DELETE_TO_HIGH_WATERMARK = -1
+PRODUCER_EPOCH_MAX = 32767
+NO_PRODUCER_ID = -1
+
+
+class OffsetOutOfRangeError(Exception):
+    error_code = errors.OFFSET_OUT_OF_RANGE
+
+
+def handle_list_offsets(node: BrokerNode, request: Request) -> dict:
+    return {"topics": [
+        {"name": topic.name,
+         "partitions": [_list_offset(node, topic.name, p) for p in topic.partitions]}
+        for topic in request.body.topics
+    ]}
+
+
+def _list_offset(node: BrokerNode, topic: str, wanted) -> dict:
+    result = {"partition_index": wanted.partition_index, "timestamp": -1, "offset": -1,
+              "leader_epoch": -1, "old_style_offsets": ()}
+    try:
+        partition = node.replicas.get(topic, wanted.partition_index)
+        partition.check_epoch(getattr(wanted, "current_leader_epoch", -1))
+        offset, timestamp = _resolve(partition, wanted.timestamp)
+    except Exception as error:
+        return {**result, "error_code": errors.error_code_of(error)}
+    epoch = partition.leader_epoch if offset >= 0 else -1
+    return {**result, "error_code": errors.NONE, "offset": offset, "timestamp": timestamp,
+            "leader_epoch": epoch}
+
+
+def _resolve(partition, timestamp: int) -> tuple[int, int]:
+    log_ = partition.log
+    if timestamp == EARLIEST_TIMESTAMP:
+        return log_.log_start_offset, -1
+    if timestamp in (LATEST_TIMESTAMP, MAX_TIMESTAMP) or timestamp < 0:
+        return partition.high_watermark, -1
+    found = log_.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= partition.high_watermark:
+        return -1, -1
+    return _first_record_at_or_after(log_, found[0], timestamp)
+
+
+def _first_record_at_or_after(log_, batch_offset: int, timestamp: int) -> tuple[int, int]:
+    """Storage finds the batch by its max timestamp; like Kafka, pick the exact record inside it.
+
+    Only this rare lookup decompresses a batch, never produce or fetch.
+    """
+    data = log_.read(batch_offset, 1, min_one_message=True).read_bytes()
+    _header, records = decode_batch(data)
+    for record in records:
+        if record.offset >= batch_offset and record.timestamp_ms >= timestamp:
+            return record.offset, record.timestamp_ms
+    return batch_offset, -1
+
+
+def handle_offset_for_leader_epoch(node: BrokerNode, request: Request) -> dict:
+    return {"topics": [
+        {"topic": topic.topic,
+         "partitions": [_epoch_end(node, topic.topic, p) for p in topic.partitions]}
+        for topic in request.body.topics
+    ]}
+
+
+def _epoch_end(node: BrokerNode, topic: str, wanted) -> dict:
+    result = {"partition": wanted.partition, "leader_epoch": -1, "end_offset": -1}
+    try:
+        partition = node.replicas.get(topic, wanted.partition)
+        partition.check_epoch(wanted.current_leader_epoch)
+        epoch, end_offset = partition.log.end_offset_for_epoch(wanted.leader_epoch)
+        if epoch < 0:
+            end_offset = -1
+    except Exception as error:
+        return {**result, "error_code": errors.error_code_of(error)}
+    return {**result, "error_code": errors.NONE, "leader_epoch": epoch, "end_offset": end_offset}
+
+
+def handle_delete_records(node: BrokerNode, request: Request) -> dict:
+    return {"topics": [
+        {"name": topic.name,
+         "partitions": [_delete_before(node, topic.name, p) for p in topic.partitions]}
+        for topic in request.body.topics
+    ]}
+
+
+def _delete_before(node: BrokerNode, topic: str, wanted) -> dict:
+    result = {"partition_index": wanted.partition_index, "low_watermark": -1}
+    try:
+        partition = node.replicas.get(topic, wanted.partition_index)
+        offset = wanted.offset
+        if offset == DELETE_TO_HIGH_WATERMARK:
+            offset = partition.high_watermark
+        if not 0 <= offset <= partition.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [0, HW {partition.high_watermark}]"
+            )
+        partition.log.delete_records_before(offset)
+    except Exception as error:
+        return {**result, "error_code": errors.error_code_of(error)}
+    return {**result, "error_code": errors.NONE, "low_watermark": partition.log.log_start_offset}
+
+
+def handle_init_producer_id(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    if body.transactional_id is not None:
+        log.warning("InitProducerId refused: transactions are not supported")
+        return {"error_code": errors.INVALID_REQUEST, "producer_id": -1, "producer_epoch": -1}
+    producer_id = getattr(body, "producer_id", NO_PRODUCER_ID)
+    epoch = getattr(body, "producer_epoch", -1)
+    if producer_id != NO_PRODUCER_ID and 0 <= epoch < PRODUCER_EPOCH_MAX:
+        return {"error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
+    producer_id = node.store.allocate_producer_id()
+    return {"error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": 0}

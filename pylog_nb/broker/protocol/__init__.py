@@ -1,0 +1,1 @@
+"""Kafka wire protocol: framing, headers, versions and message codecs (sans-IO)."""

@@ -1,0 +1,53 @@
+"""The API keys and versions this broker serves, and the ranges it advertises.
+
+``min_advertised`` can sit below ``min_parsed``: librdkafka before 2.11.1 (Debian's kcat 1.7.1)
+checks that the advertised range *contains* version 0 of Produce, Fetch, ListOffsets,
+FindCoordinator and InitProducerId before it enables compression and RecordBatch v2 (KAFKA-18659).
+A request for a version below ``min_parsed`` is answered with UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRange:
+    min_advertised: int
+    min_parsed: int
+    max: int
+
+
+PRODUCE_KEY = 0
+FETCH_KEY = 1
+LIST_OFFSETS_KEY = 2
+METADATA_KEY = 3
+API_VERSIONS_KEY = 18
+CREATE_TOPICS_KEY = 19
+DELETE_TOPICS_KEY = 20
+DELETE_RECORDS_KEY = 21
+INIT_PRODUCER_ID_KEY = 22
+OFFSET_FOR_LEADER_EPOCH_KEY = 23
+DESCRIBE_CONFIGS_KEY = 32
+ALTER_CONFIGS_KEY = 33
+CREATE_PARTITIONS_KEY = 37
+INCREMENTAL_ALTER_CONFIGS_KEY = 44
+DESCRIBE_CLUSTER_KEY = 60
+
+API_VERSIONS: dict[int, ApiRange] = {
+    PRODUCE_KEY: ApiRange(0, 3, 10),
+    FETCH_KEY: ApiRange(0, 4, 16),
+    LIST_OFFSETS_KEY: ApiRange(0, 1, 7),
+    METADATA_KEY: ApiRange(0, 0, 12),
+    API_VERSIONS_KEY: ApiRange(0, 0, 4),
+    CREATE_TOPICS_KEY: ApiRange(2, 2, 7),
+    DELETE_TOPICS_KEY: ApiRange(1, 1, 6),
+    DELETE_RECORDS_KEY: ApiRange(0, 0, 2),
+    INIT_PRODUCER_ID_KEY: ApiRange(0, 0, 4),
+    OFFSET_FOR_LEADER_EPOCH_KEY: ApiRange(2, 2, 4),
+    DESCRIBE_CONFIGS_KEY: ApiRange(1, 1, 4),
+    ALTER_CONFIGS_KEY: ApiRange(0, 0, 2),
+    CREATE_PARTITIONS_KEY: ApiRange(0, 0, 3),
+    INCREMENTAL_ALTER_CONFIGS_KEY: ApiRange(0, 0, 1),
+    DESCRIBE_CLUSTER_KEY: ApiRange(0, 0, 1),
+}

@@ -1,0 +1,155 @@
+"""The asyncio shell around a BrokerNode: sockets, framing, timers, shutdown.
+
+Theory of operation: each connection is served strictly in order, one request at a time, as Kafka
+does (a long-polling Fetch holds its own connection only). A frame whose size is negative or above
+``socket.request.max.bytes``, a frame that cannot be decoded, or an unknown API key or version
+closes that one connection after one log line; every other connection carries on. ApiVersions at
+an unsupported version is the exception the protocol defines: it gets error 35 and our ranges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import signal
+import struct
+
+from .config import BrokerConfig
+from .handlers import HANDLERS
+from .node import BrokerNode
+from .protocol import codec
+from .protocol.versions import API_VERSIONS_KEY
+
+log = logging.getLogger("pylog.broker")
+
+_SIZE = struct.Struct(">i")
+UNSUPPORTED_VERSION = 35
+WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024  # drain before buffering more responses than this
+
+
+class ProtocolViolation(Exception):
+    """The peer broke framing; its connection is closed."""
+
+
+class BrokerServer:
+    def __init__(self, node: BrokerNode) -> None:
+        self.node = node
+        self.server: asyncio.Server | None = None
+        self.stopped = asyncio.Event()
+        self.timers: list[asyncio.Task] = []
+        self.connections: set[asyncio.Task] = set()
+
+    async def start(self) -> int:
+        """Listen and start timers; return the bound port."""
+        config = self.node.config
+        self.server = await asyncio.start_server(
+            self._serve, config.host, config.port, reuse_address=True
+        )
+        self.node.port = self.server.sockets[0].getsockname()[1]
+        self.timers = [
+            asyncio.create_task(self._every(config.retention_check_interval_ms, self._retention)),
+            asyncio.create_task(self._every(config.flush_interval_ms, self.node.replicas.flush)),
+        ]
+        log.info("broker %d listening on %s:%d", config.broker_id, config.host, self.node.port)
+        return self.node.port
+
+    def _retention(self) -> None:
+        deleted = self.node.replicas.enforce_retention(self.node.now_ms())
+        if deleted:
+            log.info("retention deleted %d segment(s)", deleted)
+
+    async def _every(self, interval_ms: int, action) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                action()
+            except Exception:
+                log.exception("periodic %s failed", getattr(action, "__name__", action))
+
+    async def stop(self) -> None:
+        """Stop listening, finish every connection, then close the logs cleanly."""
+        if self.server is not None:
+            self.server.close()
+        tasks = [*self.timers, *self.connections]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.node.close()
+        self.stopped.set()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        task = asyncio.current_task()
+        self.connections.add(task)
+        try:
+            while True:
+                frame = await self._read_frame(reader)
+                if frame is None:
+                    return
+                response = await self._dispatch(frame)
+                if response is not None:
+                    writer.write(response)
+                    if writer.transport.get_write_buffer_size() > WRITE_BUFFER_HIGH_BYTES:
+                        await writer.drain()
+        except ProtocolViolation as error:
+            log.warning("closing connection from %s: %s", peer, error)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        except Exception:
+            log.exception("closing connection from %s after an internal error", peer)
+        finally:
+            self.connections.discard(task)
+            writer.close()
+
+    async def _read_frame(self, reader: asyncio.StreamReader) -> bytes | None:
+        try:
+            head = await reader.readexactly(_SIZE.size)
+        except asyncio.IncompleteReadError:
+            return None
+        size = _SIZE.unpack(head)[0]
+        limit = self.node.config.socket_request_max_bytes
+        if size < 0 or size > limit:
+            raise ProtocolViolation(f"request of {size} bytes exceeds socket.request.max.bytes")
+        return await reader.readexactly(size)
+
+    async def _dispatch(self, frame: bytes) -> bytes | None:
+        try:
+            request = codec.parse_request(frame)
+        except codec.UnsupportedRequestError as error:
+            if error.header.api_key == API_VERSIONS_KEY:
+                return codec.encode_api_versions_error(error.header, UNSUPPORTED_VERSION)
+            raise ProtocolViolation(str(error)) from None
+        except codec.MalformedRequestError as error:
+            raise ProtocolViolation(str(error)) from None
+        result = HANDLERS[request.header.api_key](self.node, request)
+        if inspect.isawaitable(result):
+            result = await result
+        if result is None:
+            return None
+        return codec.encode_response(request.header, result)
+
+
+async def run_broker(config: BrokerConfig, ready_fd: int | None, parent_fd: int | None) -> None:
+    """Run a broker until SIGTERM/SIGINT or until the supervisor's pipe closes."""
+    node = BrokerNode.open(config)
+    server = BrokerServer(node)
+    port = await server.start()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
+    if parent_fd is not None:
+        loop.add_reader(parent_fd, _on_parent_pipe, parent_fd, server)
+    if ready_fd is not None:
+        os.write(ready_fd, f"{port}\n".encode())
+        os.close(ready_fd)
+    await server.stopped.wait()
+    log.info("broker %d stopped cleanly", config.broker_id)
+
+
+def _on_parent_pipe(fd: int, server: BrokerServer) -> None:
+    if os.read(fd, 1) == b"":
+        log.warning("supervisor is gone; shutting down")
+        asyncio.get_running_loop().remove_reader(fd)
+        asyncio.ensure_future(server.stop())

@@ -1,0 +1,833 @@
+"""The partition log: Kafka's UnifiedLog + LocalLog + LogLoader in one synchronous object.
+
+Theory of operation:
+
+- A partition directory holds segments (``<base offset>.log/.index/.timeindex``), the last of
+  which is *active* (appends go there), plus small checkpoints: ``leader-epoch-checkpoint``,
+  ``recovery-point``, ``high-watermark``, ``log-start-offset``, producer ``*.snapshot`` files and,
+  only between a clean close and the next open, the ``clean-shutdown`` marker.
+- Appends are validated as a whole before anything is touched (CRC, sizes, producer sequences), so
+  a refused request leaves every file byte-identical. Only then are offsets, the leader epoch and
+  LogAppendTime patched into the caller's buffer and the bytes written with one ``pwrite`` per
+  segment. Segments roll by size, age, full index or offset range, and are fsynced when they do.
+- Nothing is fsynced per append by default (Kafka's default; replication gives durability).
+  ``flush`` fsyncs and moves the ``recovery-point``: after a crash every segment from the one
+  holding it is CRC-checked batch by batch and cut at the first torn or corrupt byte. A clean
+  ``close`` writes the marker and the next ``open`` trusts the files as they are.
+- Reads return file descriptor + position + size of whole batches for ``os.sendfile``.
+- Memory does not grow with the log: per closed segment only a few ints and file descriptors.
+
+Not thread-safe: the asyncio broker calls it from its event loop only.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pylog_nb.broker.records.header import (
+    BatchHeader,
+    InvalidRecordError,
+    batch_size_at,
+    check_batch,
+    iter_batches,
+    read_header,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+
+from .checkpoints import TMP_SUFFIX, OffsetCheckpointFile, fsync_dir, write_atomically
+from .config import LogConfig
+from .epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, EpochEndOffset, LeaderEpochFileCache
+from .errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from .index import INT32_MAX
+from .producer_state import DuplicateBatch, ProducerStateManager
+from .segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FetchDataInfo,
+    LogSegment,
+    OffsetAndTimestamp,
+    parse_segment_base_offset,
+)
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "LoadInfo",
+    "Log",
+    "LogAppendInfo",
+    "SegmentInfo",
+]
+
+CLEAN_SHUTDOWN_FILE = "clean-shutdown"
+RECOVERY_POINT_FILE = "recovery-point"
+HIGH_WATERMARK_FILE = "high-watermark"
+LOG_START_OFFSET_FILE = "log-start-offset"
+
+# ListOffsets sentinels (Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP / LATEST_TIMESTAMP).
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+NO_TIMESTAMP = -1
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _validated_headers(buf) -> Iterator[tuple[int, BatchHeader]]:
+    """``(position, header)`` of batches already checked once, without recomputing CRCs."""
+    pos = 0
+    while pos < len(buf):
+        header = read_header(buf, pos)
+        yield pos, header
+        pos += header.size_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """What an append did; for a duplicate, the offsets the batch was first written at."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp_ms: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool = False
+    size_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """Introspection view of one segment."""
+
+    base_offset: int
+    size_bytes: int
+    next_offset: int
+    path: Path
+    max_timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadInfo:
+    """What ``Log.open`` found: was recovery needed and what did it cut."""
+
+    clean_shutdown: bool
+    recovered_segment_count: int
+    truncated_bytes: int
+    deleted_segment_count: int
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """Consecutive batches of one append that go to the same segment."""
+
+    start: int
+    end: int
+    last_offset: int
+    max_timestamp_ms: int
+    offset_of_max_timestamp: int
+
+
+class Log:
+    """One partition's log on local disk. Create with ``Log.open``."""
+
+    def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
+        self.directory = directory
+        self.config = config
+        self._now_ms = now_ms
+        self._segments: list[LogSegment] = []
+        self._log_start_offset = 0
+        self._log_end_offset = 0
+        self._high_watermark = 0
+        self._recovery_point = 0
+        self._closed = False
+        self._unflushed_message_count = 0
+        self._last_flush_ms = now_ms()
+        self._pending_close: deque[tuple[int, LogSegment]] = deque()
+        self._log_start_checkpoint = OffsetCheckpointFile(directory / LOG_START_OFFSET_FILE)
+        self._recovery_point_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_FILE)
+        self._high_watermark_checkpoint = OffsetCheckpointFile(directory / HIGH_WATERMARK_FILE)
+        self.leader_epoch_cache = LeaderEpochFileCache(
+            directory / LEADER_EPOCH_CHECKPOINT_FILE, lambda: self._log_end_offset
+        )
+        self.producer_state = ProducerStateManager(directory)
+        self.load_info = LoadInfo(True, 0, 0, 0)
+
+    # == loading =================================================================================
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> Log:
+        """Open (or create) the log in ``directory``, recovering it if it was not closed cleanly."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, config, now_ms)
+        log._load()
+        return log
+
+    def _load(self) -> None:
+        for leftover in self.directory.glob(f"*{TMP_SUFFIX}"):
+            leftover.unlink()
+        marker = self.directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self._segments = self._open_segments()
+        self._load_segments(clean)
+        if not self._segments:
+            start = self._log_start_checkpoint.read() or 0
+            self._segments.append(self._create_segment(start))
+        self._log_end_offset = self._active.next_offset
+        self._active.make_active()
+        self._log_start_offset = max(
+            self._log_start_checkpoint.read() or 0, self._first.base_offset
+        )
+        if self._log_start_offset > self._log_end_offset:
+            self.truncate_fully_and_start_at(self._log_start_offset)
+        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state.load(self._log_start_offset, self._log_end_offset, self._replay_headers)
+        self._recovery_point = self._log_end_offset
+        self._recovery_point_checkpoint.write(self._recovery_point)
+        self._log_start_checkpoint.write(self._log_start_offset)
+        self._high_watermark = self._clamp(self._high_watermark_checkpoint.read() or 0)
+        if clean:
+            marker.unlink()
+            fsync_dir(self.directory)
+
+    def _open_segments(self) -> list[LogSegment]:
+        names = set(self.directory.iterdir())
+        bases = set()
+        for path in names:
+            base = parse_segment_base_offset(path.name, LOG_SUFFIX)
+            if base is not None:
+                bases.add(base)
+        for path in names:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                base = parse_segment_base_offset(path.name, suffix)
+                if base is not None and base not in bases:
+                    path.unlink()  # an index whose segment is gone
+        now = self._now_ms()
+        return [LogSegment(self.directory, b, self.config, created_ms=now) for b in sorted(bases)]
+
+    def _load_segments(self, clean: bool) -> None:
+        """Recover what may be torn: every segment from the recovery point, or any bad index."""
+        recovery_point = self._recovery_point_checkpoint.read() or 0
+        first_unflushed = max(self._segment_index_for(recovery_point), 0)
+        recovered = truncated = deleted = 0
+        for i, segment in enumerate(self._segments):
+            must_check = not clean and i >= first_unflushed
+            if not must_check and segment.indexes_look_sane():
+                continue
+            truncated = segment.recover(self._learn_epoch)
+            segment.flush()
+            recovered += 1
+            if truncated:
+                deleted = self._delete_segments_after(i)
+                break
+        if recovered:
+            fsync_dir(self.directory)
+        self.load_info = LoadInfo(clean, recovered, truncated, deleted)
+
+    def _delete_segments_after(self, i: int) -> int:
+        doomed = self._segments[i + 1 :]
+        del self._segments[i + 1 :]
+        for segment in doomed:
+            segment.delete_files()
+            segment.close()
+        return len(doomed)
+
+    def _learn_epoch(self, header: BatchHeader) -> None:
+        epoch = header.partition_leader_epoch
+        if epoch >= 0 and epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(epoch, header.base_offset)
+
+    def _replay_headers(self, start_offset: int) -> Iterator[BatchHeader]:
+        """Headers of every batch from the one holding ``start_offset`` to the log end."""
+        i = max(self._segment_index_for(start_offset), 0)
+        for segment in self._segments[i:]:
+            yield from segment.batch_headers(max(start_offset, segment.base_offset))
+
+    # == properties ==============================================================================
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """LEO: the offset the next appended record gets."""
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = self._clamp(offset)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW (owned by the replication layer), clamped to [log start, LEO]."""
+        self.high_watermark = offset
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        """Everything below this offset is fsynced."""
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size_bytes for segment in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def segments(self) -> list[SegmentInfo]:
+        """Base offset, size, next offset, path and max timestamp of every segment."""
+        return [
+            SegmentInfo(
+                s.base_offset,
+                s.size_bytes,
+                s.next_offset,
+                s.path,
+                s.max_timestamp_so_far.timestamp_ms,
+            )
+            for s in self._segments
+        ]
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
+        """OffsetForLeaderEpoch: see ``LeaderEpochFileCache.end_offset_for``."""
+        return self.leader_epoch_cache.end_offset_for(leader_epoch)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def _first(self) -> LogSegment:
+        return self._segments[0]
+
+    def _segment_index_for(self, offset: int) -> int:
+        """Index of the last segment whose base offset is <= ``offset`` (-1 if none)."""
+        return bisect_right(self._segments, offset, key=lambda s: s.base_offset) - 1
+
+    def _clamp(self, offset: int) -> int:
+        return min(max(offset, self._log_start_offset), self._log_end_offset)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.directory} is closed")
+
+    # == appends =================================================================================
+
+    def append_as_leader(
+        self, records: bytearray, *, leader_epoch: int, now_ms: int | None = None
+    ) -> LogAppendInfo:
+        """Validate, assign offsets from the LEO, stamp ``leader_epoch`` and append.
+
+        ``records`` (one produce request's batches for this partition) is patched in place when
+        it is a ``bytearray``. Raises CorruptRecordError, RecordTooLargeError,
+        OutOfOrderSequenceError or InvalidProducerEpochError without touching the log. A retried
+        idempotent batch returns its original offsets with ``duplicate=True``.
+        """
+        self._check_open()
+        if not self.leader_epoch_cache.latest_epoch <= leader_epoch <= INT32_MAX:
+            raise ValueError(
+                f"leader epoch {leader_epoch} is invalid or older than the latest epoch "
+                f"{self.leader_epoch_cache.latest_epoch}: the caller must fence stale leaders"
+            )
+        if leader_epoch < 0:
+            raise ValueError(f"leader epoch {leader_epoch} is negative")
+        now = self._now_ms() if now_ms is None else now_ms
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        if not buf:
+            return self._empty_append_info()
+        batches = self._validate_leader_records(buf)
+        duplicate = self._check_producers(batches)
+        if duplicate is not None:
+            return duplicate
+        append_time_ms = now if self.config.log_append_time else NO_TIMESTAMP
+        self._assign_offsets(buf, batches, leader_epoch, append_time_ms)
+        self.leader_epoch_cache.assign(leader_epoch, self._log_end_offset)
+        return self._append(buf, append_time_ms, now)
+
+    def append_as_follower(self, records) -> LogAppendInfo:
+        """Append batches copied from the leader, offsets and epochs as they are.
+
+        CRCs are still checked. The first batch must start at the LEO and offsets must be
+        contiguous. A partial batch at the end (a fetch cut at max bytes) is ignored.
+        """
+        self._check_open()
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        valid_bytes = self._validate_follower_records(buf)
+        if not valid_bytes:
+            return self._empty_append_info()
+        view = memoryview(buf)[:valid_bytes]
+        for _, header in _validated_headers(view):
+            if header.partition_leader_epoch >= 0:
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        return self._append(view, NO_TIMESTAMP, self._now_ms())
+
+    def _empty_append_info(self) -> LogAppendInfo:
+        return LogAppendInfo(-1, -1, NO_TIMESTAMP, NO_TIMESTAMP, self._log_start_offset)
+
+    def _validate_leader_records(self, buf: bytearray) -> list[tuple[int, BatchHeader]]:
+        if len(buf) > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"record set of {len(buf)} bytes is larger than max_message_bytes "
+                f"{self.config.max_message_bytes}"
+            )
+        try:
+            batches = list(iter_batches(buf))
+        except CorruptRecordError:
+            raise
+        except InvalidRecordError as error:
+            raise CorruptRecordError(str(error)) from error
+        for _, header in batches:
+            if header.records_count == 0 or header.records_count != header.last_offset_delta + 1:
+                raise CorruptRecordError("record count does not match last offset delta")
+            if header.is_control:
+                raise CorruptRecordError("producers may not write control batches")
+        return batches
+
+    def _check_producers(self, batches: list[tuple[int, BatchHeader]]) -> LogAppendInfo | None:
+        pending: dict[int, tuple[int, int]] = {}
+        for _, header in batches:
+            verdict = self.producer_state.check(header, pending)
+            if isinstance(verdict, DuplicateBatch):
+                return LogAppendInfo(
+                    verdict.first_offset,
+                    verdict.last_offset,
+                    verdict.max_timestamp_ms,
+                    NO_TIMESTAMP,
+                    self._log_start_offset,
+                    duplicate=True,
+                )
+        return None
+
+    def _assign_offsets(
+        self,
+        buf: bytearray,
+        batches: list[tuple[int, BatchHeader]],
+        leader_epoch: int,
+        append_time_ms: int,
+    ) -> None:
+        offset = self._log_end_offset
+        for pos, header in batches:
+            set_base_offset(buf, pos, offset)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            if append_time_ms != NO_TIMESTAMP:
+                set_log_append_time(buf, pos, header.size_bytes, append_time_ms)
+            offset += header.last_offset_delta + 1
+
+    def _validate_follower_records(self, buf: bytearray) -> int:
+        """Bytes of whole valid batches at the start of ``buf``; raise on a corrupt one."""
+        pos, next_offset = 0, self._log_end_offset
+        while pos < len(buf):
+            size_bytes = batch_size_at(buf, pos)
+            if size_bytes < 0 or pos + size_bytes > len(buf):
+                break  # a partial batch at the end of a fetch response
+            try:
+                header = check_batch(buf, pos, len(buf))
+            except InvalidRecordError as error:
+                raise CorruptRecordError(str(error)) from error
+            if header.base_offset != next_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"follower batch starts at offset {header.base_offset}, expected {next_offset}"
+                )
+            next_offset = header.next_offset
+            pos += size_bytes
+        return pos
+
+    def _append(self, buf, append_time_ms: int, now_ms: int) -> LogAppendInfo:
+        """Write validated batches with final offsets, rolling between chunks as needed."""
+        first_offset = read_header(buf).base_offset
+        assert first_offset == self._log_end_offset, (first_offset, self._log_end_offset)
+        max_timestamp_ms, message_count = NO_TIMESTAMP, 0
+        for chunk in self._chunks(buf):
+            segment = self._maybe_roll(chunk, now_ms)
+            try:
+                segment.append(
+                    memoryview(buf)[chunk.start : chunk.end],
+                    chunk.last_offset,
+                    chunk.max_timestamp_ms,
+                    chunk.offset_of_max_timestamp,
+                )
+            except OSError as error:
+                self._closed = True
+                raise KafkaStorageError(f"append to {segment.path} failed: {error}") from error
+            self._log_end_offset = chunk.last_offset + 1
+            max_timestamp_ms = max(max_timestamp_ms, chunk.max_timestamp_ms)
+        for _, header in _validated_headers(buf):
+            self.producer_state.update(header, header.base_offset)
+            message_count += header.records_count
+        self._unflushed_message_count += message_count
+        self._maybe_flush(now_ms)
+        return LogAppendInfo(
+            first_offset,
+            self._log_end_offset - 1,
+            max_timestamp_ms,
+            append_time_ms,
+            self._log_start_offset,
+            size_bytes=len(buf),
+        )
+
+    def _chunks(self, buf) -> Iterator[_Chunk]:
+        """Split batches into runs of at most ``segment_bytes`` (a bigger batch goes alone)."""
+        chunk: _Chunk | None = None
+        for pos, header in _validated_headers(buf):
+            size_bytes = header.size_bytes
+            if chunk is not None and pos + size_bytes - chunk.start > self.config.segment_bytes:
+                yield chunk
+                chunk = None
+            if chunk is None:
+                chunk = _Chunk(pos, pos, header.last_offset, NO_TIMESTAMP, header.last_offset)
+            if header.max_timestamp > chunk.max_timestamp_ms:
+                chunk.max_timestamp_ms = header.max_timestamp
+                chunk.offset_of_max_timestamp = header.last_offset
+            chunk.end, chunk.last_offset = pos + size_bytes, header.last_offset
+        if chunk is not None:
+            yield chunk
+
+    def _maybe_roll(self, chunk: _Chunk, now_ms: int) -> LogSegment:
+        should_roll = self._active.should_roll(
+            size_bytes=chunk.end - chunk.start,
+            last_offset=chunk.last_offset,
+            max_timestamp_ms=chunk.max_timestamp_ms,
+            now_ms=now_ms,
+            config=self.config,
+        )
+        return self.roll() if should_roll else self._active
+
+    def _maybe_flush(self, now_ms: int) -> None:
+        flush_messages, flush_ms = self.config.flush_messages, self.config.flush_ms
+        if (flush_messages is not None and self._unflushed_message_count >= flush_messages) or (
+            flush_ms is not None and now_ms - self._last_flush_ms >= flush_ms
+        ):
+            self.flush()
+
+    # == reads ===================================================================================
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding ``fetch_offset``, up to ``max_bytes``.
+
+        ``max_offset`` (exclusive, e.g. the HW) stops before the batch holding it. With
+        ``min_one_message`` the first batch comes whole even if larger than ``max_bytes``.
+        Raises OffsetOutOfRangeError outside [log start offset, LEO].
+        """
+        self._check_open()
+        if not self._log_start_offset <= fetch_offset <= self._log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {fetch_offset} is outside [{self._log_start_offset}, "
+                f"{self._log_end_offset}] in {self.directory}"
+            )
+        if fetch_offset == self._log_end_offset or (
+            max_offset is not None and fetch_offset >= max_offset
+        ):
+            return FetchDataInfo.empty(fetch_offset)
+        for segment in self._segments[max(self._segment_index_for(fetch_offset), 0) :]:
+            max_position = self._max_position(segment, max_offset)
+            info = segment.read(fetch_offset, max_bytes, max_position, min_one_message)
+            if info is not None:
+                return info
+        return FetchDataInfo.empty(fetch_offset)
+
+    @staticmethod
+    def _max_position(segment: LogSegment, max_offset: int | None) -> int | None:
+        if max_offset is None or max_offset >= segment.next_offset:
+            return None
+        if max_offset <= segment.base_offset:
+            return 0
+        found = segment.translate_offset(max_offset)
+        return None if found is None else found[0]
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:
+        """ListOffsets: the first batch whose max timestamp is >= ``timestamp_ms``.
+
+        Also answers EARLIEST_TIMESTAMP (-2) with the log start offset and LATEST_TIMESTAMP (-1)
+        with the LEO. The offset is the batch's base offset (or the log start offset if later):
+        batches are never decompressed here. None when no batch is that recent.
+        """
+        self._check_open()
+        if timestamp_ms == EARLIEST_TIMESTAMP:
+            return OffsetAndTimestamp(self._log_start_offset, NO_TIMESTAMP)
+        if timestamp_ms == LATEST_TIMESTAMP:
+            return OffsetAndTimestamp(self._log_end_offset, NO_TIMESTAMP)
+        if timestamp_ms < 0:
+            raise ValueError(f"unsupported timestamp {timestamp_ms}")
+        for segment in self._segments:
+            if segment.next_offset <= self._log_start_offset:
+                continue
+            if segment.max_timestamp_so_far.timestamp_ms >= timestamp_ms:
+                found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # == roll, flush, close ======================================================================
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the LEO (a no-op if the active one is empty)."""
+        self._check_open()
+        active = self._active
+        new_base = self._log_end_offset
+        if active.size_bytes == 0 and active.base_offset == new_base:
+            return active
+        try:
+            active.on_become_inactive()
+            self.producer_state.take_snapshot(new_base)
+            segment = self._create_segment(new_base)
+        except OSError as error:
+            self._closed = True
+            raise KafkaStorageError(f"roll of {self.directory} failed: {error}") from error
+        segment.make_active()
+        self._segments.append(segment)
+        self._recovery_point = new_base  # every older segment is fsynced now
+        self._recovery_point_checkpoint.write(new_base)
+        self._close_expired_deletions()
+        return segment
+
+    def _create_segment(self, base_offset: int) -> LogSegment:
+        segment = LogSegment.create(self.directory, base_offset, self.config, now_ms=self._now_ms())
+        fsync_dir(self.directory)
+        return segment
+
+    def flush(self) -> None:
+        """fsync the active segment and persist recovery point, HW and log start offset."""
+        self._check_open()
+        self._active.flush()
+        self._recovery_point = self._log_end_offset
+        self._recovery_point_checkpoint.write(self._recovery_point)
+        self._high_watermark_checkpoint.write(self._high_watermark)
+        self._log_start_checkpoint.write(self._log_start_offset)
+        self._unflushed_message_count = 0
+        self._last_flush_ms = self._now_ms()
+
+    def close(self) -> None:
+        """Flush, snapshot producer state, write the clean-shutdown marker, release files."""
+        if self._closed:
+            return
+        self._active.seal_time_index()
+        self.producer_state.take_snapshot(self._log_end_offset)
+        # Older snapshots inside the active segment are redundant with the one at its base.
+        self.producer_state.delete_snapshots_between(self._active.base_offset, self._log_end_offset)
+        self.flush()
+        write_atomically(self.directory / CLEAN_SHUTDOWN_FILE, b"")
+        self.close_handlers()
+
+    def close_handlers(self) -> None:
+        """Release every file descriptor without writing anything (Kafka's closeHandlers)."""
+        for segment in self._segments:
+            segment.close()
+        while self._pending_close:
+            self._pending_close.popleft()[1].close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        self.close_handlers()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # == truncation and deletion =================================================================
+
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation: remove the batch holding ``offset`` and everything after it.
+
+        Returns True if anything was removed. Below the log start offset the log is emptied and
+        restarted at ``offset`` (Kafka's rule).
+        """
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._log_end_offset:
+            return False
+        if offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        i = self._segment_index_for(offset)
+        for segment in self._segments[i + 1 :]:
+            self._schedule_delete(segment)
+        del self._segments[i + 1 :]
+        self._active.truncate_to(offset)
+        self._active.make_active()
+        self._active.flush()
+        fsync_dir(self.directory)
+        self._log_end_offset = self._active.next_offset
+        if self._log_end_offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(self._log_start_offset)
+            return True
+        self._after_truncation()
+        return True
+
+    def _after_truncation(self) -> None:
+        leo = self._log_end_offset
+        self.leader_epoch_cache.truncate_from_end(leo)
+        self.producer_state.load(self._log_start_offset, leo, self._replay_headers)
+        self._high_watermark = self._clamp(self._high_watermark)
+        self._recovery_point = min(self._recovery_point, leo)
+        self._recovery_point_checkpoint.write(self._recovery_point)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at ``offset``."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot start a log at negative offset {offset}")
+        self._log_start_checkpoint.write(offset)
+        for segment in self._segments:
+            self._schedule_delete(segment)
+        self._segments = [self._create_segment(offset)]
+        self._active.make_active()
+        self._log_start_offset = self._log_end_offset = self._high_watermark = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.clear()
+        self._recovery_point = offset
+        self._recovery_point_checkpoint.write(offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (<= HW); return it.
+
+        Whole segments below the new start are deleted; the rest stay but are unreadable.
+        """
+        self._check_open()
+        if offset > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: above the high watermark "
+                f"{self._high_watermark}"
+            )
+        if offset <= self._log_start_offset:
+            return self._log_start_offset
+        self._log_start_offset = offset
+        self._log_start_checkpoint.write(offset)
+        self._after_log_start_moved()
+        self._delete_segments(self._deletable_segments(self._below_log_start))
+        return offset
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Delete old segments by ``retention_ms``, ``retention_bytes`` and log start offset.
+
+        Only whole segments entirely below the HW; the active one too when everything expired
+        (after rolling an empty one). Returns the number of segments deleted.
+        """
+        self._check_open()
+        now = self._now_ms() if now_ms is None else now_ms
+        deleted = 0
+        if self.config.retention_ms >= 0:
+            deleted += self._delete_segments(self._deletable_segments(self._expired(now)))
+        if self.config.retention_bytes >= 0:
+            over_bytes = self.size_bytes - self.config.retention_bytes
+            deleted += self._delete_segments(self._deletable_segments(self._oversize(over_bytes)))
+        deleted += self._delete_segments(self._deletable_segments(self._below_log_start))
+        self._close_expired_deletions(now)
+        return deleted
+
+    def _expired(self, now_ms: int) -> Callable[[LogSegment, LogSegment | None], bool]:
+        return lambda s, _next: now_ms - s.largest_timestamp_ms > self.config.retention_ms
+
+    @staticmethod
+    def _oversize(over_bytes: int) -> Callable[[LogSegment, LogSegment | None], bool]:
+        remaining = [over_bytes]
+
+        def breached(segment: LogSegment, _next: LogSegment | None) -> bool:
+            if remaining[0] - segment.size_bytes < 0:
+                return False
+            remaining[0] -= segment.size_bytes
+            return True
+
+        return breached
+
+    def _below_log_start(self, _segment: LogSegment, next_segment: LogSegment | None) -> bool:
+        return next_segment is not None and next_segment.base_offset <= self._log_start_offset
+
+    def _deletable_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
+    ) -> list[LogSegment]:
+        """The oldest segments matching ``predicate``, stopping at the first that does not."""
+        deletable = []
+        for i, segment in enumerate(self._segments):
+            next_segment = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper = self._log_end_offset if next_segment is None else next_segment.base_offset
+            last_and_empty = next_segment is None and segment.size_bytes == 0
+            if last_and_empty or self._high_watermark < upper:
+                break
+            if not predicate(segment, next_segment):
+                break
+            deletable.append(segment)
+        return deletable
+
+    def _delete_segments(self, doomed: list[LogSegment]) -> int:
+        if not doomed:
+            return 0
+        if len(doomed) == len(self._segments):
+            self.roll()
+        assert self._segments[: len(doomed)] == doomed
+        del self._segments[: len(doomed)]
+        for segment in doomed:
+            self._schedule_delete(segment)
+        fsync_dir(self.directory)
+        if self._first.base_offset > self._log_start_offset:
+            self._log_start_offset = self._first.base_offset
+            self._log_start_checkpoint.write(self._log_start_offset)
+            self._after_log_start_moved()
+        self.producer_state.delete_snapshots_before(self._first.base_offset)
+        return len(doomed)
+
+    def _after_log_start_moved(self) -> None:
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state.truncate_head(self._log_start_offset)
+        self._high_watermark = self._clamp(self._high_watermark)
+        self._recovery_point = max(self._recovery_point, self._log_start_offset)
+
+    def _schedule_delete(self, segment: LogSegment) -> None:
+        """Unlink now; close the descriptors after ``file_delete_delay_ms`` for late readers."""
+        segment.delete_files()
+        if self.config.file_delete_delay_ms == 0:
+            segment.close()
+            return
+        self._pending_close.append((self._now_ms() + self.config.file_delete_delay_ms, segment))
+
+    def _close_expired_deletions(self, now_ms: int | None = None) -> None:
+        now = self._now_ms() if now_ms is None else now_ms
+        while self._pending_close and self._pending_close[0][0] <= now:
+            self._pending_close.popleft()[1].close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({str(self.directory)!r}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self._log_end_offset}, segments={len(self._segments)})"
+        )

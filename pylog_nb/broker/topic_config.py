@@ -1,0 +1,118 @@
+"""Topic configuration: the keys we honour, their defaults, validation and the LogConfig they make.
+
+Configs travel as strings on the wire (CreateTopics, AlterConfigs, DescribeConfigs), so every
+definition parses and checks a string. An invalid value is refused with INVALID_CONFIG (40) and a
+one-line message naming the key; nothing is applied unless every key is valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .storage.config import LogConfig
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+class InvalidConfigError(ValueError):
+    error_code = 40  # INVALID_CONFIG
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    default: str
+    parse: Callable[[str], object]
+    doc: str
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text.strip())
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}")
+        return value
+
+    return parse
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return lowered == "true"
+
+
+SEGMENT_BYTES_MIN = 14  # Kafka's lower bound: one record batch header must fit
+DEFINITIONS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in (
+        ConfigDef("retention.ms", "604800000", _int_in(-1, INT64_MAX), "Delete segments older"),
+        ConfigDef("retention.bytes", "-1", _int_in(-1, INT64_MAX), "Delete segments beyond size"),
+        ConfigDef("segment.bytes", "1073741824", _int_in(SEGMENT_BYTES_MIN, INT32_MAX), "Roll size"),
+        ConfigDef("segment.ms", "604800000", _int_in(1, INT64_MAX), "Roll age"),
+        ConfigDef("max.message.bytes", "1048588", _int_in(0, INT32_MAX), "Largest batch"),
+        ConfigDef("min.insync.replicas", "1", _int_in(1, INT32_MAX), "acks=all quorum"),
+        ConfigDef(
+            "message.timestamp.type",
+            "CreateTime",
+            _choice("CreateTime", "LogAppendTime"),
+            "Which timestamp records keep",
+        ),
+        ConfigDef("index.interval.bytes", "4096", _int_in(0, INT32_MAX), "Index density"),
+        ConfigDef("cleanup.policy", "delete", _choice("delete"), "Only delete is supported"),
+        ConfigDef(
+            "unclean.leader.election.enable", "false", _bool, "Elect out-of-sync replicas"
+        ),
+        ConfigDef("compression.type", "producer", _choice("producer"), "Kept as the producer sent"),
+    )
+}
+
+
+def validate(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check topic config overrides; return them normalised, or raise InvalidConfigError."""
+    checked = {}
+    for name, value in configs.items():
+        definition = DEFINITIONS.get(name)
+        if definition is None:
+            raise InvalidConfigError(f"Unknown topic config '{name}'")
+        if value is None:
+            raise InvalidConfigError(f"Topic config '{name}' has a null value")
+        try:
+            definition.parse(value)
+        except ValueError as error:
+            raise InvalidConfigError(f"Invalid value '{value}' for '{name}': {error}") from None
+        checked[name] = value.strip()
+    return checked
+
+
+def effective(overrides: Mapping[str, str]) -> dict[str, object]:
+    """Every config's parsed value: the override if present, else the default."""
+    return {
+        name: d.parse(overrides.get(name, d.default)) for name, d in DEFINITIONS.items()
+    }
+
+
+def log_config(overrides: Mapping[str, str]) -> LogConfig:
+    """The storage settings a topic's partitions use."""
+    values = effective(overrides)
+    return LogConfig(
+        segment_bytes=values["segment.bytes"],
+        segment_ms=values["segment.ms"],
+        retention_ms=values["retention.ms"],
+        retention_bytes=values["retention.bytes"],
+        index_interval_bytes=values["index.interval.bytes"],
+        max_message_bytes=values["max.message.bytes"],
+        message_timestamp_type=values["message.timestamp.type"],
+    )

@@ -1,0 +1,212 @@
+"""LocalCluster: start, signal and stop broker processes on loopback.
+
+Theory of operation: every broker is a separate ``python -m pylog_nb.broker`` process with its
+own directory ``<data_dir>/broker-<id>/``. The supervisor holds the write end of one pipe whose
+read end every broker watches: when the supervisor dies for any reason the kernel closes the
+pipe and each broker shuts down cleanly, so no orphans survive a kernel restart. A broker reports
+readiness by writing its bound port to a second, per-start pipe once its logs are recovered and
+it listens. Ports are kept in ``cluster.json`` so a restart comes back on the same address.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+READY_TIMEOUT_S = 60.0  # recovery of a large log can take a while
+STOP_TIMEOUT_S = 10.0
+LOG_TAIL_BYTES = 2000
+CLUSTER_FILE = "cluster.json"
+
+
+class ClusterError(RuntimeError):
+    """A broker could not be started or controlled; the message says why in one line."""
+
+
+@dataclass
+class _Broker:
+    broker_id: int
+    data_dir: Path
+    port: int
+    process: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "broker.log"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class LocalCluster:
+    """Broker processes on 127.0.0.1 sharing one data directory.
+
+    >>> with LocalCluster(brokers=1) as cluster:
+    ...     print(cluster.bootstrap_servers)
+    """
+
+    def __init__(
+        self,
+        brokers: int = 1,
+        data_dir: str | Path | None = None,
+        host: str = "127.0.0.1",
+        broker_args: tuple[str, ...] = (),
+    ) -> None:
+        if brokers != 1:
+            raise ClusterError("only brokers=1 is supported until replication lands")
+        self._temporary = data_dir is None
+        self.data_dir = Path(tempfile.mkdtemp(prefix="pylog-") if data_dir is None else data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.host = host
+        self.broker_args = tuple(broker_args)
+        ports = self._load_ports()
+        self.brokers = {
+            i: _Broker(i, self.data_dir / f"broker-{i}", ports.get(i, 0))
+            for i in range(1, brokers + 1)
+        }
+        self._parent_r, self._parent_w = os.pipe()
+        self._started = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> LocalCluster:
+        """Start every broker and wait until each listens."""
+        for broker in self.brokers.values():
+            self._spawn(broker)
+        self._save_ports()
+        self._started = True
+        return self
+
+    def stop(self) -> None:
+        """Stop every broker cleanly (SIGTERM, then SIGKILL after a grace period)."""
+        for broker in self.brokers.values():
+            if broker.running:
+                broker.process.send_signal(signal.SIGTERM)
+        for broker in self.brokers.values():
+            self._reap(broker)
+        if self._parent_w >= 0:
+            os.close(self._parent_w)
+            os.close(self._parent_r)
+            self._parent_w = self._parent_r = -1
+        if self._temporary:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- faults ----------------------------------------------------------------------------
+    def kill(self, broker_id: int) -> None:
+        """SIGKILL a broker: no clean shutdown, its logs recover on restart."""
+        broker = self._broker(broker_id)
+        if broker.running:
+            broker.process.kill()
+        self._reap(broker)
+
+    def restart(self, broker_id: int) -> None:
+        """Start a broker again on the same port and data; stop it cleanly first if running."""
+        broker = self._broker(broker_id)
+        if broker.running:
+            broker.process.send_signal(signal.SIGTERM)
+            self._reap(broker)
+        self._spawn(broker)
+
+    # -- introspection ---------------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.host}:{b.port}" for b in self.brokers.values())
+
+    def broker_pids(self) -> dict[int, int]:
+        return {i: b.process.pid for i, b in self.brokers.items() if b.running}
+
+    def is_running(self, broker_id: int) -> bool:
+        return self._broker(broker_id).running
+
+    # -- internals -------------------------------------------------------------------------
+    def _broker(self, broker_id: int) -> _Broker:
+        if broker_id not in self.brokers:
+            raise ClusterError(f"no broker {broker_id}; brokers are {sorted(self.brokers)}")
+        return self.brokers[broker_id]
+
+    def _spawn(self, broker: _Broker) -> None:
+        broker.data_dir.mkdir(parents=True, exist_ok=True)
+        ready_r, ready_w = os.pipe()
+        command = [
+            sys.executable, "-m", "pylog_nb.broker",
+            "--broker-id", str(broker.broker_id),
+            "--data-dir", str(broker.data_dir),
+            "--host", self.host,
+            "--port", str(broker.port),
+            "--ready-fd", str(ready_w),
+            "--parent-fd", str(self._parent_r),
+            *self.broker_args,
+        ]
+        with open(broker.log_path, "ab") as log_file:
+            broker.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                pass_fds=(ready_w, self._parent_r),
+                start_new_session=True,  # Ctrl+C reaches the supervisor, which stops brokers
+            )
+        os.close(ready_w)
+        try:
+            broker.port = self._await_ready(broker, ready_r)
+        finally:
+            os.close(ready_r)
+
+    def _await_ready(self, broker: _Broker, ready_r: int) -> int:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        received = b""
+        while not received.endswith(b"\n"):
+            remaining_s = deadline - time.monotonic()
+            readable, _, _ = select.select([ready_r], [], [], max(0.0, remaining_s))
+            if not readable:
+                broker.process.kill()
+                raise ClusterError(f"broker {broker.broker_id} not ready after "
+                                   f"{READY_TIMEOUT_S:.0f}s; log: {self._log_tail(broker)}")
+            chunk = os.read(ready_r, 64)
+            if not chunk:
+                broker.process.wait()
+                raise ClusterError(f"broker {broker.broker_id} exited during start-up; "
+                                   f"log: {self._log_tail(broker)}")
+            received += chunk
+        return int(received)
+
+    def _reap(self, broker: _Broker) -> None:
+        if broker.process is None:
+            return
+        try:
+            broker.process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            broker.process.kill()
+            broker.process.wait()
+
+    def _log_tail(self, broker: _Broker) -> str:
+        try:
+            data = broker.log_path.read_bytes()[-LOG_TAIL_BYTES:]
+        except OSError:
+            return "(no log)"
+        return data.decode("utf-8", "replace").strip().splitlines()[-1:][0] if data else "(empty)"
+
+    def _load_ports(self) -> dict[int, int]:
+        path = self.data_dir / CLUSTER_FILE
+        if not path.exists():
+            return {}
+        return {int(k): v for k, v in json.loads(path.read_text())["ports"].items()}
+
+    def _save_ports(self) -> None:
+        ports = {b.broker_id: b.port for b in self.brokers.values()}
+        (self.data_dir / CLUSTER_FILE).write_text(json.dumps({"ports": ports}))

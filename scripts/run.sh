@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (idempotent) and open JupyterLab on the tutorial notebooks (each starts its own local
+# cluster on 127.0.0.1). Ctrl+C stops JupyterLab and, with its kernels, every broker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh test,notebook
+exec .venv/bin/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks "$@"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Set up everything pylog-nb needs on a fresh machine: system packages, a virtualenv, the package.
+# Usage: scripts/setup.sh [extras]   (extras default to "test,bench,notebook")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXTRAS="${1:-test,bench,notebook}"
+SYSTEM_PACKAGES=(kcat)
+
+missing=()
+for pkg in "${SYSTEM_PACKAGES[@]}"; do
+  command -v "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing system packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+"$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11), "pylog-nb needs Python >= 3.11"'
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[${EXTRAS}]"
+echo "setup: ready (.venv)"

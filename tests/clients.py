@@ -1,0 +1,60 @@
+"""Small helpers over confluent-kafka used by several test modules."""
+
+from __future__ import annotations
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+TIMEOUT_S = 30
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None):
+    client = admin(bootstrap)  # keep a reference: futures fail if the client is destroyed
+    futures = client.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
+    )
+    futures[name].result(TIMEOUT_S)
+
+
+def produce(bootstrap: str, topic: str, messages, partition: int = -1, **conf) -> list:
+    """Produce (key, value[, headers[, timestamp]]) tuples; return the delivered messages."""
+    delivered = []
+
+    def on_delivery(error, message):
+        assert error is None, error
+        delivered.append(message)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+    for item in messages:
+        key, value, *rest = item
+        headers = rest[0] if rest else None
+        timestamp = rest[1] if len(rest) > 1 else 0
+        producer.produce(topic, value=value, key=key, headers=headers, timestamp=timestamp,
+                         partition=partition, on_delivery=on_delivery)
+    assert producer.flush(TIMEOUT_S) == 0
+    return delivered
+
+
+def consume_all(bootstrap: str, topic: str, count: int, partition: int = 0,
+                offset: int = 0, **conf) -> list:
+    """Read ``count`` messages from one partition starting at ``offset``."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "tests", "enable.auto.commit": False,
+        "fetch.wait.max.ms": 100, **conf,
+    })
+    consumer.assign([TopicPartition(topic, partition, offset)])
+    messages = []
+    try:
+        while len(messages) < count:
+            batch = consumer.consume(num_messages=count - len(messages), timeout=TIMEOUT_S)
+            assert batch, f"timed out after {len(messages)} of {count} messages"
+            for message in batch:
+                assert message.error() is None, message.error()
+                messages.append(message)
+    finally:
+        consumer.close()
+    return messages

@@ -1,0 +1,27 @@
+"""Every tutorial notebook runs top to bottom in a real kernel against a real local cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+CELL_TIMEOUT_S = 120
+
+
+def test_there_are_tutorial_notebooks():
+    assert NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs_clean(path, tmp_path):
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors, errors
