@@ -128,6 +128,8 @@ class Harness:
         m = self.model
         assert info.first_offset == m.log_end
         if not m.epochs or m.epochs[-1][0] != m.epoch:
+            # Kafka's assign: an entry starting where the new epoch starts is superseded.
+            m.epochs = [(e, s) for e, s in m.epochs if s < m.log_end]
             m.epochs.append((m.epoch, m.log_end))
         for values, timestamp_ms in batches:
             m.batches.append(Batch(m.log_end, values, timestamp_ms + len(values) - 1))

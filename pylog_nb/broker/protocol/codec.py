@@ -18,7 +18,8 @@ from dataclasses import MISSING, dataclass, fields
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema as _load_request_schema
+from kio.index import load_response_schema as _load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
@@ -99,13 +100,13 @@ def parse_request(frame: bytes) -> Request:
     return Request(header, body)
 
 
-def encode_response(header: RequestHeader, body: dict[str, Any]) -> bytes:
+def encode_response(header: RequestHeader, body: dict[str, Any]) -> memoryview:
     """Encode a response dict for the request's version, with the size prefix."""
     schema = load_response_schema(header.api_key, header.api_version)
     return encode_entity(header, schema, body)
 
 
-def encode_entity(header: RequestHeader, schema: type, body: dict[str, Any]) -> bytes:
+def encode_entity(header: RequestHeader, schema: type, body: dict[str, Any]) -> memoryview:
     """Encode ``body`` as ``schema`` after a response header matching ``header``."""
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
@@ -115,10 +116,10 @@ def encode_entity(header: RequestHeader, schema: type, body: dict[str, Any]) -> 
     _writer(schema)(buffer, to_entity(schema, body))
     frame = buffer.getbuffer()
     _I32.pack_into(frame, 0, len(frame) - 4)
-    return bytes(frame)
+    return frame.toreadonly()  # a view: no second copy of large Fetch responses
 
 
-def encode_api_versions_error(header: RequestHeader, error_code: int) -> bytes:
+def encode_api_versions_error(header: RequestHeader, error_code: int) -> memoryview:
     """ApiVersions v0 body with an error and our ranges: what clients decode after error 35."""
     schema = load_response_schema(API_VERSIONS_KEY, 0)
     body = {"error_code": error_code, "api_keys": advertised_api_keys()}
@@ -214,6 +215,16 @@ _SPECIAL_BY_TYPE = {
     "datetime_i64": _ms_to_datetime,
     "error_code": ErrorCode,
 }
+
+
+@cache
+def load_request_schema(api_key: int, api_version: int) -> type:
+    return _load_request_schema(api_key, api_version)
+
+
+@cache
+def load_response_schema(api_key: int, api_version: int) -> type:
+    return _load_response_schema(api_key, api_version)
 
 
 @cache
