@@ -8,8 +8,12 @@ import logging
 import sys
 from pathlib import Path
 
-from .config import BrokerConfig
-from .server import run_broker
+# kio registers Hypothesis strategies whenever it can import Hypothesis (half a second of start-up
+# in a test environment); a broker process never needs them.
+sys.modules.setdefault("hypothesis", None)
+
+from .config import BrokerConfig  # noqa: E402
+from .server import run_broker  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -63,6 +63,10 @@ class Model:
             self.restart_at(self.log_start)
         self.epochs = [(e, s) for e, s in self.epochs if s < self.log_end]
 
+    def reload(self) -> None:
+        """On open, like Kafka, epoch entries without data (starting at the LEO) are dropped."""
+        self.epochs = [(e, s) for e, s in self.epochs if s < self.log_end]
+
     def restart_at(self, offset: int) -> None:
         self.batches, self.epochs = [], []
         self.log_start = self.log_end = offset
@@ -173,11 +177,13 @@ class Harness:
     def do_reopen(self) -> None:
         self.log.close()
         self.log = Log.open(self.directory, CONFIG)
+        self.model.reload()
         assert self.log.load_info.clean_shutdown
 
     def do_crash(self) -> None:
         self.log.close_handlers()
         self.log = Log.open(self.directory, CONFIG)
+        self.model.reload()
 
     def do_crash_torn(self, how: str) -> None:
         path = self.log.segments[-1].path
@@ -190,6 +196,7 @@ class Harness:
         else:
             path.write_bytes(data + os.urandom(50))
         self.log = Log.open(self.directory, CONFIG)
+        self.model.reload()
         assert not self.log.load_info.clean_shutdown
 
     def check(self, step: int) -> None:

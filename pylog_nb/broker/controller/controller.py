@@ -1,0 +1,385 @@
+"""The controller: decides metadata changes, makes them durable, publishes the new image.
+
+Theory of operation (KRaft's QuorumController, one voter):
+
+- State is ``image``, the fold of ``log``. Every decision computes records against the current
+  image, applies them to a scratch copy (``apply`` refuses anything inconsistent), appends them to
+  the log as one atomic batch, and only then publishes the scratch image. A crash at any point
+  leaves a log whose replay is the last published image, or the one before it.
+- Decisions are deterministic: no wall clock (``now_ms`` comes in), no unseeded randomness (topic
+  ids and placement offsets come from a generator seeded by ``seed`` and the log end offset, so
+  they never repeat across restarts), and every loop walks brokers and partitions in sorted order.
+- Broker liveness is a lease, kept in memory only (heartbeats are frequent and never logged): a
+  heartbeat extends it by ``session_timeout_ms``; ``tick`` fences any unfenced broker whose lease
+  has run out. After ``open`` every registered broker starts with a fresh lease, so a controller
+  restart alone never fences anyone.
+- Every public operation returns a ControllerResult: the records appended (none on error or
+  ``validate_only``), a Kafka error code with a one-line message, and an operation-specific value.
+
+Not thread-safe: the asyncio shell calls it from its event loop only.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+from collections import deque
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import errors
+from .election import changes_for_fence, changes_for_offline, changes_for_preferred
+from .errors import ControllerError
+from .events import EVENTS_MAX, ControllerEvent, describe
+from .image import ClusterImage, apply, replay
+from .log import READ_RECORDS_MAX, MetadataLog
+from .partition_control import check_alter_partition
+from .records import (
+    NO_LEADER,
+    FenceBroker,
+    MetadataRecord,
+    MetadataRecordError,
+    ProducerIdsBlock,
+    RegisterBroker,
+    UnfenceBroker,
+)
+from .topic_control import (
+    DEFAULT_FROM_BROKER,
+    TopicDefaults,
+    plan_alter_configs,
+    plan_create_partitions,
+    plan_create_topic,
+    plan_delete_topic,
+)
+
+__all__ = [
+    "BROKER_SESSION_TIMEOUT_MS",
+    "PRODUCER_ID_BLOCK_SIZE",
+    "Controller",
+    "ControllerResult",
+]
+
+# Kafka's broker.session.timeout.ms is 9000; a local cluster on loopback fails over faster so a
+# notebook user sees the election within a few seconds of killing a broker.
+BROKER_SESSION_TIMEOUT_MS = 3000
+# Brokers should heartbeat several times per session (Kafka: 2000 of 9000).
+BROKER_HEARTBEAT_INTERVAL_MS = 500
+PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdManager block size
+# Random topic ids are 122 bits; a clash is a bug in the generator, not bad luck.
+TOPIC_ID_ATTEMPTS_MAX = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerResult:
+    """What one operation did: records appended, error code and message, and its value."""
+
+    records: tuple[MetadataRecord, ...] = ()
+    error_code: int = errors.NONE
+    message: str = ""
+    value: Any = None
+    last_offset: int = -1  # offset of the last record appended, -1 if none
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code == errors.NONE
+
+
+def _failure(error: ControllerError) -> ControllerResult:
+    return ControllerResult(error_code=error.error_code, message=str(error))
+
+
+class Controller:
+    """The single source of truth for brokers, topics, leaders, ISRs and epochs."""
+
+    def __init__(
+        self,
+        log: MetadataLog,
+        *,
+        now_ms: int,
+        session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
+        seed: int = 0,
+        defaults: TopicDefaults | None = None,
+    ) -> None:
+        assert session_timeout_ms > 0, session_timeout_ms
+        self.log = log
+        self.image = _replay_log(log)
+        self.session_timeout_ms = session_timeout_ms
+        self.defaults = TopicDefaults() if defaults is None else defaults
+        self.events: deque[ControllerEvent] = deque(maxlen=EVENTS_MAX)
+        self._rng = random.Random(f"{seed}:{log.end_offset}")
+        self._now_ms = now_ms
+        # Grace period: every broker gets a whole session from now, as if it had just heartbeat.
+        self._lease_expiry_ms = {b: now_ms + session_timeout_ms for b in self.image.brokers}
+
+    @classmethod
+    def open(
+        cls, directory: str | os.PathLike[str], *, now_ms: int, fsync: bool = True, **options: Any
+    ) -> Controller:
+        """Recover the metadata log in ``directory`` and rebuild the image from it."""
+        return cls(MetadataLog.open(directory, fsync=fsync), now_ms=now_ms, **options)
+
+    def close(self) -> None:
+        self.log.close()
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _clock(self, now_ms: int | None) -> int:
+        if now_ms is not None:
+            assert now_ms >= self._now_ms, f"time went backwards: {now_ms} < {self._now_ms}"
+            self._now_ms = now_ms
+        return self._now_ms
+
+    def _scratch(self, records: Sequence[MetadataRecord]) -> ClusterImage:
+        image = self.image
+        for record in records:
+            image = apply(image, record)
+        _assert_leaders_live(image)
+        return image
+
+    def _commit(
+        self, records: Sequence[MetadataRecord], value: Callable[[ClusterImage], Any] | None = None
+    ) -> ControllerResult:
+        """Append ``records`` as one batch, then publish the image and its events."""
+        if not records:
+            return ControllerResult(value=None if value is None else value(self.image))
+        image = self.image
+        described = []
+        for record in records:
+            described.append(describe(image, record))
+            image = apply(image, record)
+        _assert_leaders_live(image)
+        last_offset = self.log.append(list(records))
+        self.image = image
+        first_offset = last_offset - len(records) + 1
+        for offset, pairs in enumerate(described, start=first_offset):
+            for kind, text in pairs:
+                self.events.append(ControllerEvent(self._now_ms, offset, kind, text))
+        result_value = None if value is None else value(image)
+        return ControllerResult(tuple(records), value=result_value, last_offset=last_offset)
+
+    def _decide(
+        self, plan: Callable[[], list[MetadataRecord]], value: Callable[[ClusterImage], Any]
+    ) -> ControllerResult:
+        try:
+            return self._commit(plan(), value)
+        except ControllerError as error:
+            return _failure(error)
+
+    # -- brokers -------------------------------------------------------------------------------
+
+    def register_broker(
+        self, broker_id: int, host: str, port: int, incarnation_id: str, now_ms: int
+    ) -> ControllerResult:
+        """Register a broker (fenced until it heartbeats); a new incarnation means a restart,
+        so a still-unfenced old registration is fenced first, moving its leaderships away."""
+        self._clock(now_ms)
+        try:
+            record = RegisterBroker(
+                broker_id=broker_id, host=host, port=port, incarnation_id=incarnation_id
+            )
+        except MetadataRecordError as error:
+            return _failure(ControllerError(errors.INVALID_REQUEST, str(error)))
+        self._lease_expiry_ms[broker_id] = now_ms + self.session_timeout_ms
+        old = self.image.brokers.get(broker_id)
+        if old is not None and (old.host, old.port, old.incarnation_id) == (
+            host,
+            port,
+            incarnation_id,
+        ):
+            return ControllerResult(value=old)  # a retried registration: nothing changes
+        records: list[MetadataRecord] = []
+        if old is not None and not old.fenced:
+            records += self._fence_records(broker_id)
+        records.append(record)
+        return self._commit(records, lambda image: image.brokers[broker_id])
+
+    def heartbeat(
+        self,
+        broker_id: int,
+        now_ms: int,
+        broker_leo_caught_up: bool = True,
+        incarnation_id: str | None = None,
+    ) -> ControllerResult:
+        """Extend a broker's lease; unfence it once it has caught up with the metadata log,
+        electing it where a partition had no leader and it may lead."""
+        self._clock(now_ms)
+        broker = self.image.brokers.get(broker_id)
+        if broker is None:
+            message = f"Broker {broker_id} is not registered"
+            return _failure(ControllerError(errors.BROKER_ID_NOT_REGISTERED, message))
+        if incarnation_id is not None and incarnation_id != broker.incarnation_id:
+            message = f"Broker {broker_id} has re-registered since incarnation {incarnation_id}"
+            return _failure(ControllerError(errors.STALE_BROKER_EPOCH, message))
+        self._lease_expiry_ms[broker_id] = now_ms + self.session_timeout_ms
+        if not broker.fenced or not broker_leo_caught_up:
+            return ControllerResult(value=broker)
+        unfence = UnfenceBroker(broker_id=broker_id)
+        after = apply(self.image, unfence)
+        records = [unfence, *changes_for_offline(after, broker_id=broker_id)]
+        return self._commit(records, lambda image: image.brokers[broker_id])
+
+    def tick(self, now_ms: int) -> ControllerResult:
+        """Fence every unfenced broker whose lease has expired, one batch per broker."""
+        self._clock(now_ms)
+        appended: list[MetadataRecord] = []
+        last_offset = -1
+        for broker_id in self.image.live_broker_ids():
+            if now_ms >= self._lease_expiry_ms.get(broker_id, now_ms):
+                result = self._commit(self._fence_records(broker_id))
+                appended += result.records
+                last_offset = result.last_offset
+        return ControllerResult(tuple(appended), last_offset=last_offset)
+
+    def _fence_records(self, broker_id: int) -> list[MetadataRecord]:
+        # Kafka's order: partition changes first, so no image ever has a fenced leader.
+        return [*changes_for_fence(self.image, broker_id), FenceBroker(broker_id=broker_id)]
+
+    def lease_expiry_ms(self, broker_id: int) -> int | None:
+        """When ``broker_id`` will be fenced unless it heartbeats (None if unknown)."""
+        return self._lease_expiry_ms.get(broker_id)
+
+    # -- topics --------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = DEFAULT_FROM_BROKER,
+        replication_factor: int = DEFAULT_FROM_BROKER,
+        assignments: Sequence[Sequence[int]] = (),
+        configs: Mapping[str, str | None] | None = None,
+        validate_only: bool = False,
+        *,
+        now_ms: int | None = None,
+    ) -> ControllerResult:
+        """Create a topic with Kafka's replica placement over unfenced brokers; value: the
+        TopicImage (also with ``validate_only``, which appends nothing)."""
+        self._clock(now_ms)
+
+        def plan() -> list[MetadataRecord]:
+            return plan_create_topic(
+                self.image,
+                name,
+                num_partitions,
+                replication_factor,
+                assignments,
+                configs or {},
+                topic_id=self._new_topic_id(),
+                start_index=self._rng.randrange(1 << 16),
+                defaults=self.defaults,
+            )
+
+        return self._maybe_validate(plan, lambda image: image.topics[name], validate_only)
+
+    def _new_topic_id(self) -> str:
+        for _ in range(TOPIC_ID_ATTEMPTS_MAX):
+            topic_id = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+            if topic_id not in self.image.topic_names:
+                return topic_id
+        raise AssertionError("topic id generator keeps repeating itself")
+
+    def _maybe_validate(
+        self,
+        plan: Callable[[], list[MetadataRecord]],
+        value: Callable[[ClusterImage], Any],
+        validate_only: bool,
+    ) -> ControllerResult:
+        if not validate_only:
+            return self._decide(plan, value)
+        try:
+            return ControllerResult(value=value(self._scratch(plan())))
+        except ControllerError as error:
+            return _failure(error)
+
+    def delete_topic(self, name: str, *, now_ms: int | None = None) -> ControllerResult:
+        """Delete a topic; value: its topic id."""
+        self._clock(now_ms)
+        topic = self.image.topics.get(name)
+        return self._decide(lambda: plan_delete_topic(self.image, name), lambda _: topic.topic_id)
+
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] = (),
+        validate_only: bool = False,
+        *,
+        now_ms: int | None = None,
+    ) -> ControllerResult:
+        """Grow topic ``name`` to ``count`` partitions; value: the TopicImage."""
+        self._clock(now_ms)
+        plan = lambda: plan_create_partitions(self.image, name, count, assignments)
+        return self._maybe_validate(plan, lambda image: image.topics[name], validate_only)
+
+    def alter_configs(
+        self,
+        name: str,
+        configs: Mapping[str, str | None],
+        validate_only: bool = False,
+        *,
+        now_ms: int | None = None,
+    ) -> ControllerResult:
+        """Replace a topic's config overrides; enabling unclean election elects where it can."""
+        self._clock(now_ms)
+        plan = lambda: plan_alter_configs(self.image, name, configs)
+        return self._maybe_validate(plan, lambda image: image.topics[name], validate_only)
+
+    # -- partitions ----------------------------------------------------------------------------
+
+    def alter_partition(
+        self,
+        broker_id: int,
+        topic_id: str,
+        partition: int,
+        leader_epoch: int,
+        new_isr: Sequence[int],
+        partition_epoch: int,
+        *,
+        now_ms: int | None = None,
+    ) -> ControllerResult:
+        """The leader's ISR change request (AlterPartition); value: the PartitionImage after."""
+        self._clock(now_ms)
+
+        def plan() -> list[MetadataRecord]:
+            change = check_alter_partition(
+                self.image, broker_id, topic_id, partition, leader_epoch, new_isr, partition_epoch
+            )
+            return [] if change is None else [change]
+
+        return self._decide(plan, lambda image: image.partition(topic_id, partition))
+
+    def elect_preferred_leaders(
+        self, now_ms: int, partitions: Collection[tuple[str, int]] | None = None
+    ) -> ControllerResult:
+        """Move leadership back to each partition's first replica where it is live and in sync
+        (all partitions, or the given (topic, index) pairs)."""
+        self._clock(now_ms)
+        return self._decide(lambda: changes_for_preferred(self.image, partitions), lambda _: None)
+
+    def allocate_producer_ids(self, broker_id: int, *, now_ms: int | None = None):
+        """Hand a broker the next block of producer ids; value: (first id, block size)."""
+        self._clock(now_ms)
+        if broker_id not in self.image.brokers:
+            message = f"Broker {broker_id} is not registered"
+            return _failure(ControllerError(errors.BROKER_ID_NOT_REGISTERED, message))
+        first = self.image.next_producer_id
+        block = ProducerIdsBlock(first_id=first, size=PRODUCER_ID_BLOCK_SIZE, broker_id=broker_id)
+        return self._commit([block], lambda _: (first, PRODUCER_ID_BLOCK_SIZE))
+
+
+def _replay_log(log: MetadataLog) -> ClusterImage:
+    image = ClusterImage.empty()
+    offset = 0
+    while offset < log.end_offset:
+        records = log.read(offset, READ_RECORDS_MAX)
+        assert records, offset
+        image = replay(records, image)
+        offset += len(records)
+    _assert_leaders_live(image)
+    return image
+
+
+def _assert_leaders_live(image: ClusterImage) -> None:
+    for topic, index, p in image.partitions_in_order():
+        assert p.leader == NO_LEADER or image.is_live(p.leader), (topic.name, index, p)

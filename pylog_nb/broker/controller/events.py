@@ -1,0 +1,111 @@
+"""Human-readable cluster events, derived from metadata records, for widgets and logs.
+
+Theory of operation: events are never a second source of truth. Each one is the description of a
+record the controller has just made durable, read against the image *before* that record (so it
+can say "leader 1 -> 2" and "ISR shrink"). The controller keeps the newest ``EVENTS_MAX`` in a
+deque; anything older is still in the metadata log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .image import ClusterImage
+from .records import (
+    NO_LEADER,
+    ConfigChange,
+    CreatePartition,
+    CreateTopic,
+    DeleteTopic,
+    FenceBroker,
+    MetadataRecord,
+    PartitionChange,
+    ProducerIdsBlock,
+    RegisterBroker,
+    UnfenceBroker,
+)
+
+__all__ = ["EVENTS_MAX", "ControllerEvent", "describe"]
+
+# The introspection endpoint and widgets show recent history; the log has the rest.
+EVENTS_MAX = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerEvent:
+    now_ms: int
+    offset: int  # of the metadata record this event describes
+    kind: str  # broker_registered, broker_fenced, leader_elected, isr_shrink, ...
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"now_ms": self.now_ms, "offset": self.offset, "kind": self.kind, "text": self.text}
+
+
+def _leader(broker_id: int) -> str:
+    return "none" if broker_id == NO_LEADER else str(broker_id)
+
+
+def _register(before: ClusterImage, r: RegisterBroker) -> list[tuple[str, str]]:
+    old = before.brokers.get(r.broker_id)
+    where = f"{r.host}:{r.port}"
+    if old is None:
+        return [("broker_registered", f"broker {r.broker_id} registered at {where}")]
+    if old.incarnation_id != r.incarnation_id:
+        text = f"broker {r.broker_id} restarted at {where} (new incarnation {r.incarnation_id})"
+        return [("broker_restarted", text)]
+    return [("broker_registered", f"broker {r.broker_id} re-registered at {where}")]
+
+
+def _partition_change(before: ClusterImage, r: PartitionChange) -> list[tuple[str, str]]:
+    topic = before.topic_by_id(r.topic_id)
+    assert topic is not None
+    old = topic.partitions[r.partition]
+    name = f"{topic.name}-{r.partition}"
+    events = []
+    if r.leader is not None:
+        kind = "leader_offline" if r.leader == NO_LEADER else "leader_elected"
+        text = (
+            f"{name} leader {_leader(old.leader)} -> {_leader(r.leader)} "
+            f"(leader epoch {old.leader_epoch} -> {r.leader_epoch})"
+        )
+        events.append((kind, text))
+    if r.isr is not None:
+        kind = "isr_shrink" if set(r.isr) < set(old.isr) else "isr_expand"
+        if not set(r.isr) <= set(old.isr) and not set(r.isr) >= set(old.isr):
+            kind = "isr_change"
+        events.append((kind, f"{name} ISR {list(old.isr)} -> {list(r.isr)}"))
+    return events
+
+
+def _topic_name(before: ClusterImage, topic_id: str) -> str:
+    topic = before.topic_by_id(topic_id)
+    return topic_id if topic is None else topic.name
+
+
+def describe(before: ClusterImage, record: MetadataRecord) -> list[tuple[str, str]]:
+    """(kind, text) pairs saying what ``record`` changes in ``before``."""
+    match record:
+        case RegisterBroker():
+            return _register(before, record)
+        case FenceBroker(broker_id=b):
+            return [("broker_fenced", f"broker {b} fenced")]
+        case UnfenceBroker(broker_id=b):
+            return [("broker_unfenced", f"broker {b} unfenced")]
+        case CreateTopic(name=name, topic_id=topic_id):
+            return [("topic_created", f"topic {name} created (id {topic_id})")]
+        case CreatePartition():
+            name = f"{_topic_name(before, record.topic_id)}-{record.partition}"
+            text = f"{name} created: replicas {list(record.replicas)} leader {record.leader}"
+            return [("partition_created", text)]
+        case PartitionChange():
+            return _partition_change(before, record)
+        case DeleteTopic(topic_id=topic_id):
+            return [("topic_deleted", f"topic {_topic_name(before, topic_id)} deleted")]
+        case ConfigChange(topic=topic, configs=configs):
+            return [("config_changed", f"topic {topic} configs now {dict(configs)}")]
+        case ProducerIdsBlock(first_id=first, size=size, broker_id=b):
+            text = f"producer ids {first}..{first + size - 1} allocated to broker {b}"
+            return [("producer_ids", text)]
+    return [("record", record.to_json())]
