@@ -20,6 +20,7 @@ from .config import BrokerConfig
 from .handlers import HANDLERS
 from .node import BrokerNode
 from .protocol import codec
+from .protocol.fetch_response import FileRange
 from .protocol.versions import API_VERSIONS_KEY
 
 log = logging.getLogger("pylog.broker")
@@ -89,10 +90,12 @@ class BrokerServer:
                 if frame is None:
                     return
                 response = await self._dispatch(frame)
-                if response is not None:
+                if isinstance(response, list):
+                    await _write_pieces(writer, response)
+                elif response is not None:
                     writer.write(response)
-                    if writer.transport.get_write_buffer_size() > WRITE_BUFFER_HIGH_BYTES:
-                        await writer.drain()
+                if writer.transport.get_write_buffer_size() > WRITE_BUFFER_HIGH_BYTES:
+                    await writer.drain()
         except ProtocolViolation as error:
             log.warning("closing connection from %s: %s", peer, error)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -126,9 +129,25 @@ class BrokerServer:
         result = HANDLERS[request.header.api_key](self.node, request)
         if inspect.isawaitable(result):
             result = await result
-        if result is None:
-            return None
+        if result is None or isinstance(result, list):
+            return result  # no response (acks=0), or pieces already encoded (Fetch)
         return codec.encode_response(request.header, result)
+
+
+async def _write_pieces(writer: asyncio.StreamWriter, pieces: list) -> None:
+    """Write bytes and send file ranges with zero-copy sendfile, in order; close their fds."""
+    loop = asyncio.get_running_loop()
+    try:
+        for piece in pieces:
+            if isinstance(piece, FileRange):
+                with open(piece.fd, "rb", closefd=False) as file:
+                    await loop.sendfile(writer.transport, file, piece.position, piece.size_bytes)
+            else:
+                writer.write(piece)
+    finally:
+        for piece in pieces:
+            if isinstance(piece, FileRange):
+                os.close(piece.fd)
 
 
 async def run_broker(config: BrokerConfig, ready_fd: int | None, parent_fd: int | None) -> None:

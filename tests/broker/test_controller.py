@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 
@@ -122,8 +123,10 @@ def test_every_record_round_trips_through_one_canonical_json_object(record):
         '{"type":"FenceBroker"}',
         '{"type":"FenceBroker","broker_id":1,"extra":2}',
         '{"type":"FenceBroker","broker_id":-5}',
-        '{"type":"PartitionChange","topic_id":"t","partition":0,"leader":null,"isr":null,'
-        '"leader_epoch":0,"partition_epoch":1}',
+        (
+            '{"type":"PartitionChange","topic_id":"t","partition":0,"leader":null,"isr":null,'
+            '"leader_epoch":0,"partition_epoch":1}'
+        ),
     ],
 )
 def test_malformed_record_json_is_refused(text):
@@ -243,6 +246,7 @@ def test_replaying_the_log_rebuilds_the_image_exactly(tmp_path):
     ctl = scenario(tmp_path / "a")
     log_records = all_records(ctl.log)
     assert replay(log_records) == ctl.image
+    assert json.loads(json.dumps(ctl.image.to_dict()))["topics"][0]["name"] == "orders"
     ctl.close()
     assert Controller.open(tmp_path / "a" / "ctl", now_ms=9999).image == ctl.image
 
@@ -284,7 +288,13 @@ def test_apply_refuses_records_that_do_not_fit_the_image():
         ),
     ]  # fmt: skip
     image = replay([UnfenceBroker(broker_id=1), *topic], image)
-    change = dict(topic_id="id", partition=0, leader=NO_LEADER, isr=None, partition_epoch=1)
+    change = {
+        "topic_id": "id",
+        "partition": 0,
+        "leader": NO_LEADER,
+        "isr": None,
+        "partition_epoch": 1,
+    }
     with pytest.raises(MetadataRecordError):  # leader changed but epoch did not
         replay([PartitionChange(**change, leader_epoch=0)], image)
     with pytest.raises(MetadataRecordError):  # partition epoch skips
@@ -531,23 +541,23 @@ def test_placement_matches_kafkas_admin_utils():
 @pytest.mark.parametrize(
     ("kwargs", "code"),
     [
-        (dict(name=""), codes.INVALID_TOPIC_EXCEPTION),
-        (dict(name="bad name"), codes.INVALID_TOPIC_EXCEPTION),
-        (dict(name="a" * 250), codes.INVALID_TOPIC_EXCEPTION),
-        (dict(name="exist_s"), codes.INVALID_TOPIC_EXCEPTION),  # collides with "exist.s"
-        (dict(name="exist.s"), codes.TOPIC_ALREADY_EXISTS),
-        (dict(num_partitions=0), codes.INVALID_PARTITIONS),
-        (dict(num_partitions=10_001), codes.INVALID_PARTITIONS),
-        (dict(replication_factor=4), codes.INVALID_REPLICATION_FACTOR),
-        (dict(replication_factor=0), codes.INVALID_REPLICATION_FACTOR),
+        ({"name": ""}, codes.INVALID_TOPIC_EXCEPTION),
+        ({"name": "bad name"}, codes.INVALID_TOPIC_EXCEPTION),
+        ({"name": "a" * 250}, codes.INVALID_TOPIC_EXCEPTION),
+        ({"name": "exist_s"}, codes.INVALID_TOPIC_EXCEPTION),  # collides with "exist.s"
+        ({"name": "exist.s"}, codes.TOPIC_ALREADY_EXISTS),
+        ({"num_partitions": 0}, codes.INVALID_PARTITIONS),
+        ({"num_partitions": 10_001}, codes.INVALID_PARTITIONS),
+        ({"replication_factor": 4}, codes.INVALID_REPLICATION_FACTOR),
+        ({"replication_factor": 0}, codes.INVALID_REPLICATION_FACTOR),
         (dict(MANUAL, assignments=[[1, 1]]), codes.INVALID_REPLICA_ASSIGNMENT),
         (dict(MANUAL, assignments=[[1, 9]]), codes.INVALID_REPLICA_ASSIGNMENT),
         (dict(MANUAL, assignments=[[1, 2], [3]]), codes.INVALID_REPLICA_ASSIGNMENT),
         (dict(MANUAL, assignments=[[]]), codes.INVALID_REPLICA_ASSIGNMENT),
-        (dict(assignments=[[1]], num_partitions=1), codes.INVALID_REQUEST),
-        (dict(configs={"nope": "1"}), codes.INVALID_CONFIG),
-        (dict(configs={"retention.ms": "soon"}), codes.INVALID_CONFIG),
-        (dict(configs={UNCLEAN: "maybe"}), codes.INVALID_CONFIG),
+        ({"assignments": [[1]], "num_partitions": 1}, codes.INVALID_REQUEST),
+        ({"configs": {"nope": "1"}}, codes.INVALID_CONFIG),
+        ({"configs": {"retention.ms": "soon"}}, codes.INVALID_CONFIG),
+        ({"configs": {UNCLEAN: "maybe"}}, codes.INVALID_CONFIG),
     ],
 )
 def test_bad_creates_are_refused_with_kafkas_codes_and_change_nothing(tmp_path, kwargs, code):

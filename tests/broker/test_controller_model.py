@@ -24,12 +24,16 @@ TOPICS = ("a", "b", "c")
 UNCLEAN = "unclean.leader.election.enable"
 broker = st.sampled_from(BROKERS)
 
+kill = st.tuples(st.just("kill"), broker)  # the broker stops heartbeating
+advance = st.tuples(st.just("advance"), st.integers(1, 2 * BROKER_SESSION_TIMEOUT_MS))
 steps = st.one_of(
+    kill,  # kills and time passing are listed twice: failures are what this test is about
+    advance,
     st.tuples(st.just("register"), broker, st.booleans()),  # bool: with a new incarnation
     st.tuples(st.just("heartbeat"), broker, st.booleans()),  # bool: caught up
-    st.tuples(st.just("kill"), broker),  # stops heartbeating
+    kill,
     st.tuples(st.just("revive"), broker),
-    st.tuples(st.just("advance"), st.integers(1, 2 * BROKER_SESSION_TIMEOUT_MS)),
+    advance,
     st.tuples(
         st.just("create"), st.sampled_from(TOPICS), st.integers(1, 4), st.integers(1, 3),
         st.booleans(),
@@ -108,9 +112,10 @@ class World:
         elif kind == "create":
             name, partitions, rf, unclean = args
             configs = {UNCLEAN: "true"} if unclean else {}
+            possible = rf <= len(self.ctl.image.live_broker_ids())
+            existed = name in self.ctl.image.topics
             result = self.ctl.create_topic(name, partitions, rf, configs=configs)
-            live = len(self.ctl.image.live_broker_ids())
-            assert result.ok == (rf <= live and name not in TOPICS_BEFORE(self, result)), result
+            assert result.ok == (possible and not existed), result
         elif kind == "alter":
             self.alter(*args)
         elif kind == "unclean" and args[0] in self.ctl.image.topics:
@@ -147,28 +152,24 @@ class World:
         assert replay(self.ctl.log.read(0, 10_000)) == image
 
 
-def TOPICS_BEFORE(world: World, result) -> set[str]:  # noqa: N802
-    """Names that existed before a create: all current ones except the one just created."""
-    created = {r.name for r in result.records if hasattr(r, "name")}
-    return set(world.ctl.image.topics) - created
-
-
 @settings(
-    max_examples=150,
+    max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(
     st.lists(broker, min_size=1, max_size=4, unique=True),
-    st.lists(steps, max_size=40),
+    st.booleans(),
+    st.lists(steps, min_size=5, max_size=50),
 )
-def test_random_histories_keep_the_controller_invariants(initial, history):
+def test_random_histories_keep_the_controller_invariants(initial, unclean, history):
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         world = World(directory, Controller.open(directory, now_ms=0, fsync=False))
         for b in initial:
             world.register(b, restart=False)
             assert world.ctl.heartbeat(b, 0).ok
+        world.step(("create", "a", 3, min(3, len(initial)), unclean))
         for op in history:
             world.step(op)
         world.advance(2 * BROKER_SESSION_TIMEOUT_MS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import pytest
@@ -62,7 +63,7 @@ def test_append_and_read_round_trip_across_many_segment_rolls(log_dir):
     assert log.segment_count > 20
     assert read_all(log) == written
     segments = log.segments
-    for before, after in zip(segments, segments[1:]):
+    for before, after in itertools.pairwise(segments):
         assert before.next_offset == after.base_offset
         assert before.size_bytes <= 1024
     names = sorted(p.name for p in log_dir.glob("*.log"))
@@ -626,7 +627,9 @@ def test_follower_append_ignores_a_partial_trailing_batch(tmp_path):
     info = follower.append_as_follower(bytearray(data[:-20]))
     assert info.last_offset == 8 and follower.log_end_offset == 9
     with pytest.raises(CorruptRecordError):
-        follower.append_as_follower(_corrupt_crc(bytearray(data[batches_in(data)[0].size_bytes * 3 :])))
+        follower.append_as_follower(
+            _corrupt_crc(bytearray(data[batches_in(data)[0].size_bytes * 3 :]))
+        )
 
 
 def test_truncate_to_removes_later_batches_segments_and_epochs(log_dir):

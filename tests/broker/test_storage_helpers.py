@@ -77,7 +77,7 @@ def dir_contents(path: Path) -> dict[str, bytes]:
 
 
 def small_config(**overrides) -> LogConfig:
-    settings = dict(segment_bytes=1024, index_interval_bytes=128, retention_ms=-1)
+    settings = {"segment_bytes": 1024, "index_interval_bytes": 128, "retention_ms": -1}
     settings.update(overrides)
     return LogConfig(**settings)
 

@@ -21,7 +21,7 @@ from pylog_nb.broker.storage import Log, LogConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ROUND_TIMEOUT_S = 20
-CONFIG = dict(segment_bytes=4096, index_interval_bytes=256, retention_ms=-1)
+CONFIG = {"segment_bytes": 4096, "index_interval_bytes": 256, "retention_ms": -1}
 
 CHILD = r"""
 import sys

@@ -194,9 +194,7 @@ def test_epoch_cache_persists_in_kafka_text_format(tmp_path):
 
 
 def header_for(seq, count=2, *, pid=7, epoch=0, offset=0):
-    batch = build_batch(
-        [b"x"] * count, producer_id=pid, producer_epoch=epoch, base_sequence=seq
-    )
+    batch = build_batch([b"x"] * count, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
     set_base_offset(batch, 0, offset)
     return read_header(batch)
 

@@ -10,14 +10,17 @@ transactions, and librdkafka defaults to read_committed.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 
 from .. import errors
 from ..node import BrokerNode
 from ..protocol.codec import ZERO_UUID, Request
+from ..protocol.fetch_response import FileRange, encode_fetch_response
 
 FETCH_SESSION_NONE = 0
+SENDFILE_MIN_BYTES = 64 * 1024  # below this a copy is cheaper than the sendfile round trip
 FETCH_SESSION_FULL_EPOCH = -1
 
 
@@ -35,7 +38,8 @@ async def handle_fetch(node: BrokerNode, request: Request) -> dict:
     body = request.body
     session_id = getattr(body, "session_id", FETCH_SESSION_NONE)
     if session_id != FETCH_SESSION_NONE:
-        return {"error_code": errors.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+        body = {"error_code": errors.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+        return encode_fetch_response(request.header.correlation_id, request.header.api_version, body)
     targets = _targets(node, body)
     wait_ms = min(_ms(body.max_wait), node.config.fetch_wait_max_ms)
     deadline = time.monotonic() + wait_ms / 1000
@@ -45,8 +49,21 @@ async def handle_fetch(node: BrokerNode, request: Request) -> dict:
         if total_bytes >= body.min_bytes or failed or remaining_s <= 0:
             break
         await _wait_for_data(node, targets, remaining_s)
-    return {"error_code": errors.NONE, "session_id": FETCH_SESSION_NONE,
+    for response in responses:
+        response["records"] = _pin(response["records"])
+    body = {"error_code": errors.NONE, "session_id": FETCH_SESSION_NONE,
             "responses": _group_by_topic(targets, responses)}
+    return encode_fetch_response(request.header.correlation_id, request.header.api_version, body)
+
+
+def _pin(data) -> bytes | FileRange | None:
+    """Small reads are copied now; large ones keep a duplicated descriptor for sendfile, so a
+    segment deleted before the bytes leave (retention, topic deletion) cannot swap the file."""
+    if data is None:
+        return None
+    if data.size_bytes < SENDFILE_MIN_BYTES:
+        return data.read_bytes()
+    return FileRange(os.dup(data.fd), data.position, data.size_bytes)
 
 
 def _ms(value) -> int:
@@ -75,8 +92,8 @@ def _read_all(node: BrokerNode, targets: list[_Target], max_bytes: int):
     for target in targets:
         budget = max(0, min(target.max_bytes, max_bytes - total_bytes))
         response = _read_one(node, target, budget, min_one=total_bytes == 0)
-        records = response.get("records") or b""
-        total_bytes += len(records)
+        records = response.get("records")
+        total_bytes += records.size_bytes if records is not None else 0
         failed = failed or response["error_code"] != errors.NONE
         responses.append(response)
     return responses, total_bytes, failed
@@ -84,7 +101,7 @@ def _read_all(node: BrokerNode, targets: list[_Target], max_bytes: int):
 
 def _read_one(node: BrokerNode, target: _Target, budget: int, min_one: bool) -> dict:
     result = {"partition_index": target.index, "high_watermark": -1,
-              "last_stable_offset": -1, "log_start_offset": -1, "records": b""}
+              "last_stable_offset": -1, "log_start_offset": -1, "records": None}
     if target.topic_name is None:
         return {**result, "error_code": errors.UNKNOWN_TOPIC_ID}
     try:
@@ -96,11 +113,11 @@ def _read_one(node: BrokerNode, target: _Target, budget: int, min_one: bool) -> 
                       log_start_offset=log.log_start_offset)
         if target.fetch_offset < hw or budget == 0:
             data = log.read(target.fetch_offset, budget, max_offset=hw, min_one_message=min_one)
-            result["records"] = data.read_bytes()
+            result["records"] = data
         elif target.fetch_offset > log.log_end_offset:
             log.read(target.fetch_offset, 0, max_offset=hw)  # raises OffsetOutOfRange
     except Exception as error:  # the partition's error code, the others still answer
-        return {**result, "error_code": errors.error_code_of(error), "records": b""}
+        return {**result, "error_code": errors.error_code_of(error), "records": None}
     return {**result, "error_code": errors.NONE}
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from ..records.header import HEADER_BYTES, read_header
 from ..storage.errors import CorruptRecordError, UnexpectedAppendOffsetError
 from .actions import (
     Action,
@@ -40,7 +41,7 @@ from .errors import (
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_LEADER_EPOCH,
 )
-from .log_protocol import ReplicaLog
+from .log_protocol import ReplicaLog, truncate_to
 
 __all__ = [
     "FETCH_BACKOFF_MS_DEFAULT",
@@ -182,11 +183,14 @@ class FollowerState:
         starting above our end restarts ours at its start. Otherwise fetch on from our LEO.
         """
         assert self.phase is FetchPhase.AWAITING_LEADER_OFFSETS, self.phase
-        assert 0 <= leader_log_start_offset <= leader_log_end_offset
+        if not 0 <= leader_log_start_offset <= leader_log_end_offset:
+            raise ValueError(
+                f"leader offsets [{leader_log_start_offset}, {leader_log_end_offset}] are invalid"
+            )
         self.phase = FetchPhase.READY
         leo = self.log.log_end_offset
         if leader_log_end_offset < leo:
-            self.log.truncate_to(leader_log_end_offset)
+            truncate_to(self.log, leader_log_end_offset)
             return [self._truncated(leo, "above_leader_log_end", now_ms)]
         if leader_log_start_offset > leo:
             self.log.truncate_fully_and_start_at(leader_log_start_offset)
@@ -215,6 +219,7 @@ class FollowerState:
         self, records: bytes, leader_hw: int, leader_log_start_offset: int, now_ms: int
     ) -> list[Action]:
         if records:
+            self._align_empty_log(records)
             try:
                 self.log.append_as_follower(records)
             except (CorruptRecordError, UnexpectedAppendOffsetError) as error:
@@ -236,15 +241,29 @@ class FollowerState:
         )
         return [advanced]
 
+    def _align_empty_log(self, records: bytes) -> None:
+        """Restart an empty log at the first batch's base offset when it starts below our LEO.
+
+        The leader's log start offset can sit inside a batch (DeleteRecords), and the leader
+        serves whole batches. Kafka's follower handles the UnexpectedAppendOffsetException the
+        same way, and only for an empty log.
+        """
+        leo = self.log.log_end_offset
+        if leo != self.log.log_start_offset or len(records) < HEADER_BYTES:
+            return
+        header = read_header(records)
+        if header.base_offset < leo <= header.last_offset:
+            self.log.truncate_fully_and_start_at(header.base_offset)
+
     def _truncate_to_divergence(self, epoch: int, end_offset: int, now_ms: int) -> list[Action]:
         if epoch == NO_EPOCH or end_offset == UNDEFINED_EPOCH_OFFSET:
             return []  # Kafka keeps the fetch offset: nothing is known to diverge
         leo = self.log.log_end_offset
         target = truncation_offset(self.log, epoch, end_offset)
-        if target >= leo:
-            return []
-        self.log.truncate_to(target)
+        truncate_to(self.log, target)  # also when target >= LEO: drops an empty last epoch
         assert self.log.log_end_offset <= target, (self.log.log_end_offset, target)
+        if self.log.log_end_offset == leo:
+            return []
         return [self._truncated(leo, "diverging_epoch", now_ms)]
 
     def _on_error(self, error_code: int, leader_log_start_offset: int, now_ms: int) -> list[Action]:

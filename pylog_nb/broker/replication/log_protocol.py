@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol
 
-__all__ = ["EpochCache", "EpochEndOffsetLike", "ReplicaLog", "assign_epoch_start_offset"]
+__all__ = [
+    "EpochCache",
+    "EpochEndOffsetLike",
+    "ReplicaLog",
+    "assign_epoch_start_offset",
+    "truncate_to",
+]
 
 
 class EpochEndOffsetLike(NamedTuple):
@@ -17,6 +23,8 @@ class EpochEndOffsetLike(NamedTuple):
 
 class EpochCache(Protocol):
     def assign(self, epoch: int, start_offset: int) -> bool: ...
+
+    def truncate_from_end(self, end_offset: int) -> None: ...
 
 
 class ReplicaLog(Protocol):
@@ -61,3 +69,18 @@ def assign_epoch_start_offset(log: ReplicaLog, leader_epoch: int) -> int:
     log.leader_epoch_cache.assign(leader_epoch, start_offset)
     assert log.latest_epoch == leader_epoch, (log.latest_epoch, leader_epoch)
     return start_offset
+
+
+def truncate_to(log: ReplicaLog, offset: int) -> bool:
+    """Follower truncation with Kafka's ``UnifiedLog.truncateTo`` semantics; True if data went.
+
+    Even when ``offset`` is at or past the LEO (no data to remove), epoch entries starting at or
+    after the LEO are dropped: a broker that became leader stamped ``(its epoch, LEO)`` and may
+    have lost leadership before appending anything. Left in place, that empty epoch would be
+    sent as ``last_fetched_epoch`` forever and the follower would never get past divergence.
+    ``Log.truncate_to`` returns early in that case, so the cache is trimmed here.
+    """
+    removed = log.truncate_to(offset)
+    if not removed:
+        log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
+    return removed

@@ -189,16 +189,15 @@ class Log:
             leftover.unlink()
         marker = self.directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
+        # Known before recovery so that batches below it teach the epoch cache nothing.
+        self._log_start_offset = self._log_start_checkpoint.read() or 0
         self._segments = self._open_segments()
         self._load_segments(clean)
         if not self._segments:
-            start = self._log_start_checkpoint.read() or 0
-            self._segments.append(self._create_segment(start))
+            self._segments.append(self._create_segment(self._log_start_offset))
         self._log_end_offset = self._active.next_offset
         self._active.make_active()
-        self._log_start_offset = max(
-            self._log_start_checkpoint.read() or 0, self._first.base_offset
-        )
+        self._log_start_offset = max(self._log_start_offset, self._first.base_offset)
         if self._log_start_offset > self._log_end_offset:
             self.truncate_fully_and_start_at(self._log_start_offset)
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
@@ -256,6 +255,8 @@ class Log:
 
     def _learn_epoch(self, header: BatchHeader) -> None:
         epoch = header.partition_leader_epoch
+        if header.last_offset < self._log_start_offset:
+            return
         if epoch >= 0 and epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(epoch, header.base_offset)
 
