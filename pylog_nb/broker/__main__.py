@@ -22,6 +22,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--admin-port", type=int, default=0, help="introspection HTTP port")
     parser.add_argument("--ready-fd", type=int, help="write the bound port here once listening")
     parser.add_argument("--parent-fd", type=int, help="shut down when this pipe closes")
     parser.add_argument("--no-auto-create", action="store_true")
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
         auto_create_topics_enable=not args.no_auto_create,
         num_partitions=args.num_partitions,
     )
-    asyncio.run(run_broker(config, args.ready_fd, args.parent_fd))
+    asyncio.run(run_broker(config, args.ready_fd, args.parent_fd, args.admin_port))
 
 
 if __name__ == "__main__":

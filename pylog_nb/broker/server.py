@@ -16,6 +16,7 @@ import os
 import signal
 import struct
 
+from .admin_http import AdminHttpServer
 from .config import BrokerConfig
 from .handlers import HANDLERS
 from .node import BrokerNode
@@ -150,20 +151,28 @@ async def _write_pieces(writer: asyncio.StreamWriter, pieces: list) -> None:
                 os.close(piece.fd)
 
 
-async def run_broker(config: BrokerConfig, ready_fd: int | None, parent_fd: int | None) -> None:
-    """Run a broker until SIGTERM/SIGINT or until the supervisor's pipe closes."""
+async def run_broker(
+    config: BrokerConfig, ready_fd: int | None, parent_fd: int | None, admin_port: int = 0
+) -> None:
+    """Run a broker until SIGTERM/SIGINT or until the supervisor's pipe closes.
+
+    Once listening it writes "<kafka port> <admin port>\n" to ``ready_fd``.
+    """
     node = BrokerNode.open(config)
     server = BrokerServer(node)
     port = await server.start()
+    admin = AdminHttpServer(node)
+    admin_port = await admin.start(config.host, admin_port)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
     if parent_fd is not None:
         loop.add_reader(parent_fd, _on_parent_pipe, parent_fd, server)
     if ready_fd is not None:
-        os.write(ready_fd, f"{port}\n".encode())
+        os.write(ready_fd, f"{port} {admin_port}\n".encode())
         os.close(ready_fd)
     await server.stopped.wait()
+    admin.close()
     log.info("broker %d stopped cleanly", config.broker_id)
 
 

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ class _Broker:
     broker_id: int
     data_dir: Path
     port: int
+    admin_port: int = 0
     process: subprocess.Popen | None = None
 
     @property
@@ -71,7 +73,7 @@ class LocalCluster:
         self.broker_args = tuple(broker_args)
         ports = self._load_ports()
         self.brokers = {
-            i: _Broker(i, self.data_dir / f"broker-{i}", ports.get(i, 0))
+            i: _Broker(i, self.data_dir / f"broker-{i}", *ports.get(i, (0, 0)))
             for i in range(1, brokers + 1)
         }
         self._parent_r, self._parent_w = os.pipe()
@@ -133,6 +135,15 @@ class LocalCluster:
     def is_running(self, broker_id: int) -> bool:
         return self._broker(broker_id).running
 
+    def admin_urls(self) -> dict[int, str]:
+        """Each running broker's introspection endpoint (see pylog_nb/broker/admin_http.py)."""
+        return {i: f"http://{self.host}:{b.admin_port}" for i, b in self.brokers.items()
+                if b.running}
+
+    def describe(self) -> dict[int, list[dict]]:
+        """Per broker, every hosted partition: leader, epoch, ISR, log start, HW, LEO, segments."""
+        return {i: _get_json(f"{url}/v1/partitions") for i, url in self.admin_urls().items()}
+
     # -- internals -------------------------------------------------------------------------
     def _broker(self, broker_id: int) -> _Broker:
         if broker_id not in self.brokers:
@@ -148,6 +159,7 @@ class LocalCluster:
             "--data-dir", str(broker.data_dir),
             "--host", self.host,
             "--port", str(broker.port),
+            "--admin-port", str(broker.admin_port),
             "--ready-fd", str(ready_w),
             "--parent-fd", str(self._parent_r),
             *self.broker_args,
@@ -163,11 +175,11 @@ class LocalCluster:
             )
         os.close(ready_w)
         try:
-            broker.port = self._await_ready(broker, ready_r)
+            broker.port, broker.admin_port = self._await_ready(broker, ready_r)
         finally:
             os.close(ready_r)
 
-    def _await_ready(self, broker: _Broker, ready_r: int) -> int:
+    def _await_ready(self, broker: _Broker, ready_r: int) -> tuple[int, int]:
         deadline = time.monotonic() + READY_TIMEOUT_S
         received = b""
         while not received.endswith(b"\n"):
@@ -183,7 +195,8 @@ class LocalCluster:
                 raise ClusterError(f"broker {broker.broker_id} exited during start-up; "
                                    f"log: {self._log_tail(broker)}")
             received += chunk
-        return int(received)
+        port, admin_port = received.split()
+        return int(port), int(admin_port)
 
     def _reap(self, broker: _Broker) -> None:
         if broker.process is None:
@@ -205,8 +218,16 @@ class LocalCluster:
         path = self.data_dir / CLUSTER_FILE
         if not path.exists():
             return {}
-        return {int(k): v for k, v in json.loads(path.read_text())["ports"].items()}
+        return {int(k): tuple(v) for k, v in json.loads(path.read_text())["ports"].items()}
 
     def _save_ports(self) -> None:
-        ports = {b.broker_id: b.port for b in self.brokers.values()}
+        ports = {b.broker_id: [b.port, b.admin_port] for b in self.brokers.values()}
         (self.data_dir / CLUSTER_FILE).write_text(json.dumps({"ports": ports}))
+
+
+ADMIN_TIMEOUT_S = 10.0
+
+
+def _get_json(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=ADMIN_TIMEOUT_S) as response:  # noqa: S310 (loopback)
+        return json.loads(response.read())

@@ -235,11 +235,11 @@ def batches_in_file(data: bytes) -> list[int]:
 
 
 @settings(
-    max_examples=60,
+    max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(configs, st.lists(operations, max_size=25))
+@given(configs, st.lists(operations, max_size=40))
 def test_log_matches_a_list_model_under_random_operations(config, ops):
     with tempfile.TemporaryDirectory() as tmp:
         harness = Harness(Path(tmp) / "topic-0", config)

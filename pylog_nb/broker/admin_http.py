@@ -1,0 +1,122 @@
+"""The introspection endpoint: read-only HTTP/JSON on loopback, modelled on Redpanda's admin API.
+
+Standard Kafka APIs do not expose what the notebook widgets show (per-replica LEO, HW, log start,
+leader epoch, segments), so each broker answers:
+
+    GET /v1/partitions   [{"topic", "partition", "leader", "leader_epoch", "replicas", "isr",
+                           "log_start_offset", "high_watermark", "log_end_offset", "size_bytes",
+                           "segments": [{"base_offset", "next_offset", "size_bytes"}]}]
+    GET /v1/broker       {"broker_id", "host", "port", "cluster_id", "partitions"}
+
+Requests are bounded (named limits below); anything else gets 404/405/400 and the connection
+closes. The server holds no state of its own: every answer is read from the BrokerNode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+
+from .node import BrokerNode
+
+log = logging.getLogger("pylog.broker")
+
+REQUEST_HEAD_BYTES_MAX = 8 * 1024
+REQUEST_READ_TIMEOUT_S = 5.0
+
+
+def partitions_view(node: BrokerNode) -> list[dict]:
+    """Every hosted partition as plain JSON-ready dicts."""
+    rows = []
+    for (topic, index), partition in sorted(node.replicas.partitions.items()):
+        state = node.store.image.topics[topic].partitions[index]
+        plog = partition.log
+        rows.append({
+            "topic": topic,
+            "partition": index,
+            "leader": state.leader,
+            "leader_epoch": partition.leader_epoch,
+            "replicas": list(state.replicas),
+            "isr": list(state.isr),
+            "log_start_offset": plog.log_start_offset,
+            "high_watermark": partition.high_watermark,
+            "log_end_offset": plog.log_end_offset,
+            "size_bytes": plog.size_bytes,
+            "segments": [
+                {"base_offset": s.base_offset, "next_offset": s.next_offset,
+                 "size_bytes": s.size_bytes}
+                for s in plog.segments
+            ],
+        })
+    return rows
+
+
+def broker_view(node: BrokerNode) -> dict:
+    return {
+        "broker_id": node.broker_id,
+        "host": node.config.host,
+        "port": node.port,
+        "cluster_id": node.store.image.cluster_id,
+        "partitions": len(node.replicas.partitions),
+    }
+
+
+ROUTES: dict[str, Callable[[BrokerNode], object]] = {
+    "/v1/partitions": partitions_view,
+    "/v1/broker": broker_view,
+}
+
+
+class AdminHttpServer:
+    def __init__(self, node: BrokerNode) -> None:
+        self.node = node
+        self.server: asyncio.Server | None = None
+
+    async def start(self, host: str, port: int = 0) -> int:
+        self.server = await asyncio.start_server(
+            self._serve, host, port, reuse_address=True, limit=REQUEST_HEAD_BYTES_MAX
+        )
+        return self.server.sockets[0].getsockname()[1]
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_READ_TIMEOUT_S)
+            status, payload = self._answer(head)
+        except (asyncio.LimitOverrunError, asyncio.IncompleteReadError, TimeoutError):
+            status, payload = 400, {"error": "malformed or oversized request"}
+        except Exception as error:
+            log.exception("admin endpoint failed")
+            status, payload = 500, {"error": str(error)}
+        body = json.dumps(payload).encode()
+        writer.write(
+            f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+        )
+        try:
+            await writer.drain()
+        finally:
+            writer.close()
+
+    def _answer(self, head: bytes) -> tuple[int, object]:
+        if len(head) > REQUEST_HEAD_BYTES_MAX:
+            return 400, {"error": "request head too large"}
+        parts = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+        if len(parts) != 3:
+            return 400, {"error": "malformed request line"}
+        method, target, _version = parts
+        route = ROUTES.get(target.split("?", 1)[0])
+        if route is None:
+            return 404, {"error": f"unknown path {target[:100]}", "paths": sorted(ROUTES)}
+        if method != "GET":
+            return 405, {"error": "only GET is supported"}
+        return 200, route(self.node)
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            500: "Internal Server Error"}
