@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import struct
 
 import pytest
 from test_storage_helpers import (
@@ -17,7 +18,7 @@ from test_storage_helpers import (
     small_config,
 )
 
-from pylog_nb.broker.records.header import InvalidRecordError, check_batch
+from pylog_nb.broker.records.header import InvalidRecordError, check_batch, compute_crc
 from pylog_nb.broker.storage import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -222,6 +223,27 @@ def test_segment_rolls_by_record_time_after_segment_ms(log_dir):
     log.append_as_leader(batch_of(1, timestamp_ms=11_001), leader_epoch=0)
     assert log.segment_count == 2
     assert log.segments[1].base_offset == 2
+
+
+def _claiming_offset_delta(delta: int) -> bytearray:
+    """A "gzip" batch whose header claims ``delta + 1`` records (never decompressed here)."""
+    batch = batch_of(1)
+    struct.pack_into(">h", batch, 21, 1)  # attributes: codec gzip
+    struct.pack_into(">i", batch, 23, delta)  # lastOffsetDelta
+    struct.pack_into(">i", batch, 57, delta + 1)  # recordsCount
+    struct.pack_into(">I", batch, 17, compute_crc(batch, 0, len(batch)))
+    return batch
+
+
+def test_batches_spanning_more_than_int32_offsets_go_to_separate_segments(log_dir):
+    log = Log.open(log_dir, small_config(segment_bytes=1_000_000))
+    huge = 2**31 - 2
+    info = log.append_as_leader(
+        _claiming_offset_delta(huge) + _claiming_offset_delta(huge), leader_epoch=0
+    )
+    assert (info.first_offset, info.last_offset) == (0, 2 * huge + 1)
+    assert [s.base_offset for s in log.segments] == [0, huge + 1]
+    assert batches_in(log.read(huge + 5, 1_000).read_bytes())[0].base_offset == huge + 1
 
 
 # -- retention and log start offset ----------------------------------------------------------

@@ -137,6 +137,7 @@ class _Chunk:
 
     start: int
     end: int
+    first_offset: int
     last_offset: int
     max_timestamp_ms: int
     offset_of_max_timestamp: int
@@ -503,15 +504,27 @@ class Log:
         )
 
     def _chunks(self, buf) -> Iterator[_Chunk]:
-        """Split batches into runs of at most ``segment_bytes`` (a bigger batch goes alone)."""
+        """Split batches into runs that fit one segment: at most ``segment_bytes`` (a bigger
+        batch goes alone) and at most an int32 of relative offsets (compressed batches may
+        claim huge offset deltas)."""
         chunk: _Chunk | None = None
         for pos, header in _validated_headers(buf):
             size_bytes = header.size_bytes
-            if chunk is not None and pos + size_bytes - chunk.start > self.config.segment_bytes:
+            if chunk is not None and (
+                pos + size_bytes - chunk.start > self.config.segment_bytes
+                or header.last_offset - chunk.first_offset > INT32_MAX
+            ):
                 yield chunk
                 chunk = None
             if chunk is None:
-                chunk = _Chunk(pos, pos, header.last_offset, NO_TIMESTAMP, header.last_offset)
+                chunk = _Chunk(
+                    pos,
+                    pos,
+                    header.base_offset,
+                    header.last_offset,
+                    NO_TIMESTAMP,
+                    header.last_offset,
+                )
             if header.max_timestamp > chunk.max_timestamp_ms:
                 chunk.max_timestamp_ms = header.max_timestamp
                 chunk.offset_of_max_timestamp = header.last_offset

@@ -544,6 +544,11 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
 
+    def delete(self) -> None:
+        """Close and remove the segment's files now."""
+        self.close()
+        self.delete_files()
+
     def delete_files(self) -> None:
         """Unlink the files; open descriptors keep working until ``close``."""
         self.log.path.unlink(missing_ok=True)
