@@ -60,8 +60,8 @@ import contextlib
 import json
 import os
 import platform
-import socket
 import random
+import socket
 import statistics
 import string
 import struct

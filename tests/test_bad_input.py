@@ -111,6 +111,7 @@ def test_fetch_out_of_range_offset(bootstrap, seeded):
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": seeded, "partitions": [
                 {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 999,
-                 "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}],
             "forgotten_topics_data": [], "rack_id": ""})
     assert response.responses[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE

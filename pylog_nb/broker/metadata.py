@@ -94,7 +94,9 @@ class MetadataStore:
         topics = {}
         for name, t in raw["topics"].items():
             parts = tuple(
-                PartitionState(tuple(p["replicas"]), p["leader"], p["leader_epoch"], tuple(p["isr"]))
+                PartitionState(
+                    tuple(p["replicas"]), p["leader"], p["leader_epoch"], tuple(p["isr"])
+                )
                 for p in t["partitions"]
             )
             topics[name] = TopicState(name, t["topic_id"], parts, dict(t["configs"]))

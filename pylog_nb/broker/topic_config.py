@@ -60,7 +60,9 @@ DEFINITIONS: dict[str, ConfigDef] = {
     for d in (
         ConfigDef("retention.ms", "604800000", _int_in(-1, INT64_MAX), "Delete segments older"),
         ConfigDef("retention.bytes", "-1", _int_in(-1, INT64_MAX), "Delete segments beyond size"),
-        ConfigDef("segment.bytes", "1073741824", _int_in(SEGMENT_BYTES_MIN, INT32_MAX), "Roll size"),
+        ConfigDef(
+            "segment.bytes", "1073741824", _int_in(SEGMENT_BYTES_MIN, INT32_MAX), "Roll size"
+        ),
         ConfigDef("segment.ms", "604800000", _int_in(1, INT64_MAX), "Roll age"),
         ConfigDef("max.message.bytes", "1048588", _int_in(0, INT32_MAX), "Largest batch"),
         ConfigDef("min.insync.replicas", "1", _int_in(1, INT32_MAX), "acks=all quorum"),

@@ -52,7 +52,8 @@ SNAPPY_RATIO_MAX = 16  # snappy caps near 21:1, the other codecs reach 1000:1 on
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Timestamps within +-2**62 so that every delta between two of them fits a varlong.
-timestamps = st.integers(min_value=-1, max_value=2**45) | st.integers(-(2**61), 2**61)  # deltas fit int64
+# deltas between any two timestamps must fit an int64 varlong
+timestamps = st.integers(min_value=-1, max_value=2**45) | st.integers(-(2**61), 2**61)
 payloads = st.none() | st.binary(max_size=300)
 record_headers = st.lists(st.tuples(st.text(max_size=20), payloads), max_size=4).map(tuple)
 record_specs = st.builds(RecordSpec, payloads, payloads, record_headers, timestamps)

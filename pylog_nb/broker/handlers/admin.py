@@ -145,8 +145,7 @@ def handle_alter_configs(node: BrokerNode, request: Request) -> dict:
     responses = []
     for resource in body.resources:
         configs = {c.name: c.value for c in resource.configs}
-        responses.append(_alter(node, resource, body.validate_only,
-                                lambda name, v: node.admin.alter_configs(name, configs, v)))
+        responses.append(_alter(resource, node.admin.alter_configs, configs, body.validate_only))
     return {"responses": responses}
 
 
@@ -155,19 +154,19 @@ def handle_incremental_alter_configs(node: BrokerNode, request: Request) -> dict
     responses = []
     for resource in body.resources:
         changes = [(c.name, c.config_operation, c.value) for c in resource.configs]
-        responses.append(_alter(
-            node, resource, body.validate_only,
-            lambda name, v: node.admin.incremental_alter_configs(name, changes, v)))
+        responses.append(
+            _alter(resource, node.admin.incremental_alter_configs, changes, body.validate_only)
+        )
     return {"responses": responses}
 
 
-def _alter(node: BrokerNode, resource, validate_only: bool, apply) -> dict:
+def _alter(resource, apply, changes, validate_only: bool) -> dict:
     result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
     if resource.resource_type != RESOURCE_TOPIC:
         return {**result, "error_code": errors.INVALID_REQUEST,
                 "error_message": "only topic configs can be altered"}
     try:
-        apply(resource.resource_name, validate_only)
+        apply(resource.resource_name, changes, validate_only)
     except AdminError as error:
         return {**result, **_failure(error)}
     return {**result, "error_code": errors.NONE}

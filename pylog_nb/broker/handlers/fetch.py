@@ -39,7 +39,7 @@ async def handle_fetch(node: BrokerNode, request: Request) -> dict:
     session_id = getattr(body, "session_id", FETCH_SESSION_NONE)
     if session_id != FETCH_SESSION_NONE:
         body = {"error_code": errors.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
-        return encode_fetch_response(request.header.correlation_id, request.header.api_version, body)
+        return _encode(request, body)
     targets = _targets(node, body)
     wait_ms = min(_ms(body.max_wait), node.config.fetch_wait_max_ms)
     deadline = time.monotonic() + wait_ms / 1000
@@ -53,6 +53,10 @@ async def handle_fetch(node: BrokerNode, request: Request) -> dict:
         response["records"] = _pin(response["records"])
     body = {"error_code": errors.NONE, "session_id": FETCH_SESSION_NONE,
             "responses": _group_by_topic(targets, responses)}
+    return _encode(request, body)
+
+
+def _encode(request: Request, body: dict) -> list:
     return encode_fetch_response(request.header.correlation_id, request.header.api_version, body)
 
 
