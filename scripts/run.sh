@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh test,notebook
-exec .venv/bin/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks "$@"
+extra=()
+[ "$(id -u)" -ne 0 ] || extra+=(--allow-root)  # containers and CI machines often run as root
+exec .venv/bin/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks "${extra[@]}" "$@"
