@@ -46,6 +46,7 @@ class PartitionState:
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
+    partition_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +66,19 @@ class TopicState:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    broker_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     cluster_id: str
     topics: dict[str, TopicState]
     next_producer_id: int = 1000
+    brokers: tuple[BrokerEndpoint, ...] = ()  # live brokers; empty when running alone
+    controller_id: int = -1
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         text = str(topic_id)
@@ -95,12 +105,13 @@ class MetadataStore:
         for name, t in raw["topics"].items():
             parts = tuple(
                 PartitionState(
-                    tuple(p["replicas"]), p["leader"], p["leader_epoch"], tuple(p["isr"])
+                    tuple(p["replicas"]), p["leader"], p["leader_epoch"], tuple(p["isr"]),
+                    p.get("partition_epoch", 0),
                 )
                 for p in t["partitions"]
             )
             topics[name] = TopicState(name, t["topic_id"], parts, dict(t["configs"]))
-        return MetadataImage(raw["cluster_id"], topics, raw["next_producer_id"])
+        return MetadataImage(raw["cluster_id"], topics, raw["next_producer_id"])  # alone: no peers
 
     def _write(self, image: MetadataImage) -> None:
         tmp = self.path.with_suffix(".tmp")

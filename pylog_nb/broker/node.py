@@ -1,13 +1,34 @@
-"""One broker's state, assembled: config, metadata, hosted partitions and topic admin."""
+"""One broker's state, assembled: config, metadata, hosted partitions, topic admin, and the
+shell side of replication: futures for acks=all produces, the event stream, ISR change requests.
+
+Theory of operation: the replication cores return actions; ``on_actions`` is the one place that
+carries them out. Produce handlers park acks=all requests as futures keyed by a produce id; a
+Complete/FailDelayedProduce action resolves them. ISR changes go to ``isr_change_sink`` (the
+controller client in a cluster; applied locally when the broker runs alone). Events go to a
+bounded deque the introspection endpoint serves.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from .config import BrokerConfig
 from .metadata import MetadataStore
 from .replica_manager import ReplicaManager, wall_clock_ms
+from .replication.actions import (
+    Action,
+    CompleteDelayedProduce,
+    FailDelayedProduce,
+    HighWatermarkAdvanced,
+    RequestIsrChange,
+)
 from .topics import TopicAdmin
+
+EVENTS_MAX = 1000  # introspection history kept per broker
 
 
 @dataclass
@@ -19,30 +40,86 @@ class BrokerNode:
     replicas: ReplicaManager
     admin: TopicAdmin
     port: int = 0  # the bound port, known once the server listens
-    now_ms: object = field(default=wall_clock_ms)
+    now_ms: Callable[[], int] = field(default=wall_clock_ms)
+    events: deque = field(default_factory=lambda: deque(maxlen=EVENTS_MAX))
+    pending_produces: dict[int, asyncio.Future] = field(default_factory=dict)
+    isr_change_sink: Callable[[RequestIsrChange], None] | None = None
+    _produce_ids: itertools.count = field(default_factory=itertools.count)
 
     @classmethod
     def open(cls, config: BrokerConfig) -> BrokerNode:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         store = MetadataStore(config.data_dir)
-        replicas = ReplicaManager(config.data_dir, store)
-        return cls(config, store, replicas, TopicAdmin(config, replicas), config.port)
+        replicas = ReplicaManager(config.broker_id, config.data_dir, store)
+        node = cls(config, store, replicas, TopicAdmin(config, replicas), config.port)
+        replicas.on_actions = node.on_actions
+        replicas.apply_image(store.image)
+        return node
 
     @property
     def broker_id(self) -> int:
         return self.config.broker_id
 
     def brokers(self) -> list[dict]:
-        """Broker endpoints for Metadata / DescribeCluster."""
-        return [
-            {
-                "node_id": self.broker_id,
-                "broker_id": self.broker_id,
-                "host": self.config.host,
-                "port": self.port,
-                "rack": self.config.rack,
-            }
-        ]
+        """Broker endpoints for Metadata / DescribeCluster: the live cluster, or just us."""
+        endpoints = self.store.image.brokers
+        if not endpoints:
+            return [self._endpoint(self.broker_id, self.config.host, self.port)]
+        return [self._endpoint(b.broker_id, b.host, b.port) for b in endpoints]
+
+    def _endpoint(self, broker_id: int, host: str, port: int) -> dict:
+        return {"node_id": broker_id, "broker_id": broker_id, "host": host, "port": port,
+                "rack": self.config.rack}
+
+    @property
+    def controller_id(self) -> int:
+        return self.store.image.controller_id if self.store.image.brokers else self.broker_id
+
+    # == acks=all ================================================================================
+
+    def expect_produce(self) -> tuple[int, asyncio.Future]:
+        """A produce id and the future its Complete/FailDelayedProduce action resolves."""
+        produce_id = next(self._produce_ids)
+        future = asyncio.get_running_loop().create_future()
+        self.pending_produces[produce_id] = future
+        return produce_id, future
+
+    # == actions =================================================================================
+
+    def on_actions(self, actions: list[Action]) -> None:
+        for action in actions:
+            if action.EVENT:
+                self.events.append(action)
+            if isinstance(action, CompleteDelayedProduce | FailDelayedProduce):
+                self._resolve_produce(action)
+            elif isinstance(action, HighWatermarkAdvanced):
+                self._wake(action.topic, action.partition)
+            elif isinstance(action, RequestIsrChange):
+                self._request_isr_change(action)
+
+    def _resolve_produce(self, action: CompleteDelayedProduce | FailDelayedProduce) -> None:
+        future = self.pending_produces.pop(action.produce_id, None)
+        if future is not None and not future.done():
+            future.set_result(getattr(action, "error_code", 0))
+
+    def _wake(self, topic: str, index: int) -> None:
+        partition = self.replicas.partitions.get((topic, index))
+        if partition is not None:
+            partition.wake_waiters()
+
+    def _request_isr_change(self, action: RequestIsrChange) -> None:
+        if self.isr_change_sink is not None:
+            self.isr_change_sink(action)
+            return
+        # Alone, this broker is its own controller: commit the change to its own metadata.
+        topic = self.store.image.topics[action.topic]
+        states = list(topic.partitions)
+        old = states[action.partition]
+        states[action.partition] = replace(
+            old, isr=action.new_isr, partition_epoch=old.partition_epoch + 1
+        )
+        self.store.put_topic(replace(topic, partitions=tuple(states)))
+        self.replicas.apply_image(self.store.image)
 
     def close(self) -> None:
         self.replicas.close()

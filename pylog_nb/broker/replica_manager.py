@@ -1,10 +1,12 @@
-"""The partitions this broker hosts: their logs, leader epochs and high watermarks.
+"""The partitions this broker hosts: their logs and their leader or follower replication state.
 
-Theory of operation: one ``Partition`` wraps one storage ``Log``. As the only replica of a
-single-broker cluster the leader's ISR is itself, so the high watermark follows the log end offset
-on every append; the replicated cluster moves it by follower fetches instead. Anyone waiting for
-data (a long-polling Fetch) registers a wake-up callable that runs whenever the HW moves.
-``ReplicaManager`` opens, creates and deletes partitions as topics come and go.
+Theory of operation: ``apply_image`` reconciles the hosted partitions with a MetadataImage, the
+single source of truth (the broker's own store when it runs alone, the controller's metadata log
+in a cluster). A partition this broker leads gets a ``LeaderState`` for its leader epoch; one it
+follows gets a ``FollowerState``; a new epoch replaces either, an ISR committed by the controller
+is handed to the leader. The cores return actions; ``on_actions`` (set by the broker) carries them
+out. Anyone waiting for data (a long-polling Fetch) registers a wake-up callable that runs
+whenever the log end or the high watermark moves.
 """
 
 from __future__ import annotations
@@ -12,12 +14,17 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import topic_config
-from .metadata import MetadataStore, TopicState
+from .metadata import MetadataImage, MetadataStore, PartitionState, TopicState
+from .replication.actions import Action
+from .replication.follower import FollowerState
+from .replication.leader import LeaderState
 from .storage.log import Log
+
+REPLICA_LAG_TIME_MAX_MS = 10_000  # Kafka: 30 s; a lab wants to see ISR shrink sooner
 
 
 def wall_clock_ms() -> int:
@@ -50,8 +57,14 @@ class Partition:
     topic: str
     index: int
     log: Log
-    leader_epoch: int
-    waiters: list[Callable[[], None]]
+    state: PartitionState
+    leader: LeaderState | None = None
+    follower: FollowerState | None = None
+    waiters: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
 
     def check_epoch(self, client_epoch: int) -> None:
         """KIP-320: refuse a request carrying a leader epoch other than ours."""
@@ -61,11 +74,12 @@ class Partition:
             raise FencedLeaderEpochError(f"epoch {client_epoch} < {self.leader_epoch}")
         raise UnknownLeaderEpochError(f"epoch {client_epoch} > {self.leader_epoch}")
 
-    def append_as_leader(self, records: bytearray, now_ms: int):
-        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
-        self.log.high_watermark = self.log.log_end_offset  # sole ISR member
-        self.wake_waiters()
-        return info
+    def require_leader(self) -> LeaderState:
+        if self.leader is None:
+            raise NotLeaderOrFollowerError(
+                f"{self.topic}-{self.index}: leader is broker {self.state.leader}"
+            )
+        return self.leader
 
     def wake_waiters(self) -> None:
         waiters, self.waiters = self.waiters, []
@@ -80,59 +94,104 @@ class Partition:
 class ReplicaManager:
     """Owns every Partition on this broker, keyed by (topic, partition index)."""
 
-    def __init__(self, data_dir: Path, store: MetadataStore) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        data_dir: Path,
+        store: MetadataStore,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
+    ) -> None:
+        self.broker_id = broker_id
         self.data_dir = data_dir
         self.store = store
+        self.now_ms = now_ms
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[tuple[str, int], Partition] = {}
-        for topic in store.image.topics.values():
-            self._open_topic(topic)
+        self.on_actions: Callable[[list[Action]], None] = lambda actions: None
 
     def _partition_dir(self, topic: str, index: int) -> Path:
         return self.data_dir / f"{topic}-{index}"
 
-    def _open_topic(self, topic: TopicState, first_index: int = 0) -> None:
+    # == reconciliation ===========================================================================
+
+    def apply_image(self, image: MetadataImage) -> None:
+        """Open, reconfigure, re-role or remove partitions so they match ``image``."""
+        wanted = {
+            (topic.name, index): (topic, state)
+            for topic in image.topics.values()
+            for index, state in enumerate(topic.partitions)
+            if self.broker_id in state.replicas
+        }
+        for key in [k for k in self.partitions if k not in wanted]:
+            self._remove(key)
+        for key, (topic, state) in wanted.items():
+            self._reconcile(topic, key[1], state)
+
+    def _reconcile(self, topic: TopicState, index: int, state: PartitionState) -> None:
         config = topic_config.log_config(topic.configs)
-        for index in range(first_index, len(topic.partitions)):
-            state = topic.partitions[index]
-            log = Log.open(self._partition_dir(topic.name, index), config, now_ms=wall_clock_ms)
-            if state.isr == (state.leader,):
-                log.high_watermark = log.log_end_offset  # a sole ISR member commits its own LEO
-            key = (topic.name, index)
-            self.partitions[key] = Partition(topic.name, index, log, state.leader_epoch, [])
+        partition = self.partitions.get((topic.name, index))
+        if partition is None:
+            log = Log.open(self._partition_dir(topic.name, index), config, now_ms=self.now_ms)
+            partition = Partition(topic.name, index, log, state)
+            self.partitions[(topic.name, index)] = partition
+            self._become(partition, topic, state)
+            return
+        partition.log.config = config
+        previous, partition.state = partition.state, state
+        if (state.leader, state.leader_epoch) != (previous.leader, previous.leader_epoch):
+            self._become(partition, topic, state)
+        elif partition.leader is not None and state.isr != partition.leader.isr:
+            actions = partition.leader.on_isr_change_committed(
+                state.isr, state.partition_epoch, self.now_ms()
+            )
+            self.on_actions(actions)
+        if partition.leader is not None:
+            partition.leader.min_insync_replicas = _min_insync(topic)
 
-    def add_topic(self, topic: TopicState) -> None:
-        """Persist a new topic and open its partition logs."""
-        self.store.put_topic(topic)
-        self._open_topic(topic)
+    def _become(self, partition: Partition, topic: TopicState, state: PartitionState) -> None:
+        now_ms = self.now_ms()
+        if partition.leader is not None:
+            self.on_actions(partition.leader.resign(now_ms))
+        partition.leader = partition.follower = None
+        if state.leader == self.broker_id:
+            partition.leader = LeaderState(
+                topic.name, partition.index, self.broker_id, state.leader_epoch, state.replicas,
+                state.isr, partition.log, self.replica_lag_time_max_ms, _min_insync(topic),
+                now_ms=now_ms, partition_epoch=state.partition_epoch,
+            )
+        elif state.leader >= 0:
+            partition.follower = FollowerState(
+                topic.name, partition.index, self.broker_id, state.leader, state.leader_epoch,
+                partition.log,
+            )
+        partition.wake_waiters()
 
-    def add_partitions(self, topic: TopicState) -> None:
-        """Persist a topic that grew and open only its new partitions."""
-        first_new = sum(1 for (name, _) in self.partitions if name == topic.name)
-        self.store.put_topic(topic)
-        self._open_topic(topic, first_new)
+    def _remove(self, key: tuple[str, int]) -> None:
+        partition = self.partitions.pop(key)
+        if partition.leader is not None:
+            self.on_actions(partition.leader.resign(self.now_ms()))
+        partition.log.close()
+        shutil.rmtree(self._partition_dir(*key), ignore_errors=True)
+        partition.wake_waiters()
 
-    def update_configs(self, topic: TopicState) -> None:
-        """Persist new config overrides and apply them to the open logs."""
-        self.store.put_topic(topic)
-        config = topic_config.log_config(topic.configs)
-        for index in range(len(topic.partitions)):
-            self.partitions[(topic.name, index)].log.config = config
-
-    def delete_topic(self, name: str) -> None:
-        """Forget a topic and remove its data from disk."""
-        topic = self.store.image.topics[name]
-        self.store.remove_topic(name)
-        for index in range(len(topic.partitions)):
-            partition = self.partitions.pop((name, index))
-            partition.log.close()
-            shutil.rmtree(self._partition_dir(name, index), ignore_errors=True)
-            partition.wake_waiters()
+    # == lookups and housekeeping =================================================================
 
     def get(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is None:
             raise UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
         return partition
+
+    def followers_of(self, leader_id: int) -> list[Partition]:
+        return [p for p in self.partitions.values()
+                if p.follower is not None and p.follower.leader_id == leader_id]
+
+    def tick(self, now_ms: int) -> None:
+        """Let leaders expire produces and shrink the ISR."""
+        for partition in self.partitions.values():
+            if partition.leader is not None:
+                self.on_actions(partition.leader.on_tick(now_ms))
 
     def enforce_retention(self, now_ms: int) -> int:
         """Apply retention to every partition; return the number of segments deleted."""
@@ -145,3 +204,7 @@ class ReplicaManager:
     def close(self) -> None:
         for partition in self.partitions.values():
             partition.log.close()
+
+
+def _min_insync(topic: TopicState) -> int:
+    return topic_config.effective(topic.configs)["min.insync.replicas"]

@@ -29,6 +29,7 @@ log = logging.getLogger("pylog.broker")
 _SIZE = struct.Struct(">i")
 UNSUPPORTED_VERSION = 35
 WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024  # drain before buffering more responses than this
+REPLICATION_TICK_MS = 100  # produce timeouts and ISR shrink are checked this often
 
 
 class ProtocolViolation(Exception):
@@ -53,9 +54,13 @@ class BrokerServer:
         self.timers = [
             asyncio.create_task(self._every(config.retention_check_interval_ms, self._retention)),
             asyncio.create_task(self._every(config.flush_interval_ms, self.node.replicas.flush)),
+            asyncio.create_task(self._every(REPLICATION_TICK_MS, self._replication_tick)),
         ]
         log.info("broker %d listening on %s:%d", config.broker_id, config.host, self.node.port)
         return self.node.port
+
+    def _replication_tick(self) -> None:
+        self.node.replicas.tick(self.node.now_ms())
 
     def _retention(self) -> None:
         deleted = self.node.replicas.enforce_retention(self.node.now_ms())

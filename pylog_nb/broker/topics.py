@@ -48,6 +48,11 @@ class TopicAdmin:
     def live_broker_ids(self) -> list[int]:
         return [self.config.broker_id]
 
+    def _commit(self, topic: TopicState) -> None:
+        """Persist the topic's new state, then bring the hosted partitions in line with it."""
+        self.replicas.store.put_topic(topic)
+        self.replicas.apply_image(self.replicas.store.image)
+
     def existing(self, name: str) -> TopicState:
         topic = self.topics.get(name)
         if topic is None:
@@ -79,7 +84,7 @@ class TopicAdmin:
             configs=overrides,
         )
         if not validate_only:
-            self.replicas.add_topic(topic)
+            self._commit(topic)
         return topic
 
     def _checked_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
@@ -129,7 +134,8 @@ class TopicAdmin:
 
     def delete_topic(self, name: str) -> TopicState:
         topic = self.existing(name)
-        self.replicas.delete_topic(name)
+        self.replicas.store.remove_topic(name)
+        self.replicas.apply_image(self.replicas.store.image)
         return topic
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
@@ -152,7 +158,7 @@ class TopicAdmin:
             )
         )
         if not validate_only:
-            self.replicas.add_partitions(replace(topic, partitions=topic.partitions + added))
+            self._commit(replace(topic, partitions=topic.partitions + added))
 
     def alter_configs(
         self, name: str, configs: Mapping[str, str | None], validate_only: bool = False
@@ -161,7 +167,7 @@ class TopicAdmin:
         topic = self.existing(name)
         overrides = self._checked_configs(configs)
         if not validate_only:
-            self.replicas.update_configs(replace(topic, configs=overrides))
+            self._commit(replace(topic, configs=overrides))
 
     def incremental_alter_configs(
         self, name: str, changes: Sequence[tuple[str, int, str | None]], validate_only: bool = False
@@ -182,4 +188,4 @@ class TopicAdmin:
                 )
         checked = self._checked_configs(overrides)
         if not validate_only:
-            self.replicas.update_configs(replace(topic, configs=checked))
+            self._commit(replace(topic, configs=checked))

@@ -18,10 +18,12 @@ from .. import errors
 from ..node import BrokerNode
 from ..protocol.codec import ZERO_UUID, Request
 from ..protocol.fetch_response import FileRange, encode_fetch_response
+from ..replication.divergence import diverging_epoch
 
 FETCH_SESSION_NONE = 0
 SENDFILE_MIN_BYTES = 64 * 1024  # below this a copy is cheaper than the sendfile round trip
 FETCH_SESSION_FULL_EPOCH = -1
+CONSUMER_REPLICA_ID = -1
 
 
 @dataclass(slots=True)
@@ -32,6 +34,8 @@ class _Target:
     fetch_offset: int
     current_leader_epoch: int
     max_bytes: int
+    last_fetched_epoch: int
+    replica_id: int  # >= 0: a follower broker replicating; -1: a consumer
 
 
 async def handle_fetch(node: BrokerNode, request: Request) -> dict:
@@ -77,6 +81,7 @@ def _ms(value) -> int:
 def _targets(node: BrokerNode, body) -> list[_Target]:
     targets = []
     image = node.store.image
+    replica_id = _replica_id(body)
     for topic in body.topics:
         topic_id = getattr(topic, "topic_id", None)
         name = getattr(topic, "topic", None)
@@ -85,10 +90,18 @@ def _targets(node: BrokerNode, body) -> list[_Target]:
             name = found.name if found else None
         for p in topic.partitions:
             epoch = getattr(p, "current_leader_epoch", -1)
-            targets.append(
-                _Target(name, topic_id, p.partition, p.fetch_offset, epoch, p.partition_max_bytes)
-            )
+            targets.append(_Target(
+                name, topic_id, p.partition, p.fetch_offset, epoch, p.partition_max_bytes,
+                getattr(p, "last_fetched_epoch", -1), replica_id,
+            ))
     return targets
+
+
+def _replica_id(body) -> int:
+    state = getattr(body, "replica_state", None)  # v15+ moved it into ReplicaState
+    if state is not None:
+        return state.replica_id
+    return getattr(body, "replica_id", CONSUMER_REPLICA_ID)
 
 
 def _read_all(node: BrokerNode, targets: list[_Target], max_bytes: int):
@@ -111,18 +124,38 @@ def _read_one(node: BrokerNode, target: _Target, budget: int, min_one: bool) -> 
     try:
         partition = node.replicas.get(target.topic_name, target.index)
         partition.check_epoch(target.current_leader_epoch)
-        log = partition.log
-        hw = partition.high_watermark
-        result.update(high_watermark=hw, last_stable_offset=hw,
-                      log_start_offset=log.log_start_offset)
-        if target.fetch_offset < hw or budget == 0:
-            data = log.read(target.fetch_offset, budget, max_offset=hw, min_one_message=min_one)
-            result["records"] = data
-        elif target.fetch_offset > log.log_end_offset:
-            log.read(target.fetch_offset, 0, max_offset=hw)  # raises OffsetOutOfRange
+        leader = partition.require_leader()
+        if target.replica_id >= 0:
+            diverging = diverging_epoch(
+                partition.log, target.fetch_offset, target.last_fetched_epoch)
+            if diverging is not None:
+                return {**result, **_offsets(partition), "error_code": errors.NONE,
+                        "diverging_epoch": {"epoch": diverging.epoch,
+                                            "end_offset": diverging.end_offset}}
+            node.on_actions(leader.on_follower_fetch(
+                target.replica_id, target.fetch_offset, node.now_ms()))
+        result.update(_offsets(partition))
+        _read_records(partition, target, budget, min_one, result)
     except Exception as error:  # the partition's error code, the others still answer
         return {**result, "error_code": errors.error_code_of(error), "records": None}
     return {**result, "error_code": errors.NONE}
+
+
+def _offsets(partition) -> dict:
+    hw = partition.high_watermark
+    return {"high_watermark": hw, "last_stable_offset": hw,
+            "log_start_offset": partition.log.log_start_offset}
+
+
+def _read_records(partition, target: _Target, budget: int, min_one: bool, result: dict) -> None:
+    """Consumers read below the HW; followers read up to the log end."""
+    log = partition.log
+    upper = log.log_end_offset if target.replica_id >= 0 else partition.high_watermark
+    if target.fetch_offset < upper or budget == 0:
+        result["records"] = log.read(
+            target.fetch_offset, budget, max_offset=upper, min_one_message=min_one)
+    elif target.fetch_offset > log.log_end_offset:
+        log.read(target.fetch_offset, 0, max_offset=upper)  # raises OffsetOutOfRange
 
 
 async def _wait_for_data(node: BrokerNode, targets: list[_Target], timeout_s: float) -> None:
