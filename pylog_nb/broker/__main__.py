@@ -12,7 +12,7 @@ from pathlib import Path
 # in a test environment); a broker process never needs them.
 sys.modules.setdefault("hypothesis", None)
 
-from .config import BrokerConfig  # noqa: E402
+from .config import REPLICA_LAG_TIME_MAX_MS, BrokerConfig  # noqa: E402
 from .server import run_broker  # noqa: E402
 
 
@@ -25,10 +25,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--admin-port", type=int, default=0, help="introspection HTTP port")
     parser.add_argument("--ready-fd", type=int, help="write the bound port here once listening")
     parser.add_argument("--parent-fd", type=int, help="shut down when this pipe closes")
+    parser.add_argument("--controller", help="host:port of the cluster's controller")
+    parser.add_argument("--replica-lag-time-max-ms", type=int, default=REPLICA_LAG_TIME_MAX_MS)
     parser.add_argument("--no-auto-create", action="store_true")
     parser.add_argument("--num-partitions", type=int, default=1)
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host, int(port)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,6 +51,8 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         auto_create_topics_enable=not args.no_auto_create,
         num_partitions=args.num_partitions,
+        controller=_host_port(args.controller) if args.controller else None,
+        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
     )
     asyncio.run(run_broker(config, args.ready_fd, args.parent_fd, args.admin_port))
 

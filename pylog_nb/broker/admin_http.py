@@ -60,6 +60,7 @@ def broker_view(node: BrokerNode) -> dict:
         "port": node.port,
         "cluster_id": node.store.image.cluster_id,
         "partitions": len(node.replicas.partitions),
+        "live_brokers": [b["broker_id"] for b in node.brokers()],
     }
 
 

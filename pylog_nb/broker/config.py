@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MIB = 1024 * 1024
+REPLICA_LAG_TIME_MAX_MS = 10_000  # Kafka: 30 s; a lab wants to see ISR shrink sooner
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,8 @@ class BrokerConfig:
     retention_check_interval_ms: int = 30_000  # Kafka uses 5 min; notebooks want it sooner
     flush_interval_ms: int = 1_000  # HW/recovery-point checkpoints; data itself is not fsynced
     rack: str | None = None
+    controller: tuple[str, int] | None = None  # (host, port) in a cluster; None: on its own
+    replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS
 
     @property
     def config_rows(self) -> dict[str, str]:

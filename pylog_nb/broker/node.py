@@ -44,13 +44,15 @@ class BrokerNode:
     events: deque = field(default_factory=lambda: deque(maxlen=EVENTS_MAX))
     pending_produces: dict[int, asyncio.Future] = field(default_factory=dict)
     isr_change_sink: Callable[[RequestIsrChange], None] | None = None
+    producer_id_source: Callable | None = None  # async, in a cluster: blocks from the controller
     _produce_ids: itertools.count = field(default_factory=itertools.count)
 
     @classmethod
     def open(cls, config: BrokerConfig) -> BrokerNode:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         store = MetadataStore(config.data_dir)
-        replicas = ReplicaManager(config.broker_id, config.data_dir, store)
+        replicas = ReplicaManager(config.broker_id, config.data_dir, store,
+                                  replica_lag_time_max_ms=config.replica_lag_time_max_ms)
         node = cls(config, store, replicas, TopicAdmin(config, replicas), config.port)
         replicas.on_actions = node.on_actions
         replicas.apply_image(store.image)
@@ -74,6 +76,11 @@ class BrokerNode:
     @property
     def controller_id(self) -> int:
         return self.store.image.controller_id if self.store.image.brokers else self.broker_id
+
+    async def allocate_producer_id(self) -> int:
+        if self.producer_id_source is not None:
+            return await self.producer_id_source()
+        return self.store.allocate_producer_id()
 
     # == acks=all ================================================================================
 

@@ -168,6 +168,9 @@ async def run_broker(
     port = await server.start()
     admin = AdminHttpServer(node)
     admin_port = await admin.start(config.host, admin_port)
+    link = None
+    if config.controller is not None:
+        link = await join_cluster(node, *config.controller)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
@@ -177,8 +180,22 @@ async def run_broker(
         os.write(ready_fd, f"{port} {admin_port}\n".encode())
         os.close(ready_fd)
     await server.stopped.wait()
+    if link is not None:
+        await link.stop()
     admin.close()
     log.info("broker %d stopped cleanly", config.broker_id)
+
+
+async def join_cluster(node: BrokerNode, host: str, port: int):
+    """Follow the controller at host:port: metadata, heartbeats, admin, producer ids."""
+    from .cluster_link import ClusterLink
+    from .controller_admin import ControllerAdmin
+
+    link = ClusterLink(node, host, port)
+    node.admin = ControllerAdmin(link)
+    node.producer_id_source = link.allocate_producer_id
+    await link.start()
+    return link
 
 
 def _on_parent_pipe(fd: int, server: BrokerServer) -> None:

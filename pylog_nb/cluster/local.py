@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 READY_TIMEOUT_S = 60.0  # recovery of a large log can take a while
+READY_POLL_S = 0.05
+BROKERS_MAX = 9
 STOP_TIMEOUT_S = 10.0
 LOG_TAIL_BYTES = 2000
 CLUSTER_FILE = "cluster.json"
@@ -64,8 +66,8 @@ class LocalCluster:
         host: str = "127.0.0.1",
         broker_args: tuple[str, ...] = (),
     ) -> None:
-        if brokers != 1:
-            raise ClusterError("only brokers=1 is supported until replication lands")
+        if not 1 <= brokers <= BROKERS_MAX:
+            raise ClusterError(f"brokers must be between 1 and {BROKERS_MAX}, got {brokers}")
         self._temporary = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="pylog-") if data_dir is None else data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -78,15 +80,41 @@ class LocalCluster:
         }
         self._parent_r, self._parent_w = os.pipe()
         self._started = False
+        # One broker runs on its own; several follow a controller process (KRaft's shape).
+        self.controller: _Broker | None = None
+        if brokers > 1:
+            self.controller = _Broker(0, self.data_dir / "controller", ports.get(0, (0, 0))[0])
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> LocalCluster:
-        """Start every broker and wait until each listens."""
+        """Start the controller and every broker; wait until all serve a full cluster view."""
+        if self.controller is not None:
+            self._spawn(self.controller)
         for broker in self.brokers.values():
             self._spawn(broker)
         self._save_ports()
         self._started = True
+        self.wait_until_ready()
         return self
+
+    def wait_until_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Wait until every running broker is registered, unfenced and sees all live peers."""
+        if self.controller is None:
+            return
+        running = {i for i, b in self.brokers.items() if b.running}
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._cluster_view_complete(running):
+                return
+            time.sleep(READY_POLL_S)
+        raise ClusterError(f"brokers {sorted(running)} did not all join within {timeout_s:.0f}s")
+
+    def _cluster_view_complete(self, running: set[int]) -> bool:
+        try:
+            views = [_get_json(f"{url}/v1/broker") for url in self.admin_urls().values()]
+        except OSError:
+            return False
+        return all(set(v["live_brokers"]) >= running for v in views)
 
     def stop(self) -> None:
         """Stop every broker cleanly (SIGTERM, then SIGKILL after a grace period)."""
@@ -95,6 +123,9 @@ class LocalCluster:
                 broker.process.send_signal(signal.SIGTERM)
         for broker in self.brokers.values():
             self._reap(broker)
+        if self.controller is not None and self.controller.running:
+            self.controller.process.send_signal(signal.SIGTERM)
+            self._reap(self.controller)
         if self._parent_w >= 0:
             os.close(self._parent_w)
             os.close(self._parent_r)
@@ -123,6 +154,43 @@ class LocalCluster:
             broker.process.send_signal(signal.SIGTERM)
             self._reap(broker)
         self._spawn(broker)
+        self.wait_until_ready()
+
+    def pause(self, broker_id: int) -> None:
+        """SIGSTOP a broker: it holds its sockets but answers nothing (a GC pause, a hung VM)."""
+        broker = self._broker(broker_id)
+        if broker.running:
+            broker.process.send_signal(signal.SIGSTOP)
+
+    def resume(self, broker_id: int) -> None:
+        """SIGCONT a paused broker."""
+        broker = self._broker(broker_id)
+        if broker.running:
+            broker.process.send_signal(signal.SIGCONT)
+
+    def kill_controller(self) -> None:
+        """SIGKILL the controller; brokers keep serving with the metadata they have."""
+        if self.controller is not None and self.controller.running:
+            self.controller.process.kill()
+            self._reap(self.controller)
+
+    def restart_controller(self) -> None:
+        """Start the controller again on its port; it replays its metadata log."""
+        if self.controller is None:
+            raise ClusterError("a one-broker cluster has no controller process")
+        if self.controller.running:
+            self.controller.process.send_signal(signal.SIGTERM)
+            self._reap(self.controller)
+        self._spawn(self.controller)
+        self.wait_until_ready()
+
+    def controller_describe(self) -> dict:
+        """The controller's image (brokers, topics, partitions) and its recent events."""
+        if self.controller is None:
+            raise ClusterError("a one-broker cluster has no controller process")
+        from pylog_nb.broker.controller.rpc import call_once
+
+        return call_once(self.host, self.controller.port, "describe")
 
     # -- introspection ---------------------------------------------------------------------
     @property
@@ -150,20 +218,22 @@ class LocalCluster:
             raise ClusterError(f"no broker {broker_id}; brokers are {sorted(self.brokers)}")
         return self.brokers[broker_id]
 
+    def _command(self, broker: _Broker, ready_w: int) -> list[str]:
+        common = ["--data-dir", str(broker.data_dir), "--host", self.host,
+                  "--port", str(broker.port), "--ready-fd", str(ready_w),
+                  "--parent-fd", str(self._parent_r)]
+        if broker is self.controller:
+            return [sys.executable, "-m", "pylog_nb.broker.controller", *common]
+        command = [sys.executable, "-m", "pylog_nb.broker", "--broker-id", str(broker.broker_id),
+                   "--admin-port", str(broker.admin_port), *common, *self.broker_args]
+        if self.controller is not None:
+            command += ["--controller", f"{self.host}:{self.controller.port}"]
+        return command
+
     def _spawn(self, broker: _Broker) -> None:
         broker.data_dir.mkdir(parents=True, exist_ok=True)
         ready_r, ready_w = os.pipe()
-        command = [
-            sys.executable, "-m", "pylog_nb.broker",
-            "--broker-id", str(broker.broker_id),
-            "--data-dir", str(broker.data_dir),
-            "--host", self.host,
-            "--port", str(broker.port),
-            "--admin-port", str(broker.admin_port),
-            "--ready-fd", str(ready_w),
-            "--parent-fd", str(self._parent_r),
-            *self.broker_args,
-        ]
+        command = self._command(broker, ready_w)
         with open(broker.log_path, "ab") as log_file:
             broker.process = subprocess.Popen(
                 command,
@@ -195,8 +265,8 @@ class LocalCluster:
                 raise ClusterError(f"broker {broker.broker_id} exited during start-up; "
                                    f"log: {self._log_tail(broker)}")
             received += chunk
-        port, admin_port = received.split()
-        return int(port), int(admin_port)
+        fields = received.split()
+        return int(fields[0]), int(fields[1]) if len(fields) > 1 else 0
 
     def _reap(self, broker: _Broker) -> None:
         if broker.process is None:
@@ -222,6 +292,8 @@ class LocalCluster:
 
     def _save_ports(self) -> None:
         ports = {b.broker_id: [b.port, b.admin_port] for b in self.brokers.values()}
+        if self.controller is not None:
+            ports[0] = [self.controller.port, 0]
         (self.data_dir / CLUSTER_FILE).write_text(json.dumps({"ports": ports}))
 
 

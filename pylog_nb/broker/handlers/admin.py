@@ -3,6 +3,7 @@ incremental): thin translations between requests and ``TopicAdmin``."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 from .. import errors, topic_config
@@ -26,22 +27,27 @@ def _failure(error: Exception) -> dict:
     return {"error_code": code, "error_message": str(error)}
 
 
-def handle_create_topics(node: BrokerNode, request: Request) -> dict:
+async def _maybe(value):
+    """Admin calls return at once alone, or a coroutine when the controller decides."""
+    return await value if inspect.isawaitable(value) else value
+
+
+async def handle_create_topics(node: BrokerNode, request: Request) -> dict:
     body = request.body
-    return {"topics": [_create(node, t, body.validate_only) for t in body.topics]}
+    return {"topics": [await _create(node, t, body.validate_only) for t in body.topics]}
 
 
-def _create(node: BrokerNode, wanted, validate_only: bool) -> dict:
+async def _create(node: BrokerNode, wanted, validate_only: bool) -> dict:
     result = {"name": wanted.name, "num_partitions": -1, "replication_factor": -1}
     try:
-        topic = node.admin.create_topic(
+        topic = await _maybe(node.admin.create_topic(
             wanted.name,
             wanted.num_partitions,
             wanted.replication_factor,
             [a.broker_ids for a in sorted(wanted.assignments, key=lambda a: a.partition_index)],
             {c.name: c.value for c in wanted.configs},
             validate_only,
-        )
+        ))
     except AdminError as error:
         return {**result, **_failure(error)}
     return {
@@ -58,11 +64,11 @@ def _create(node: BrokerNode, wanted, validate_only: bool) -> dict:
     }
 
 
-def handle_delete_topics(node: BrokerNode, request: Request) -> dict:
+async def handle_delete_topics(node: BrokerNode, request: Request) -> dict:
     body = request.body
     wanted = getattr(body, "topics", None)
     names = [_topic_name(node, t) for t in wanted] if wanted else list(body.topic_names)
-    return {"responses": [_delete(node, name) for name in names]}
+    return {"responses": [await _delete(node, name) for name in names]}
 
 
 def _topic_name(node: BrokerNode, wanted) -> str | None:
@@ -72,23 +78,24 @@ def _topic_name(node: BrokerNode, wanted) -> str | None:
     return topic.name if topic else None
 
 
-def _delete(node: BrokerNode, name: str | None) -> dict:
+async def _delete(node: BrokerNode, name: str | None) -> dict:
     if name is None:
         return {"name": None, "error_code": errors.UNKNOWN_TOPIC_ID,
                 "error_message": "Unknown topic id"}
     try:
-        topic = node.admin.delete_topic(name)
+        topic = await _maybe(node.admin.delete_topic(name))
     except AdminError as error:
         return {"name": name, "topic_id": ZERO_UUID, **_failure(error)}
     return {"name": name, "topic_id": topic.uuid, "error_code": errors.NONE}
 
 
-def handle_create_partitions(node: BrokerNode, request: Request) -> dict:
+async def handle_create_partitions(node: BrokerNode, request: Request) -> dict:
     body = request.body
     results = []
     for wanted in body.topics:
         try:
-            node.admin.create_partitions(wanted.name, wanted.count, body.validate_only)
+            await _maybe(
+                node.admin.create_partitions(wanted.name, wanted.count, body.validate_only))
             results.append({"name": wanted.name, "error_code": errors.NONE})
         except AdminError as error:
             results.append({"name": wanted.name, **_failure(error)})
@@ -140,33 +147,35 @@ def _topic_config_rows(overrides: dict[str, str], keys) -> list[dict]:
     return rows
 
 
-def handle_alter_configs(node: BrokerNode, request: Request) -> dict:
+async def handle_alter_configs(node: BrokerNode, request: Request) -> dict:
     body = request.body
     responses = []
     for resource in body.resources:
         configs = {c.name: c.value for c in resource.configs}
-        responses.append(_alter(resource, node.admin.alter_configs, configs, body.validate_only))
+        responses.append(
+            await _alter(resource, node.admin.alter_configs, configs, body.validate_only))
     return {"responses": responses}
 
 
-def handle_incremental_alter_configs(node: BrokerNode, request: Request) -> dict:
+async def handle_incremental_alter_configs(node: BrokerNode, request: Request) -> dict:
     body = request.body
     responses = []
     for resource in body.resources:
         changes = [(c.name, c.config_operation, c.value) for c in resource.configs]
         responses.append(
-            _alter(resource, node.admin.incremental_alter_configs, changes, body.validate_only)
+            await _alter(
+                resource, node.admin.incremental_alter_configs, changes, body.validate_only)
         )
     return {"responses": responses}
 
 
-def _alter(resource, apply, changes, validate_only: bool) -> dict:
+async def _alter(resource, apply, changes, validate_only: bool) -> dict:
     result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
     if resource.resource_type != RESOURCE_TOPIC:
         return {**result, "error_code": errors.INVALID_REQUEST,
                 "error_message": "only topic configs can be altered"}
     try:
-        apply(resource.resource_name, changes, validate_only)
+        await _maybe(apply(resource.resource_name, changes, validate_only))
     except AdminError as error:
         return {**result, **_failure(error)}
     return {**result, "error_code": errors.NONE}

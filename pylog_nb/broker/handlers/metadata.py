@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import uuid
 
 from .. import errors
@@ -20,13 +21,13 @@ def handle_api_versions(node: BrokerNode, request: Request) -> dict:
 def handle_describe_cluster(node: BrokerNode, request: Request) -> dict:
     return {
         "cluster_id": node.store.image.cluster_id,
-        "controller_id": node.broker_id,
+        "controller_id": node.controller_id,
         "brokers": node.brokers(),
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
     }
 
 
-def handle_metadata(node: BrokerNode, request: Request) -> dict:
+async def handle_metadata(node: BrokerNode, request: Request) -> dict:
     body = request.body
     version = request.header.api_version
     requested = body.topics
@@ -34,16 +35,16 @@ def handle_metadata(node: BrokerNode, request: Request) -> dict:
         topics = [describe_topic(t) for t in node.store.image.topics.values()]
     else:
         allow_create = getattr(body, "allow_auto_topic_creation", True)
-        topics = [_lookup(node, t, allow_create) for t in requested]
+        topics = [await _lookup(node, t, allow_create) for t in requested]
     return {
         "brokers": node.brokers(),
         "cluster_id": node.store.image.cluster_id,
-        "controller_id": node.broker_id,
+        "controller_id": node.controller_id,
         "topics": topics,
     }
 
 
-def _lookup(node: BrokerNode, wanted, allow_create: bool) -> dict:
+async def _lookup(node: BrokerNode, wanted, allow_create: bool) -> dict:
     name = wanted.name
     topic_id = getattr(wanted, "topic_id", None)
     if name is None and topic_id not in (None, ZERO_UUID):
@@ -61,7 +62,10 @@ def _lookup(node: BrokerNode, wanted, allow_create: bool) -> dict:
     if not (allow_create and node.config.auto_create_topics_enable):
         return _topic_error(errors.UNKNOWN_TOPIC_OR_PARTITION, name)
     try:
-        return describe_topic(node.admin.create_topic(name))
+        created = node.admin.create_topic(name)
+        if inspect.isawaitable(created):
+            created = await created
+        return describe_topic(node.store.image.topics.get(name, created))
     except AdminError as error:
         return _topic_error(error.error_code, name)
 

@@ -116,7 +116,7 @@ def _delete_before(node: BrokerNode, topic: str, wanted) -> dict:
     return {**result, "error_code": errors.NONE, "low_watermark": partition.log.log_start_offset}
 
 
-def handle_init_producer_id(node: BrokerNode, request: Request) -> dict:
+async def handle_init_producer_id(node: BrokerNode, request: Request) -> dict:
     body = request.body
     if body.transactional_id is not None:
         log.warning("InitProducerId refused: transactions are not supported")
@@ -125,5 +125,5 @@ def handle_init_producer_id(node: BrokerNode, request: Request) -> dict:
     epoch = getattr(body, "producer_epoch", -1)
     if producer_id != NO_PRODUCER_ID and 0 <= epoch < PRODUCER_EPOCH_MAX:
         return {"error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
-    producer_id = node.store.allocate_producer_id()
+    producer_id = await node.allocate_producer_id()
     return {"error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": 0}

@@ -126,6 +126,34 @@ def encode_api_versions_error(header: RequestHeader, error_code: int) -> memoryv
     return encode_entity(header, schema, body)
 
 
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str, body: dict[str, Any]
+) -> bytes:
+    """Client side (replica fetchers): a request frame with its size prefix."""
+    schema = load_request_schema(api_key, api_version)
+    name = client_id.encode()
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    buffer.write(_REQUEST_HEADER_FIXED.pack(api_key, api_version, correlation_id))
+    buffer.write(_I16.pack(len(name)) + name)
+    if schema.__flexible__:
+        buffer.write(b"\0")
+    _writer(schema)(buffer, to_entity(schema, body))
+    frame = buffer.getbuffer()
+    _I32.pack_into(frame, 0, len(frame) - 4)
+    return bytes(frame)
+
+
+def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """Client side: (correlation id, response entity) from a frame without its size prefix."""
+    schema = load_response_schema(api_key, api_version)
+    correlation_id = _I32.unpack_from(frame, 0)[0]
+    pos = 4
+    if schema.__flexible__ and api_key != API_VERSIONS_KEY:
+        pos = _skip_tagged_fields(frame, pos)
+    return correlation_id, _reader(schema)(frame, pos)[0]
+
+
 def advertised_api_keys() -> list[dict[str, int]]:
     return [
         {"api_key": key, "min_version": r.min_advertised, "max_version": r.max}

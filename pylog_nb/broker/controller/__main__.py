@@ -1,0 +1,55 @@
+"""``python -m pylog_nb.broker.controller``: run the controller process (LocalCluster starts it)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+# kio registers Hypothesis strategies whenever it can import Hypothesis (half a second of start-up
+# in a test environment); the controller process never needs them.
+sys.modules.setdefault("hypothesis", None)
+
+from .controller import BROKER_SESSION_TIMEOUT_MS
+from .server import run_controller
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m pylog_nb.broker.controller")
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ready-fd", type=int, help="write the bound port here once listening")
+    parser.add_argument("--parent-fd", type=int, help="shut down when this pipe closes")
+    parser.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=BROKER_SESSION_TIMEOUT_MS,
+        help="fence a broker that has not heartbeat for this long",
+    )
+    parser.add_argument("--log-level", default="INFO")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s controller %(levelname)s %(message)s"
+    )
+    exit_code = asyncio.run(
+        run_controller(
+            args.data_dir,
+            args.host,
+            args.port,
+            args.ready_fd,
+            args.parent_fd,
+            session_timeout_ms=args.session_timeout_ms,
+        )
+    )
+    sys.exit(exit_code)
+
+
+if __name__ == "__main__":
+    main()
