@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from kio.schema.errors import ErrorCode
-
 from .records.header import InvalidRecordError
 
 log = logging.getLogger("pylog.broker")
@@ -47,6 +45,8 @@ def error_code_of(error: BaseException) -> int:
 
 
 def error_name(code: int) -> str:
+    from kio.schema.errors import ErrorCode  # here: kio is heavy, the controller never needs it
+
     try:
         return ErrorCode(code).name.upper()
     except ValueError:

@@ -47,9 +47,15 @@ class _Broker:
     def log_path(self) -> Path:
         return self.data_dir / "broker.log"
 
+    paused: bool = False
+
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    @property
+    def answering(self) -> bool:
+        return self.running and not self.paused
 
 
 class LocalCluster:
@@ -101,7 +107,7 @@ class LocalCluster:
         """Wait until every running broker is registered, unfenced and sees all live peers."""
         if self.controller is None:
             return
-        running = {i for i, b in self.brokers.items() if b.running}
+        running = {i for i, b in self.brokers.items() if b.answering}
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._cluster_view_complete(running):
@@ -146,6 +152,7 @@ class LocalCluster:
         if broker.running:
             broker.process.kill()
         self._reap(broker)
+        broker.paused = False
 
     def restart(self, broker_id: int) -> None:
         """Start a broker again on the same port and data; stop it cleanly first if running."""
@@ -161,12 +168,14 @@ class LocalCluster:
         broker = self._broker(broker_id)
         if broker.running:
             broker.process.send_signal(signal.SIGSTOP)
+            broker.paused = True
 
     def resume(self, broker_id: int) -> None:
         """SIGCONT a paused broker."""
         broker = self._broker(broker_id)
         if broker.running:
             broker.process.send_signal(signal.SIGCONT)
+        broker.paused = False
 
     def kill_controller(self) -> None:
         """SIGKILL the controller; brokers keep serving with the metadata they have."""
@@ -204,9 +213,9 @@ class LocalCluster:
         return self._broker(broker_id).running
 
     def admin_urls(self) -> dict[int, str]:
-        """Each running broker's introspection endpoint (see pylog_nb/broker/admin_http.py)."""
+        """Each answering (running, not paused) broker's introspection endpoint."""
         return {i: f"http://{self.host}:{b.admin_port}" for i, b in self.brokers.items()
-                if b.running}
+                if b.answering}
 
     def describe(self) -> dict[int, list[dict]]:
         """Per broker, every hosted partition: leader, epoch, ISR, log start, HW, LEO, segments."""

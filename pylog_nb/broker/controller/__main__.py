@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 # kio registers Hypothesis strategies whenever it can import Hypothesis (half a second of start-up
-# in a test environment); the controller process never needs them.
+# in a test environment); the controller process never needs them. Caveat: ``python -m`` imports
+# this package's __init__ first, and through it pylog_nb.broker.errors, which imports kio at module
+# level; until that import is made lazy this line comes too late to save the time.
 sys.modules.setdefault("hypothesis", None)
 
 from .controller import BROKER_SESSION_TIMEOUT_MS

@@ -64,7 +64,9 @@ CONNECT_TIMEOUT_MS = 2_000
 # Enough to ride out a controller restart (process start and log replay, about a second).
 RECONNECT_ATTEMPTS_MAX = 10
 RECONNECT_BACKOFF_MS_INITIAL = 50
-RECONNECT_BACKOFF_MS_MAX = 1_000  # the backoff doubles up to this: about 6.5 s in total
+# The backoff doubles up to this (about 6.5 s in all). It stays below the broker session timeout,
+# so a broker riding out a controller restart heartbeats again within the restart grace period.
+RECONNECT_BACKOFF_MS_MAX = 1_000
 CONNECTIONS_MAX = 16  # calls in flight per client; more wait for a connection
 IDLE_CONNECTIONS_MAX = 4  # kept open for reuse; the rest close after their call
 # Repeating these after a lost response changes nothing (a producer id block is at worst wasted).

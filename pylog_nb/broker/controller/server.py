@@ -549,7 +549,8 @@ class ControllerServer:
         for broker in described["brokers"]:
             expiry_ms = ctl.lease_expiry_ms(broker["broker_id"])
             broker["lease_expires_in_ms"] = None if expiry_ms is None else expiry_ms - now_ms
-        events = list(ctl.events)[-max(0, min(events_max, EVENTS_MAX)) :] if events_max > 0 else []
+        count = max(0, min(events_max, EVENTS_MAX))
+        events = list(ctl.events)[len(ctl.events) - count :]
         described.update(
             end_offset=ctl.log.end_offset,
             now_ms=now_ms,

@@ -1,0 +1,533 @@
+"""The controller process and its RPC end to end: a real ``python -m pylog_nb.broker.controller``
+started like LocalCluster starts brokers (ready pipe, parent pipe), driven through ControllerClient
+and call_once over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pylog_nb.broker.controller import CreateTopic, FenceBroker, PartitionChange, rpc
+from pylog_nb.broker.controller.rpc import (
+    REQUEST_BYTES_MAX,
+    ControllerClient,
+    ControllerRpcError,
+    call_once,
+    decode_records,
+)
+
+SESSION_TIMEOUT_MS = 1500  # shorter than the default so fencing tests stay quick
+HEARTBEAT_INTERVAL_S = 0.2
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+SCENARIO_TIMEOUT_S = 30.0
+BROKERS = (1, 2, 3)
+
+
+class ControllerProcess:
+    """One controller process on loopback, with the supervisor's two pipes (see cluster/local.py)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.log_path = data_dir / "controller.log"
+        self.port = 0
+        self.process: subprocess.Popen | None = None
+        self.parent_r, self.parent_w = os.pipe()
+
+    def start(self) -> ControllerProcess:
+        ready_r, ready_w = os.pipe()
+        command = [
+            sys.executable,
+            "-m",
+            "pylog_nb.broker.controller",
+            "--data-dir",
+            str(self.data_dir / "metadata"),
+            "--port",
+            str(self.port),
+            "--ready-fd",
+            str(ready_w),
+            "--parent-fd",
+            str(self.parent_r),
+            "--session-timeout-ms",
+            str(SESSION_TIMEOUT_MS),
+        ]
+        with open(self.log_path, "ab") as log_file:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                pass_fds=(ready_w, self.parent_r),
+                start_new_session=True,
+            )
+        os.close(ready_w)
+        try:
+            self.port = int(self._await_ready(ready_r))
+        finally:
+            os.close(ready_r)
+        return self
+
+    def _await_ready(self, ready_r: int) -> bytes:
+        received, deadline = b"", time.monotonic() + READY_TIMEOUT_S
+        while not received.endswith(b"\n"):
+            readable, _, _ = select.select([ready_r], [], [], deadline - time.monotonic())
+            chunk = os.read(ready_r, 64) if readable else b""
+            if not chunk:
+                self.process.kill()
+                pytest.fail(f"controller did not start; log:\n{self.log_text()}")
+            received += chunk
+        return received
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(STOP_TIMEOUT_S)
+
+    def terminate(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(STOP_TIMEOUT_S)
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.kill()
+        for fd in (self.parent_r, self.parent_w):
+            if fd >= 0:
+                os.close(fd)
+        self.parent_r = self.parent_w = -1
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@pytest.fixture
+def controller(tmp_path):
+    process = ControllerProcess(tmp_path).start()
+    yield process
+    process.close()
+
+
+def run(coroutine) -> None:
+    async def bounded():
+        async with asyncio.timeout(SCENARIO_TIMEOUT_S):
+            await coroutine
+
+    asyncio.run(bounded())
+
+
+async def eventually(check, timeout_s: float = 5.0, interval_s: float = 0.05):
+    """Await ``check()`` until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await check()
+        if value or time.monotonic() > deadline:
+            assert value, "condition not reached in time"
+            return value
+        await asyncio.sleep(interval_s)
+
+
+async def register(client: ControllerClient, brokers=BROKERS) -> dict[int, str]:
+    """Register brokers and heartbeat each once; return their incarnation ids."""
+    incarnations = {}
+    for broker_id in brokers:
+        incarnations[broker_id] = uuid.uuid4().hex
+        result = await client.call(
+            "register_broker",
+            broker_id=broker_id,
+            host="127.0.0.1",
+            port=9090 + broker_id,
+            incarnation_id=incarnations[broker_id],
+        )
+        assert result["fenced"] is True
+        beat = await client.call(
+            "heartbeat", broker_id=broker_id, incarnation_id=incarnations[broker_id]
+        )
+        assert beat["fenced"] is False
+    return incarnations
+
+
+async def heartbeat_forever(client, incarnations: dict[int, str], failures: list) -> None:
+    """Heartbeat like a live broker; ``incarnations`` may shrink to silence a broker."""
+    while True:
+        for broker_id, incarnation in list(incarnations.items()):
+            try:
+                await client.call("heartbeat", broker_id=broker_id, incarnation_id=incarnation)
+            except (ConnectionError, ControllerRpcError, TimeoutError) as error:
+                failures.append(error)
+        await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+
+async def fetch_all(client, from_offset: int = 0) -> tuple[list, int]:
+    records, offset = [], from_offset
+    while True:
+        result = await client.call("fetch_metadata", from_offset=offset, max_records=4)
+        records += decode_records(result)
+        offset = result["next_offset"]
+        if offset == result["end_offset"]:
+            return records, offset
+
+
+def partitions_of(described: dict, topic: str) -> list[dict]:
+    return next(t for t in described["topics"] if t["name"] == topic)["partitions"]
+
+
+def raw_exchange(port: int, data: bytes) -> bytes:
+    """Send raw bytes on a fresh connection and return everything read until the server closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(data)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        return received
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+# -- tests -----------------------------------------------------------------------------------------
+
+
+def test_registered_brokers_start_fenced_and_heartbeats_unfence_them(controller):
+    async def scenario():
+        async with ControllerClient("127.0.0.1", controller.port) as client:
+            await register(client)
+            described = await client.call("describe")
+            assert [(b["broker_id"], b["fenced"]) for b in described["brokers"]] == [
+                (1, False),
+                (2, False),
+                (3, False),
+            ]
+            assert all(
+                0 < b["lease_expires_in_ms"] <= SESSION_TIMEOUT_MS for b in described["brokers"]
+            )
+            kinds = Counter(e["kind"] for e in described["events"])
+            assert kinds == {"broker_registered": 3, "broker_unfenced": 3}
+
+    run(scenario())
+
+
+def test_create_topic_spreads_leaders_and_fetch_metadata_returns_its_records(controller):
+    async def scenario():
+        async with ControllerClient("127.0.0.1", controller.port) as client:
+            await register(client)
+            topic = await client.call(
+                "create_topic", name="orders", num_partitions=6, replication_factor=3
+            )
+            assert (topic["num_partitions"], topic["replication_factor"]) == (6, 3)
+            leaders = Counter(p["leader"] for p in topic["partitions"])
+            assert leaders == {1: 2, 2: 2, 3: 2}
+            for p in topic["partitions"]:
+                assert sorted(p["replicas"]) == [1, 2, 3] and p["isr"] == p["replicas"]
+                assert p["leader"] == p["replicas"][0] and p["leader_epoch"] == 0
+
+            records, end = await fetch_all(client)
+            kinds = Counter(type(r).__name__ for r in records)
+            assert kinds == {
+                "RegisterBroker": 3,
+                "UnfenceBroker": 3,
+                "CreateTopic": 1,
+                "CreatePartition": 6,
+            }
+            assert end == len(records) == 13
+            create = next(r for r in records if isinstance(r, CreateTopic))
+            assert create.topic_id == topic["topic_id"]
+
+    run(scenario())
+
+
+def test_long_poll_wakes_on_an_append_from_another_connection_and_times_out_empty_otherwise(
+    controller,
+):
+    async def scenario():
+        async with ControllerClient("127.0.0.1", controller.port) as client:
+            await register(client)
+            end = (await client.call("fetch_metadata", from_offset=0))["end_offset"]
+
+            started = time.monotonic()
+            idle = await client.call("fetch_metadata", from_offset=end, max_wait_ms=300)
+            assert time.monotonic() - started >= 0.28
+            assert idle == {"records": [], "next_offset": end, "end_offset": end}
+
+            poll = asyncio.create_task(
+                client.call("fetch_metadata", from_offset=end, max_wait_ms=10_000)
+            )
+            await asyncio.sleep(0.2)
+            started = time.monotonic()
+            # The poll's connection is held; other calls, on this client and others, are not.
+            assert len((await client.call("describe"))["brokers"]) == 3
+            await asyncio.to_thread(
+                call_once,
+                "127.0.0.1",
+                controller.port,
+                "create_topic",
+                name="woken",
+                num_partitions=1,
+                replication_factor=1,
+            )
+            woken = await poll
+            assert time.monotonic() - started < 2.0
+            records = decode_records(woken)
+            assert isinstance(records[0], CreateTopic) and records[0].name == "woken"
+            assert woken["next_offset"] == woken["end_offset"] == end + 2
+
+    run(scenario())
+
+
+def test_errors_come_back_with_kafka_codes_and_one_line_messages(controller):
+    async def scenario():
+        async with ControllerClient("127.0.0.1", controller.port) as client:
+            await register(client)
+            await client.call("create_topic", name="taken", num_partitions=1, replication_factor=1)
+            end = (await client.call("fetch_metadata", from_offset=0))["end_offset"]
+            cases = [
+                (38, "create_topic", {"name": "t", "num_partitions": 1, "replication_factor": 4}),
+                (40, "create_topic", {"name": "t", "configs": {"cleanup.policy": "bogus"}}),
+                (40, "alter_configs", {"name": "taken", "configs": {"no.such.config": "1"}}),
+                (36, "create_topic", {"name": "taken"}),
+                (17, "create_topic", {"name": "bad name!"}),
+                (3, "delete_topic", {"name": "missing"}),
+                (37, "create_partitions", {"name": "taken", "count": 1}),
+                (102, "heartbeat", {"broker_id": 9}),
+                (77, "heartbeat", {"broker_id": 1, "incarnation_id": "stale"}),
+                (1, "fetch_metadata", {"from_offset": end + 1}),
+                (35, "no_such_method", {}),
+                (42, "create_topic", {}),
+                (42, "create_topic", {"name": "t", "num_partitions": "6"}),
+                (42, "heartbeat", {"broker_id": 1, "surprise": True}),
+            ]
+            for code, method, params in cases:
+                with pytest.raises(ControllerRpcError) as caught:
+                    await client.call(method, **params)
+                error = caught.value
+                assert error.error_code == code, (method, params, error)
+                assert error.message and "\n" not in error.message, error.message
+            # Nothing refused was written.
+            assert (await client.call("fetch_metadata", from_offset=0))["end_offset"] == end
+        with pytest.raises(ControllerRpcError) as caught:
+            call_once(
+                "127.0.0.1",
+                controller.port,
+                "create_topic",
+                name="t",
+                num_partitions=1,
+                replication_factor=4,
+            )
+        assert caught.value.error_code == 38
+
+    run(scenario())
+
+
+def test_malformed_frames_close_only_their_own_connection(controller):
+    async def scenario():
+        async with ControllerClient("127.0.0.1", controller.port) as client:
+            incarnations = await register(client)
+            failures: list = []
+            beating = asyncio.create_task(heartbeat_forever(client, incarnations, failures))
+            end = (await client.call("describe"))["end_offset"]
+            poll = asyncio.create_task(
+                client.call("fetch_metadata", from_offset=end, max_wait_ms=1500)
+            )
+            await asyncio.sleep(0.1)
+            bad_frames = [
+                frame(b"{not json"),
+                frame(b"[1, 2, 3]"),
+                frame(b'{"id": "one", "method": "describe", "params": {}}'),
+                frame(b'{"id": 1, "method": 7, "params": {}}'),
+                frame(b"\xff\xfe"),
+                struct.pack(">i", REQUEST_BYTES_MAX + 1) + b"{}",
+                struct.pack(">i", -5),
+            ]
+            for data in bad_frames:
+                assert await asyncio.to_thread(raw_exchange, controller.port, data) == b""
+            # A valid frame after them on a fresh connection, and the long poll, are unaffected.
+            assert (await client.call("describe"))["end_offset"] == end
+            assert (await poll)["records"] == []
+            described = await asyncio.to_thread(call_once, "127.0.0.1", controller.port, "describe")
+            assert [b["fenced"] for b in described["brokers"]] == [False, False, False]
+            assert failures == []
+            beating.cancel()
+
+    run(scenario())
+    closing = [line for line in controller.log_text().splitlines() if "closing connection" in line]
+    assert len(closing) == 7, closing
+
+
+def test_silent_broker_is_fenced_and_its_partitions_get_new_leaders_with_bumped_epochs(
+    controller,
+):
+    async def scenario():
+        async with ControllerClient("127.0.0.1", controller.port) as client:
+            incarnations = await register(client)
+            failures: list = []
+            beating = asyncio.create_task(heartbeat_forever(client, incarnations, failures))
+            await client.call("create_topic", name="orders", num_partitions=6, replication_factor=3)
+            before = await client.call("describe")
+            offset_before = before["end_offset"]
+
+            del incarnations[3]  # broker 3 goes silent
+
+            async def three_fenced():
+                described = await client.call("describe")
+                return described if described["brokers"][2]["fenced"] else None
+
+            started = time.monotonic()
+            after = await eventually(three_fenced, timeout_s=SESSION_TIMEOUT_MS / 1000 + 3)
+            assert time.monotonic() - started >= SESSION_TIMEOUT_MS / 1000 / 2  # not at once
+            assert [b["fenced"] for b in after["brokers"]] == [False, False, True]
+            moved = 0
+            for old, new in zip(
+                partitions_of(before, "orders"), partitions_of(after, "orders"), strict=True
+            ):
+                assert 3 not in new["isr"] and new["leader"] in (1, 2)
+                assert new["partition_epoch"] == old["partition_epoch"] + 1
+                if old["leader"] == 3:
+                    moved += 1
+                    assert new["leader_epoch"] == old["leader_epoch"] + 1
+                else:
+                    assert (new["leader"], new["leader_epoch"]) == (
+                        old["leader"],
+                        old["leader_epoch"],
+                    )
+            assert moved == 2
+
+            records, _ = await fetch_all(client, offset_before)
+            assert sum(isinstance(r, PartitionChange) for r in records) == 6
+            assert isinstance(records[-1], FenceBroker) and records[-1].broker_id == 3
+            kinds = Counter(e["kind"] for e in after["events"] if e["offset"] >= offset_before)
+            assert kinds["broker_fenced"] == 1 and kinds["leader_elected"] == 2
+            assert failures == []
+            beating.cancel()
+
+    run(scenario())
+
+
+def test_sigkill_and_restart_keep_state_and_elect_no_one_while_brokers_keep_heartbeating(
+    controller,
+):
+    async def scenario():
+        async with ControllerClient("127.0.0.1", controller.port) as client:
+            incarnations = await register(client)
+            failures: list = []
+            beating = asyncio.create_task(heartbeat_forever(client, incarnations, failures))
+            await client.call(
+                "create_topic",
+                name="orders",
+                num_partitions=6,
+                replication_factor=3,
+                configs={"retention.ms": "60000"},
+            )
+            ids = await client.call("allocate_producer_ids", broker_id=1)
+            before = await client.call("describe")
+
+            controller.kill()
+            await asyncio.sleep(0.3)  # heartbeats now fail and retry behind the client's back
+            await asyncio.to_thread(controller.start)
+            await asyncio.sleep(SESSION_TIMEOUT_MS / 1000 + 0.5)  # past the restart grace period
+
+            after = await client.call("describe")
+            assert after["topics"] == before["topics"]
+            assert after["brokers"][0].keys() == before["brokers"][0].keys()
+            assert [b["fenced"] for b in after["brokers"]] == [False, False, False]
+            assert after["end_offset"] == before["end_offset"]  # no fencing, no election
+            assert after["events"] == []  # events are in memory; nothing new happened
+            again = await client.call("allocate_producer_ids", broker_id=1)
+            assert again["first_id"] == ids["first_id"] + ids["size"]
+            assert failures == []  # the client reconnected transparently
+            beating.cancel()
+
+    run(scenario())
+
+
+def test_admin_methods_answer_with_the_documented_shapes(controller):
+    async def scenario():
+        async with ControllerClient("127.0.0.1", controller.port) as client:
+            await register(client)
+            end = (await client.call("describe"))["end_offset"]
+            checked = await client.call(
+                "create_topic", name="t", num_partitions=3, replication_factor=2, validate_only=True
+            )
+            assert checked["num_partitions"] == 3
+            assert (await client.call("describe"))["end_offset"] == end
+
+            topic = await client.call(
+                "create_topic", name="t", num_partitions=3, replication_factor=2
+            )
+            grown = await client.call("create_partitions", name="t", count=5)
+            assert grown["num_partitions"] == 5 and grown["topic_id"] == topic["topic_id"]
+            altered = await client.call("alter_configs", name="t", configs={"retention.ms": "1000"})
+            assert altered["configs"] == {"retention.ms": "1000"}
+
+            p = topic["partitions"][0]
+            follower = p["replicas"][1]
+            shrunk = await client.call(
+                "alter_partition",
+                broker_id=p["leader"],
+                topic_id=topic["topic_id"],
+                partition=0,
+                leader_epoch=p["leader_epoch"],
+                new_isr=[p["leader"]],
+                partition_epoch=p["partition_epoch"],
+            )
+            assert shrunk == {
+                "leader": p["leader"],
+                "leader_epoch": p["leader_epoch"],
+                "partition_epoch": p["partition_epoch"] + 1,
+                "isr": [p["leader"]],
+            }
+            with pytest.raises(ControllerRpcError):  # stale partition epoch
+                await client.call(
+                    "alter_partition",
+                    broker_id=p["leader"],
+                    topic_id=topic["topic_id"],
+                    partition=0,
+                    leader_epoch=p["leader_epoch"],
+                    new_isr=[p["leader"], follower],
+                    partition_epoch=p["partition_epoch"],
+                )
+
+            assert await client.call("elect_preferred_leaders") == {"elected": []}
+            assert await client.call("allocate_producer_ids", broker_id=2) == {
+                "first_id": 0,
+                "size": 1000,
+            }
+            assert await client.call("delete_topic", name="t") == {"topic_id": topic["topic_id"]}
+            assert (await client.call("describe", events_max=2))["events"][-1]["kind"] == (
+                "topic_deleted"
+            )
+
+    run(scenario())
+
+
+def test_sigterm_and_a_closed_parent_pipe_each_stop_the_controller_cleanly(controller):
+    assert controller.terminate() == 0
+    assert "controller stopped cleanly" in controller.log_text()
+    controller.start()
+    os.close(controller.parent_w)
+    controller.parent_w = -1
+    assert controller.process.wait(STOP_TIMEOUT_S) == 0
+    assert "supervisor is gone" in controller.log_text()
+
+
+def test_client_gives_up_with_connection_error_after_bounded_retries(monkeypatch):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead_port = probe.getsockname()[1]  # nothing listens here once closed
+    monkeypatch.setattr(rpc, "RECONNECT_ATTEMPTS_MAX", 2)
+
+    async def scenario():
+        async with ControllerClient("127.0.0.1", dead_port) as client:
+            with pytest.raises(ConnectionError, match="unreachable after 3 attempts"):
+                await client.call("describe")
+
+    run(scenario())

@@ -1,0 +1,192 @@
+"""Three broker processes and a controller, RF 3: failover, ISR, min.insync.replicas, restarts.
+
+Every scenario runs real processes and the confluent-kafka client; faults are real signals.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from clients import TIMEOUT_S, admin, consume_all
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
+
+from pylog_nb import LocalCluster
+
+LAG_MS = 2000  # replica.lag.time.max.ms for these tests: ISR changes within seconds
+WAIT_S = 30
+
+
+@pytest.fixture
+def three(tmp_path):
+    with LocalCluster(brokers=3, data_dir=tmp_path,
+                      broker_args=("--replica-lag-time-max-ms", str(LAG_MS))) as cluster:
+        yield cluster
+
+
+def _create(cluster, topic: str, partitions: int = 1, min_isr: int = 2) -> None:
+    client = admin(cluster.bootstrap_servers)
+    futures = client.create_topics([NewTopic(topic, partitions, 3, config={
+        "min.insync.replicas": str(min_isr)})])
+    futures[topic].result(TIMEOUT_S)
+
+
+def _partition(cluster, topic: str, index: int = 0) -> dict:
+    """The partition as the controller decided it: leader, epoch, ISR."""
+    described = cluster.controller_describe()
+    for t in described["topics"]:
+        if t["name"] == topic:
+            return t["partitions"][index]
+    raise AssertionError(f"{topic} not in the controller's image")
+
+
+def _replicas(cluster, topic: str, index: int = 0) -> dict[int, dict]:
+    """Each running broker's replica of the partition: LEO, HW, epoch, ISR."""
+    return {b: next(p for p in parts if p["topic"] == topic and p["partition"] == index)
+            for b, parts in cluster.describe().items()}
+
+
+def _replicas_when(cluster, topic: str, predicate) -> dict[int, dict]:
+    """Wait until the replicas of partition 0 satisfy ``predicate``; return them."""
+    def check():
+        replicas = _replicas(cluster, topic)
+        return replicas if predicate(replicas) else None
+    return _wait_for(check, f"replicas of {topic} to satisfy {predicate.__doc__}")
+
+
+def _wait_for(condition, what: str, timeout_s: float = WAIT_S):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _producer(cluster, **conf) -> Producer:
+    return Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 2,
+                     "acks": "all", "message.timeout.ms": 20_000, **conf})
+
+
+def _produce(producer: Producer, topic: str, values: list[bytes]) -> dict[int, bytes]:
+    acked: dict[int, bytes] = {}
+    failed = []
+
+    def report(error, message):
+        if error is None:
+            acked[message.offset()] = message.value()
+        else:
+            failed.append(error)
+
+    for value in values:
+        producer.produce(topic, value, partition=0, on_delivery=report)
+        producer.poll(0)
+    producer.flush(WAIT_S)
+    return acked
+
+
+def test_rf3_topic_replicates_to_every_broker(three, topic_name):
+    _create(three, topic_name)
+    acked = _produce(_producer(three), topic_name, [b"v%d" % i for i in range(500)])
+    assert sorted(acked) == list(range(500))
+    def all_at_500(replicas):
+        """every replica at LEO = HW = 500"""
+        return all(x["log_end_offset"] == x["high_watermark"] == 500 for x in replicas.values())
+
+    replicas = _replicas_when(three, topic_name, all_at_500)
+    assert set(replicas) == {1, 2, 3}
+    assert sorted(_partition(three, topic_name)["isr"]) == [1, 2, 3]
+
+
+def test_leader_killed_under_load_loses_no_acks_all_record(three, topic_name):
+    _create(three, topic_name)
+    before = _partition(three, topic_name)
+    producer = _producer(three)
+    acked = _produce(producer, topic_name, [b"a%d" % i for i in range(2000)])
+    three.kill(before["leader"])
+    acked.update(_produce(producer, topic_name, [b"b%d" % i for i in range(2000)]))
+    after = _partition(three, topic_name)
+    assert after["leader"] != before["leader"]
+    assert after["leader_epoch"] > before["leader_epoch"]
+    assert len(acked) == 4000  # producers rode through the failover
+    received = consume_all(three.bootstrap_servers, topic_name, max(acked) + 1)
+    by_offset = {m.offset(): m.value() for m in received}
+    assert all(by_offset[o] == v for o, v in acked.items())
+    three.restart(before["leader"])
+    def agree(replicas):
+        """three replicas with one LEO"""
+        return len(replicas) == 3 and len({x["log_end_offset"] for x in replicas.values()}) == 1
+
+    replicas = _replicas_when(three, topic_name, agree)
+    assert {x["log_end_offset"] for x in replicas.values()} == {max(acked) + 1}
+
+
+def test_paused_follower_leaves_the_isr_and_rejoins(three, topic_name):
+    _create(three, topic_name, min_isr=1)
+    leader = _partition(three, topic_name)["leader"]
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    producer = _producer(three)
+    _produce(producer, topic_name, [b"x"] * 10)
+    three.pause(follower)
+    try:
+        for _ in range(int(LAG_MS / 1000 * 3)):
+            _produce(producer, topic_name, [b"y"] * 10)  # HW keeps moving without it
+            time.sleep(1)
+        _wait_for(lambda: follower not in _partition(three, topic_name)["isr"],
+                  "the paused follower to leave the ISR")
+        hw_without = _replicas(three, topic_name)[leader]["high_watermark"]
+        assert hw_without >= 10 + 10 * int(LAG_MS / 1000 * 3) - 10
+    finally:
+        three.resume(follower)
+    _produce(producer, topic_name, [b"z"] * 10)
+    _wait_for(lambda: follower in _partition(three, topic_name)["isr"],
+              "the resumed follower to rejoin the ISR")
+
+
+def test_two_of_three_down_refuses_acks_all_but_not_acks_1(three, topic_name):
+    _create(three, topic_name, min_isr=2)
+    leader = _partition(three, topic_name)["leader"]
+    others = [b for b in (1, 2, 3) if b != leader]
+    for broker in others:
+        three.kill(broker)
+    _wait_for(lambda: _partition(three, topic_name)["isr"] == [leader], "ISR to shrink to 1")
+    errors = []
+    producer = _producer(three, **{"message.timeout.ms": 3000, "retries": 0})
+    producer.produce(topic_name, b"all", partition=0, on_delivery=lambda e, m: errors.append(e))
+    producer.flush(WAIT_S)
+    assert errors[0] is not None and errors[0].name() == "NOT_ENOUGH_REPLICAS"
+    acked = _produce(_producer(three, acks="1"), topic_name, [b"one"])
+    assert len(acked) == 1
+    for broker in others:
+        three.restart(broker)
+    _wait_for(lambda: sorted(_partition(three, topic_name)["isr"]) == [1, 2, 3],
+              "the ISR to be restored")
+
+
+def test_controller_restart_keeps_state_without_elections(three, topic_name):
+    _create(three, topic_name, partitions=3)
+    before = {i: _partition(three, topic_name, i) for i in range(3)}
+    three.kill_controller()
+    three.restart_controller()
+    time.sleep(1)
+    after = {i: _partition(three, topic_name, i) for i in range(3)}
+    assert {i: (p["leader"], p["leader_epoch"]) for i, p in after.items()} == {
+        i: (p["leader"], p["leader_epoch"]) for i, p in before.items()}
+    acked = _produce(_producer(three), topic_name, [b"after"])
+    assert len(acked) == 1
+
+
+def test_whole_cluster_sigkilled_and_restarted_keeps_acknowledged_records(tmp_path, topic_name):
+    args = ("--replica-lag-time-max-ms", str(LAG_MS))
+    with LocalCluster(brokers=3, data_dir=tmp_path, broker_args=args) as cluster:
+        _create(cluster, topic_name)
+        acked = _produce(_producer(cluster), topic_name, [b"k%d" % i for i in range(3000)])
+        for broker in (1, 2, 3):
+            cluster.kill(broker)
+        cluster.kill_controller()
+    with LocalCluster(brokers=3, data_dir=tmp_path, broker_args=args) as cluster:
+        received = consume_all(cluster.bootstrap_servers, topic_name, max(acked) + 1)
+        by_offset = {m.offset(): m.value() for m in received}
+        assert all(by_offset[o] == v for o, v in acked.items())
