@@ -190,3 +190,51 @@ def test_whole_cluster_sigkilled_and_restarted_keeps_acknowledged_records(tmp_pa
         received = consume_all(cluster.bootstrap_servers, topic_name, max(acked) + 1)
         by_offset = {m.offset(): m.value() for m in received}
         assert all(by_offset[o] == v for o, v in acked.items())
+
+
+def test_acks_1_writes_to_an_isolated_leader_are_lost_and_shown(three, topic_name):
+    """The lesson of the Jepsen 2013 Kafka analysis, reproduced: acks=1 is not durable."""
+    _create(three, topic_name, min_isr=1)
+    old = _partition(three, topic_name)
+    acked_before = _produce(_producer(three, acks="1"), topic_name,
+                            [b"safe%d" % i for i in range(100)])
+    _replicas_when(three, topic_name, _all_caught_up(100))
+    three.isolate(old["leader"])
+    # The isolated leader still answers clients and still thinks it leads: acks=1 succeeds.
+    stale = Producer({"bootstrap.servers": f"127.0.0.1:{three.brokers[old['leader']].port}",
+                      "acks": "1", "topic.metadata.refresh.interval.ms": 600_000})
+    doomed = _produce(stale, topic_name, [b"doomed%d" % i for i in range(50)])
+    assert sorted(doomed) == list(range(100, 150))  # acknowledged...
+    new = _wait_for(lambda: (p := _partition(three, topic_name))["leader"] != old["leader"] and p,
+                    "the controller to elect a new leader")
+    assert new["leader_epoch"] > old["leader_epoch"]
+    others = ",".join(f"127.0.0.1:{b.port}" for i, b in three.brokers.items() if i != old["leader"])
+    survivor = _produce(Producer({"bootstrap.servers": others, "acks": "all"}), topic_name,
+                        [b"new%d" % i for i in range(10)])
+    assert sorted(survivor) == list(range(100, 110))
+    three.heal(old["leader"])
+    replicas = _replicas_when(three, topic_name, _all_caught_up(110))
+    assert {r["log_end_offset"] for r in replicas.values()} == {110}
+    received = consume_all(three.bootstrap_servers, topic_name, 110)
+    values = [m.value() for m in received]
+    assert values[:100] == [acked_before[o] for o in range(100)]
+    assert values[100:] == [survivor[o] for o in sorted(survivor)]
+    assert not any(v.startswith(b"doomed") for v in values)  # ...and lost: truncated on heal
+    events = _events(three, old["leader"])
+    assert any(e["kind"] == "Truncated" and e["from_offset"] == 150 and e["to_offset"] == 100
+               for e in events)
+
+
+def _all_caught_up(offset: int):
+    def caught_up(replicas):
+        """all three replicas at the given LEO and HW"""
+        return len(replicas) == 3 and all(
+            r["log_end_offset"] == r["high_watermark"] == offset for r in replicas.values())
+    return caught_up
+
+
+def _events(cluster, broker_id: int) -> list[dict]:
+    import json
+    import urllib.request
+    with urllib.request.urlopen(f"{cluster.admin_urls()[broker_id]}/v1/events", timeout=10) as r:
+        return json.loads(r.read())

@@ -6,7 +6,10 @@ leader epoch, segments), so each broker answers:
     GET /v1/partitions   [{"topic", "partition", "leader", "leader_epoch", "replicas", "isr",
                            "log_start_offset", "high_watermark", "log_end_offset", "size_bytes",
                            "segments": [{"base_offset", "next_offset", "size_bytes"}]}]
-    GET /v1/broker       {"broker_id", "host", "port", "cluster_id", "partitions"}
+    GET /v1/broker       {"broker_id", "host", "port", "cluster_id", "partitions", "live_brokers"}
+    GET /v1/events       [{"kind", "topic", "partition", "now_ms", ...}] replication events
+    POST /v1/faults/isolate, /v1/faults/heal   cut the broker off from its peers and the
+                         controller (clients still reach it), or reconnect it
 
 Requests are bounded (named limits below); anything else gets 404/405/400 and the connection
 closes. The server holds no state of its own: every answer is read from the BrokerNode.
@@ -15,6 +18,7 @@ closes. The server holds no state of its own: every answer is read from the Brok
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -64,9 +68,27 @@ def broker_view(node: BrokerNode) -> dict:
     }
 
 
+def events_view(node: BrokerNode) -> list[dict]:
+    """Replication events on this broker, oldest first: HW moves, ISR requests, truncations."""
+    return [{"kind": type(e).__name__, **dataclasses.asdict(e)} for e in node.events]
+
+
+def _set_isolated(isolated: bool) -> Callable[[BrokerNode], object]:
+    def apply(node: BrokerNode) -> dict:
+        node.isolated = isolated
+        log.warning("fault injection: broker %s", "isolated" if isolated else "healed")
+        return {"isolated": node.isolated}
+    return apply
+
+
 ROUTES: dict[str, Callable[[BrokerNode], object]] = {
     "/v1/partitions": partitions_view,
     "/v1/broker": broker_view,
+    "/v1/events": events_view,
+}
+FAULT_ROUTES: dict[str, Callable[[BrokerNode], object]] = {
+    "/v1/faults/isolate": _set_isolated(True),
+    "/v1/faults/heal": _set_isolated(False),
 }
 
 
@@ -111,11 +133,15 @@ class AdminHttpServer:
         if len(parts) != 3:
             return 400, {"error": "malformed request line"}
         method, target, _version = parts
-        route = ROUTES.get(target.split("?", 1)[0])
+        path = target.split("?", 1)[0]
+        routes = FAULT_ROUTES if path in FAULT_ROUTES else ROUTES
+        route = routes.get(path)
         if route is None:
-            return 404, {"error": f"unknown path {target[:100]}", "paths": sorted(ROUTES)}
-        if method != "GET":
-            return 405, {"error": "only GET is supported"}
+            return 404, {"error": f"unknown path {target[:100]}",
+                         "paths": sorted([*ROUTES, *FAULT_ROUTES])}
+        wanted = "POST" if routes is FAULT_ROUTES else "GET"
+        if method != wanted:
+            return 405, {"error": f"{path} takes {wanted}"}
         return 200, route(self.node)
 
 

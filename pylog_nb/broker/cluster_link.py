@@ -90,6 +90,9 @@ class ClusterLink:
 
     async def _heartbeats(self) -> None:
         while True:
+            if self.node.isolated:
+                await asyncio.sleep(HEARTBEAT_INTERVAL_MS / 1000)
+                continue
             try:
                 await self.calls.call("heartbeat", broker_id=self.node.broker_id,
                                       incarnation_id=self.incarnation_id, caught_up=True)
@@ -99,6 +102,9 @@ class ClusterLink:
 
     async def _follow_metadata(self) -> None:
         while True:
+            if self.node.isolated:
+                await asyncio.sleep(RETRY_BACKOFF_MS / 1000)
+                continue
             try:
                 answer = await self.polls.call(
                     "fetch_metadata", from_offset=self.applied_offset,
@@ -150,6 +156,8 @@ class ClusterLink:
 
     async def call(self, method: str, **params) -> dict:
         """Call the controller and wait until this broker has applied what the call wrote."""
+        if self.node.isolated:
+            raise ConnectionError("broker is isolated from the controller (fault injection)")
         result = await self.calls.call(method, **params)
         beat = await self.calls.call("heartbeat", broker_id=self.node.broker_id,
                                      incarnation_id=self.incarnation_id, caught_up=True)
@@ -184,7 +192,8 @@ class ClusterLink:
                             leader_epoch=change.leader_epoch, new_isr=list(change.new_isr),
                             partition_epoch=change.partition_epoch)
         except (ConnectionError, ControllerRpcError, TimeoutError) as error:
-            log.warning("ISR change %s-%d refused: %s", change.topic, change.partition, error)
+            if not self.node.isolated:  # isolated, it retries every tick: keep the log readable
+                log.warning("ISR change %s-%d refused: %s", change.topic, change.partition, error)
             if partition.leader is not None:
                 self.node.on_actions(partition.leader.on_isr_change_rejected(self.node.now_ms()))
 

@@ -45,6 +45,7 @@ class BrokerNode:
     pending_produces: dict[int, asyncio.Future] = field(default_factory=dict)
     isr_change_sink: Callable[[RequestIsrChange], None] | None = None
     producer_id_source: Callable | None = None  # async, in a cluster: blocks from the controller
+    isolated: bool = False  # fault injection: cut off from peers and controller, not clients
     _produce_ids: itertools.count = field(default_factory=itertools.count)
 
     @classmethod

@@ -55,6 +55,10 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         while True:
+            if self.node.isolated:  # fault injection: the leader is unreachable
+                self._disconnect()
+                await asyncio.sleep(RECONNECT_BACKOFF_S)
+                continue
             issued = self._next_fetches()
             if not issued:
                 self.wakeup.clear()

@@ -22,7 +22,7 @@ from .handlers import HANDLERS
 from .node import BrokerNode
 from .protocol import codec
 from .protocol.fetch_response import FileRange
-from .protocol.versions import API_VERSIONS_KEY
+from .protocol.versions import API_VERSIONS_KEY, FETCH_KEY
 
 log = logging.getLogger("pylog.broker")
 
@@ -132,12 +132,25 @@ class BrokerServer:
             raise ProtocolViolation(str(error)) from None
         except codec.MalformedRequestError as error:
             raise ProtocolViolation(str(error)) from None
+        if self.node.isolated and _is_replica_fetch(request):
+            raise ProtocolViolation("isolated (fault injection): dropping a peer's replica fetch")
         result = HANDLERS[request.header.api_key](self.node, request)
         if inspect.isawaitable(result):
             result = await result
+        if self.node.isolated and _is_replica_fetch(request):  # isolated while it long-polled
+            _close_files(result)
+            raise ProtocolViolation("isolated (fault injection): dropping a peer's replica fetch")
         if result is None or isinstance(result, list):
             return result  # no response (acks=0), or pieces already encoded (Fetch)
         return codec.encode_response(request.header, result)
+
+
+def _is_replica_fetch(request: codec.Request) -> bool:
+    if request.header.api_key != FETCH_KEY:
+        return False
+    state = getattr(request.body, "replica_state", None)
+    replica_id = state.replica_id if state is not None else getattr(request.body, "replica_id", -1)
+    return replica_id >= 0
 
 
 async def _write_pieces(writer: asyncio.StreamWriter, pieces: list) -> None:
@@ -151,9 +164,13 @@ async def _write_pieces(writer: asyncio.StreamWriter, pieces: list) -> None:
             else:
                 writer.write(piece)
     finally:
-        for piece in pieces:
-            if isinstance(piece, FileRange):
-                os.close(piece.fd)
+        _close_files(pieces)
+
+
+def _close_files(pieces) -> None:
+    for piece in pieces if isinstance(pieces, list) else ():
+        if isinstance(piece, FileRange):
+            os.close(piece.fd)
 
 
 async def run_broker(

@@ -177,6 +177,23 @@ class LocalCluster:
             broker.process.send_signal(signal.SIGCONT)
         broker.paused = False
 
+    def isolate(self, broker_id: int) -> None:
+        """Cut a broker off from its peers and the controller; clients can still reach it."""
+        self._fault(broker_id, "isolate")
+
+    def heal(self, broker_id: int) -> None:
+        """Reconnect an isolated broker to its peers and the controller."""
+        self._fault(broker_id, "heal")
+
+    def _fault(self, broker_id: int, action: str) -> None:
+        broker = self._broker(broker_id)
+        if not broker.answering:
+            raise ClusterError(f"broker {broker_id} is not running")
+        request = urllib.request.Request(
+            f"http://{self.host}:{broker.admin_port}/v1/faults/{action}", method="POST", data=b"")
+        with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S):  # noqa: S310 (loopback)
+            pass
+
     def kill_controller(self) -> None:
         """SIGKILL the controller; brokers keep serving with the metadata they have."""
         if self.controller is not None and self.controller.running:
