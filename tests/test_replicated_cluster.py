@@ -238,3 +238,58 @@ def _events(cluster, broker_id: int) -> list[dict]:
     import urllib.request
     with urllib.request.urlopen(f"{cluster.admin_urls()[broker_id]}/v1/events", timeout=10) as r:
         return json.loads(r.read())
+
+
+def test_second_broker_on_a_held_data_dir_refuses_to_start(three):
+    import subprocess
+    import sys
+    held = three.brokers[1].data_dir
+    done = subprocess.run(
+        [sys.executable, "-m", "pylog_nb.broker", "--broker-id", "1", "--data-dir", str(held)],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "in use by process" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_replication_factor_above_live_brokers_is_refused(three, topic_name):
+    from confluent_kafka import KafkaException
+    client = admin(three.bootstrap_servers)
+    futures = client.create_topics([NewTopic(topic_name, 1, 4)])
+    with pytest.raises(KafkaException) as raised:
+        futures[topic_name].result(TIMEOUT_S)
+    assert raised.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
+    zero = client.create_topics([NewTopic(topic_name, 0, 3)])
+    with pytest.raises(KafkaException) as raised:
+        zero[topic_name].result(TIMEOUT_S)
+    assert raised.value.args[0].name() == "INVALID_PARTITIONS"
+
+
+def test_no_orphans_when_the_supervisor_is_sigkilled(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    script = ("import sys, time\nfrom pylog_nb import LocalCluster\n"
+              f"c = LocalCluster(brokers=3, data_dir={str(tmp_path)!r}).start()\n"
+              "print(' '.join(str(p.process.pid) for p in [c.controller, *c.brokers.values()]),"
+              " flush=True)\ntime.sleep(600)\n")
+    supervisor = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                  text=True)
+    pids = [int(p) for p in supervisor.stdout.readline().split()]
+    assert len(pids) == 4
+    supervisor.send_signal(signal.SIGKILL)
+    supervisor.wait()
+
+    def all_gone():
+        return all(not _alive(pid) for pid in pids)
+
+    _wait_for(all_gone, "controller and brokers to exit after their supervisor died")
+    assert all(os.path.exists(tmp_path / f"broker-{i}" / "metadata.json") for i in (1, 2, 3))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

@@ -13,6 +13,7 @@ from pathlib import Path
 sys.modules.setdefault("hypothesis", None)
 
 from .config import REPLICA_LAG_TIME_MAX_MS, BrokerConfig  # noqa: E402
+from .dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
 from .server import run_broker  # noqa: E402
 
 
@@ -54,6 +55,11 @@ def main(argv: list[str] | None = None) -> None:
         controller=_host_port(args.controller) if args.controller else None,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
     )
+    try:
+        lock_data_dir(args.data_dir)
+    except DataDirInUseError as error:
+        print(f"pylog broker {args.broker_id}: {error}", file=sys.stderr)
+        sys.exit(2)
     asyncio.run(run_broker(config, args.ready_fd, args.parent_fd, args.admin_port))
 
 

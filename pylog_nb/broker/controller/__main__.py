@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 
 # kio registers Hypothesis strategies whenever it can import Hypothesis (half a second of start-up
-# in a test environment); the controller process never needs them. Caveat: ``python -m`` imports
-# this package's __init__ first, and through it pylog_nb.broker.errors, which imports kio at module
-# level; until that import is made lazy this line comes too late to save the time.
+# in a test environment); the controller process never needs them.
 sys.modules.setdefault("hypothesis", None)
 
-from .controller import BROKER_SESSION_TIMEOUT_MS
-from .server import run_controller
+from ..dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
+from .controller import BROKER_SESSION_TIMEOUT_MS  # noqa: E402
+from .server import run_controller  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -40,6 +39,11 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s controller %(levelname)s %(message)s"
     )
+    try:
+        lock_data_dir(args.data_dir)
+    except DataDirInUseError as error:
+        print(f"pylog controller: {error}", file=sys.stderr)
+        sys.exit(2)
     exit_code = asyncio.run(
         run_controller(
             args.data_dir,
