@@ -293,3 +293,14 @@ def _alive(pid: int) -> bool:
             return stat.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_starting_a_running_cluster_again_attaches_to_it(three, topic_name):
+    _create(three, topic_name)
+    again = LocalCluster(brokers=3, data_dir=three.data_dir).start()  # a notebook cell run twice
+    assert again.bootstrap_servers == three.bootstrap_servers
+    assert again.broker_pids() == three.broker_pids()
+    leader = _partition(three, topic_name)["leader"]
+    again.kill(leader)  # the attached handle controls the same processes
+    assert not three.is_running(leader)
+    three.restart(leader)

@@ -93,7 +93,14 @@ class LocalCluster:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> LocalCluster:
-        """Start the controller and every broker; wait until all serve a full cluster view."""
+        """Start the controller and every broker; wait until all serve a full cluster view.
+
+        If this data directory's cluster is already running (a notebook cell run twice), attach
+        to it instead of starting a duplicate.
+        """
+        if self._attach():
+            self._started = True
+            return self
         if self.controller is not None:
             self._spawn(self.controller)
         for broker in self.brokers.values():
@@ -161,6 +168,7 @@ class LocalCluster:
             broker.process.send_signal(signal.SIGTERM)
             self._reap(broker)
         self._spawn(broker)
+        self._save_ports()
         self.wait_until_ready()
 
     def pause(self, broker_id: int) -> None:
@@ -208,6 +216,7 @@ class LocalCluster:
             self.controller.process.send_signal(signal.SIGTERM)
             self._reap(self.controller)
         self._spawn(self.controller)
+        self._save_ports()
         self.wait_until_ready()
 
     def controller_describe(self) -> dict:
@@ -310,6 +319,23 @@ class LocalCluster:
             return "(no log)"
         return data.decode("utf-8", "replace").strip().splitlines()[-1:][0] if data else "(empty)"
 
+    def _members(self) -> list[_Broker]:
+        return [*([self.controller] if self.controller else []), *self.brokers.values()]
+
+    def _attach(self) -> bool:
+        """Adopt the running processes recorded in cluster.json, if every one is alive."""
+        path = self.data_dir / CLUSTER_FILE
+        if not path.exists():
+            return False
+        pids = {int(k): v for k, v in json.loads(path.read_text()).get("pids", {}).items()}
+        members = self._members()
+        if not members or any(not _is_pylog_process(pids.get(m.broker_id)) for m in members):
+            return False
+        for member in members:
+            member.process = _AttachedProcess(pids[member.broker_id])
+        self.wait_until_ready()
+        return True
+
     def _load_ports(self) -> dict[int, int]:
         path = self.data_dir / CLUSTER_FILE
         if not path.exists():
@@ -320,7 +346,8 @@ class LocalCluster:
         ports = {b.broker_id: [b.port, b.admin_port] for b in self.brokers.values()}
         if self.controller is not None:
             ports[0] = [self.controller.port, 0]
-        (self.data_dir / CLUSTER_FILE).write_text(json.dumps({"ports": ports}))
+        pids = {m.broker_id: m.process.pid for m in self._members() if m.running}
+        (self.data_dir / CLUSTER_FILE).write_text(json.dumps({"ports": ports, "pids": pids}))
 
 
 ADMIN_TIMEOUT_S = 10.0
@@ -329,3 +356,42 @@ ADMIN_TIMEOUT_S = 10.0
 def _get_json(url: str) -> object:
     with urllib.request.urlopen(url, timeout=ADMIN_TIMEOUT_S) as response:  # noqa: S310 (loopback)
         return json.loads(response.read())
+
+
+def _is_pylog_process(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"pylog_nb.broker" in cmdline.read()
+    except OSError:
+        return False
+
+
+class _AttachedProcess:
+    """A broker or controller started by another LocalCluster: signalled by pid, not reaped."""
+
+    POLL_S = 0.05
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def poll(self) -> int | None:
+        return None if _is_pylog_process(self.pid) else 0
+
+    def send_signal(self, sig: int) -> None:
+        try:
+            os.kill(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            time.sleep(self.POLL_S)
+        return 0
