@@ -304,3 +304,42 @@ def test_starting_a_running_cluster_again_attaches_to_it(three, topic_name):
     again.kill(leader)  # the attached handle controls the same processes
     assert not three.is_running(leader)
     three.restart(leader)
+
+
+def test_idempotent_producer_rides_through_failover_without_duplicates(three, topic_name):
+    _create(three, topic_name)
+    leader = _partition(three, topic_name)["leader"]
+    producer = _producer(three, **{"enable.idempotence": True})
+    acked = {}
+
+    def report(error, message):
+        assert error is None, error
+        acked[message.offset()] = message.value()
+
+    for i in range(4000):
+        producer.produce(topic_name, b"i%d" % i, partition=0, on_delivery=report)
+        if i == 2000:
+            three.kill(leader)  # in-flight batches are retried to the new leader
+        producer.poll(0)
+    assert producer.flush(WAIT_S) == 0
+    values = [m.value() for m in consume_all(three.bootstrap_servers, topic_name, 4000)]
+    assert values == [b"i%d" % i for i in range(4000)]  # each exactly once, in order
+    assert len(acked) == 4000
+
+
+def test_introspection_shows_lag_and_the_story_of_a_failover(three, topic_name):
+    from pylog_nb.client import events_frame, partitions_frame
+    _create(three, topic_name)
+    leader = _partition(three, topic_name)["leader"]
+    _produce(_producer(three), topic_name, [b"e"] * 50)
+    frame = partitions_frame(three)
+    mine = frame[frame.topic == topic_name]
+    assert sorted(mine.role) == ["follower", "follower", "leader"]
+    led = mine[mine.role == "leader"].iloc[0]
+    assert led.broker == leader and led.high_watermark == 50
+    three.kill(leader)
+    _wait_for(lambda: _partition(three, topic_name)["leader"] != leader, "a new leader")
+    events = events_frame(three)
+    assert {"source", "kind", "time"} <= set(events.columns)
+    texts = " ".join(str(t) for t in events.get("text", []))
+    assert f"broker {leader}" in texts.lower() or "fenced" in texts.lower()

@@ -5,7 +5,10 @@ leader epoch, segments), so each broker answers:
 
     GET /v1/partitions   [{"topic", "partition", "leader", "leader_epoch", "replicas", "isr",
                            "log_start_offset", "high_watermark", "log_end_offset", "size_bytes",
-                           "segments": [{"base_offset", "next_offset", "size_bytes"}]}]
+                           "segments": [{"base_offset", "next_offset", "size_bytes"}],
+                           "role": "leader" | "follower" | "offline", "proposed_isr",
+                           "followers": [{"broker_id", "in_isr", "log_end_offset",
+                                          "lag_records", "lag_ms", ...}] (on the leader)}]
     GET /v1/broker       {"broker_id", "host", "port", "cluster_id", "partitions", "live_brokers"}
     GET /v1/events       [{"kind", "topic", "partition", "now_ms", ...}] replication events
     POST /v1/faults/isolate, /v1/faults/heal   cut the broker off from its peers and the
@@ -53,8 +56,21 @@ def partitions_view(node: BrokerNode) -> list[dict]:
                  "size_bytes": s.size_bytes}
                 for s in plog.segments
             ],
+            **_replication(node, partition),
         })
     return rows
+
+
+def _replication(node: BrokerNode, partition) -> dict:
+    """This replica's role; on a leader, each follower's LEO and lag in records and ms."""
+    if partition.leader is not None:
+        snapshot = partition.leader.snapshot(node.now_ms())
+        return {"role": "leader", "proposed_isr": snapshot["proposed_isr"],
+                "followers": snapshot["followers"]}
+    if partition.follower is not None:
+        return {"role": "follower", "fetch_phase": partition.follower.phase.value,
+                "followers": []}
+    return {"role": "offline", "followers": []}
 
 
 def broker_view(node: BrokerNode) -> dict:

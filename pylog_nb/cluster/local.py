@@ -219,6 +219,26 @@ class LocalCluster:
         self._save_ports()
         self.wait_until_ready()
 
+    def events(self) -> list[dict]:
+        """Cluster events, oldest first: the controller's (fenced, elected, ISR committed) and
+        each broker's (HW advanced, ISR change requested, truncated), each with ``source``."""
+        merged = []
+        if self.controller is not None and self.controller.answering:
+            for event in self.controller_describe().get("events", []):
+                merged.append({"source": "controller", **event})
+        for broker_id, url in self.admin_urls().items():
+            for event in _get_json(f"{url}/v1/events"):
+                merged.append({"source": f"broker-{broker_id}", **event})
+        return sorted(merged, key=lambda e: e["now_ms"])
+
+    def elect_preferred_leaders(self) -> dict:
+        """Move leadership back to each partition's first replica where it is in the ISR."""
+        if self.controller is None:
+            raise ClusterError("a one-broker cluster has no controller process")
+        from pylog_nb.broker.controller.rpc import call_once
+
+        return call_once(self.host, self.controller.port, "elect_preferred_leaders")
+
     def controller_describe(self) -> dict:
         """The controller's image (brokers, topics, partitions) and its recent events."""
         if self.controller is None:
