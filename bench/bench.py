@@ -3,6 +3,7 @@
 Usage::
 
     .venv/bin/python bench/bench.py [--records N] [--repeats R] [--only ours|tansu] [--rss-gb 1]
+                                    [--skip-cluster]
 
 Targets
     ours   pylog_nb.LocalCluster(brokers=1, data_dir=<fresh temp dir>)
@@ -49,6 +50,24 @@ acks=1 and samples the broker's VmRSS (/proc/PID/status, summed over broker
 processes) at 0.25/0.5/0.75/1.0 of G. Tansu uses memory storage, so its RSS is
 expected to grow with the data; a disk-backed log should stay flat.
 
+Cluster phase (runs whenever ours is a target; ``--skip-cluster`` opts out): one
+LocalCluster(brokers=3) for the whole phase, topics RF 3 with min.insync.replicas=2.
+acks=all throughput
+    min(N, 300,000) records through the same producer as above into a fresh 1- and
+    3-partition topic (ISR full first); ratio = that rate / our single-broker acks=1
+    median from this run.
+e2e latency
+    acks=all, linger.ms=1 producer paced at 5,000 records/s for 10 s (record i due at
+    t0 + i/rate; ticks every 0.5 ms), each value starting with time.monotonic_ns(); a
+    Consumer assign()ed to the fresh topic from offset 0 polls in a thread. Latency =
+    poll() return time - stamped time; librdkafka's produce->ack latency is reported too.
+failover
+    1,000 records/s acks=all; after 2 s the partition leader (controller_describe) is
+    SIGKILLed. Reported: kill -> first successful delivery of a record produced after the
+    kill, and kill -> controller shows another leader. Then the broker is restarted and
+    the ISR must be full again. max(R, 3) kills; median and max.
+The second table has a target column with pass/fail marks; results.json "cluster" holds it.
+
 Output: a markdown table (one column per broker plus ours/tansu ratio),
 machine info, and bench/results.json with all raw samples.
 """
@@ -68,6 +87,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -340,18 +360,22 @@ def make_value_pool() -> list[bytes]:
 VALUE_POOL = make_value_pool()
 
 
-def create_topic(bootstrap: str) -> str:
-    """Create a fresh 1-partition RF-1 topic and wait until it has a leader."""
+def create_topic(bootstrap: str, partitions: int = 1, replication_factor: int = 1,
+                 config: dict[str, str] | None = None) -> str:
+    """Create a fresh topic (default 1 partition, RF 1) and wait until every partition
+    has a leader."""
     name = f"bench-{uuid.uuid4().hex[:12]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    new_topic = NewTopic(name, num_partitions=1, replication_factor=1)
+    new_topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                         config=config or {})  # fmt: skip
     for future in admin.create_topics([new_topic]).values():
         future.result()
     deadline = time.monotonic() + TOPIC_READY_TIMEOUT_S
     while time.monotonic() < deadline:
         topic = admin.list_topics(topic=name, timeout=METADATA_TIMEOUT_S).topics.get(name)
-        partition = topic.partitions.get(0) if topic and topic.error is None else None
-        if partition is not None and partition.leader >= 0:
+        leaders = ([p.leader for p in topic.partitions.values()]
+                   if topic and topic.error is None else [])  # fmt: skip
+        if len(leaders) == partitions and min(leaders) >= 0:
             return name
         time.sleep(TOPIC_READY_POLL_S)
     raise TimeoutError(f"topic {name} has no leader after {TOPIC_READY_TIMEOUT_S}s")
@@ -540,6 +564,334 @@ def run_target(target: str, args: argparse.Namespace) -> TargetResult:
     return result
 
 
+# --------------------------------------------------------------------------- cluster phase
+
+CLUSTER_BROKERS = 3
+CLUSTER_REPLICATION_FACTOR = 3
+CLUSTER_MIN_INSYNC_REPLICAS = 2
+CLUSTER_TOPIC_CONFIG = {"min.insync.replicas": str(CLUSTER_MIN_INSYNC_REPLICAS)}
+CLUSTER_PARTITION_COUNTS = (1, 3)
+CLUSTER_RECORDS_MAX = 300_000  # throughput runs are capped so the phase stays ~3 min on 2 cores
+CLUSTER_ISR_TIMEOUT_S = 60.0
+CLUSTER_ISR_POLL_S = 0.05
+
+PACE_TICK_S = 0.0005  # paced producers wake every ~0.5 ms and send every record that is due
+TIMESTAMP_DIGITS = 19  # time.monotonic_ns(), zero-padded, replaces the start of each value
+
+LATENCY_RATE_PER_S = 5_000
+LATENCY_DURATION_S = 10.0
+LATENCY_LINGER_MS = 1
+LATENCY_WARMUP_RECORDS = 200  # connect + first fetch, excluded from the samples
+LATENCY_DRAIN_TIMEOUT_S = 30.0
+LATENCY_CONSUME_POLL_S = 0.05
+
+FAILOVER_MIN_REPEATS = 3  # max(--repeats, this): one kill is too noisy to report a median
+FAILOVER_RATE_PER_S = 1_000
+FAILOVER_WARMUP_S = 2.0
+FAILOVER_TIMEOUT_S = 30.0
+FAILOVER_DESCRIBE_POLL_S = 0.01
+FAILOVER_SETTLE_S = 0.5  # keep producing this long after both events were seen
+FAILOVER_FLUSH_TIMEOUT_S = 60.0
+
+NS_PER_S = 1_000_000_000
+NS_PER_MS = 1_000_000
+
+TARGET_ACKS_ALL_RATIO = 0.5
+TARGET_E2E_P99_MS = 20.0
+TARGET_FAILOVER_S = 3.0
+
+# metric -> (comparison, threshold, label); metrics not listed have no target
+CLUSTER_TARGETS: dict[str, tuple[str, float, str]] = {
+    **{f"produce acks=all RF3 {n}p / single acks=1": (">=", TARGET_ACKS_ALL_RATIO, ">= 0.5x")
+       for n in CLUSTER_PARTITION_COUNTS},
+    "e2e latency p99 ms": ("<", TARGET_E2E_P99_MS, "< 20 ms"),
+    "failover: first acks=all delivery s (median)": ("<", TARGET_FAILOVER_S, "< 3 s"),
+    "failover: first acks=all delivery s (max)": ("<", TARGET_FAILOVER_S, "< 3 s"),
+    "failover: controller new leader s (median)": ("<", TARGET_FAILOVER_S, "< 3 s"),
+    "failover: controller new leader s (max)": ("<", TARGET_FAILOVER_S, "< 3 s"),
+}  # fmt: skip
+
+
+def timestamped_value(index: int) -> bytes:
+    """A VALUE_SIZE_BYTES pool value whose first TIMESTAMP_DIGITS bytes are monotonic_ns()."""
+    stamp = b"%019d" % time.monotonic_ns()
+    return stamp + VALUE_POOL[index % VALUE_POOL_SIZE][TIMESTAMP_DIGITS:]
+
+
+def value_timestamp_ns(value: bytes) -> int:
+    return int(value[:TIMESTAMP_DIGITS])
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an already sorted, non-empty list."""
+    rank = max(1, int(fraction * len(sorted_values) + 0.999999))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def run_paced(producer: Producer, topic: str, rate_per_s: float,
+              should_stop: Callable[[float], bool]) -> tuple[int, float]:
+    """Produce timestamped records on a fixed schedule (record i is due at t0 + i/rate) until
+    should_stop(elapsed_s) is true; a late tick sends everything due, so the average rate
+    holds. Return (records sent, elapsed seconds)."""
+    produce, poll, sent = producer.produce, producer.poll, 0
+    t0 = time.monotonic()
+    while True:
+        elapsed_s = time.monotonic() - t0
+        if should_stop(elapsed_s):
+            return sent, elapsed_s
+        due = int(elapsed_s * rate_per_s) + 1
+        while sent < due:
+            produce(topic, timestamped_value(sent))
+            sent += 1
+        poll(0)
+        time.sleep(PACE_TICK_S)
+
+
+def make_acks_all_producer(bootstrap: str, on_delivery: Callable) -> Producer:
+    """acks=all, lz4, small linger: the latency-sensitive producer (every delivery reported)."""
+    return Producer({
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "compression.type": "lz4",
+        "linger.ms": LATENCY_LINGER_MS,
+        "on_delivery": on_delivery,
+    })  # fmt: skip
+
+
+def partition_states(cluster, topic: str) -> list[dict]:
+    for described in cluster.controller_describe()["topics"]:
+        if described["name"] == topic:
+            return described["partitions"]
+    raise RuntimeError(f"controller does not know topic {topic}")
+
+
+def wait_isr_full(cluster, topic: str) -> None:
+    """Block until every partition of `topic` has a leader and all replicas in its ISR."""
+    deadline = time.monotonic() + CLUSTER_ISR_TIMEOUT_S
+    while time.monotonic() < deadline:
+        states = partition_states(cluster, topic)
+        if all(p["leader"] is not None and p["leader"] >= 0
+               and set(p["isr"]) == set(p["replicas"]) for p in states):  # fmt: skip
+            return
+        time.sleep(CLUSTER_ISR_POLL_S)
+    raise TimeoutError(f"{topic}: ISR not full after {CLUSTER_ISR_TIMEOUT_S}s: {states}")
+
+
+def create_cluster_topic(cluster, partitions: int) -> str:
+    topic = create_topic(cluster.bootstrap_servers, partitions, CLUSTER_REPLICATION_FACTOR,
+                         CLUSTER_TOPIC_CONFIG)  # fmt: skip
+    wait_isr_full(cluster, topic)
+    return topic
+
+
+def measure_e2e_latency(cluster, result: TargetResult) -> None:
+    """Paced acks=all producer + concurrent assign() consumer on a fresh RF-3 topic.
+
+    Latency = the consumer's clock when consume() returned the record minus the
+    monotonic_ns() stamped into the value just before produce(); both run in this process,
+    so it is one clock. Also records produce->ack latency (librdkafka's msg.latency())."""
+    bootstrap = cluster.bootstrap_servers
+    topic = create_cluster_topic(cluster, partitions=1)
+    latencies_ns: list[int] = []
+    stop = threading.Event()
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "bench-unused",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "fetch.queue.backoff.ms": CONSUMER_FETCH_QUEUE_BACKOFF_MS,
+    })  # fmt: skip
+    consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+    # the topic is new and empty, so its end is offset 0: OFFSET_END would mean the same
+    # thing but races with the first records; the warm-up records below are excluded.
+    consumer.assign([TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+
+    def consume_loop() -> None:
+        # poll(), not consume(n, timeout): consume() holds records until n arrived or the
+        # timeout passed, which would add up to LATENCY_CONSUME_POLL_S to every sample.
+        poll = consumer.poll
+        while not stop.is_set():
+            msg = poll(LATENCY_CONSUME_POLL_S)
+            if msg is None:
+                continue
+            now_ns = time.monotonic_ns()
+            if msg.error():
+                raise KafkaException(msg.error())
+            latencies_ns.append(now_ns - value_timestamp_ns(msg.value()))
+
+    ack_latencies_s: list[float] = []
+    errors: list[str] = []
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            ack_latencies_s.append(msg.latency())
+
+    producer = make_acks_all_producer(bootstrap, on_delivery)
+    producer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+    reader = threading.Thread(target=consume_loop, name="e2e-consumer", daemon=True)
+    reader.start()
+    try:
+        for i in range(LATENCY_WARMUP_RECORDS):
+            producer.produce(topic, timestamped_value(i))
+        flush_all(producer, errors)
+        wait_for_count(latencies_ns, LATENCY_WARMUP_RECORDS, "warm-up")
+        ack_latencies_s.clear()
+        sent, elapsed_s = run_paced(producer, topic, LATENCY_RATE_PER_S,
+                                    lambda t: t >= LATENCY_DURATION_S)  # fmt: skip
+        flush_all(producer, errors)
+        wait_for_count(latencies_ns, LATENCY_WARMUP_RECORDS + sent, "measured")
+    finally:
+        stop.set()
+        reader.join()
+        consumer.close()
+        del producer
+    samples_ms = sorted(ns / NS_PER_MS for ns in latencies_ns[LATENCY_WARMUP_RECORDS:])
+    acks_ms = sorted(s * 1000 for s in ack_latencies_s)
+    result.add("e2e paced rate records/s", sent / elapsed_s)
+    result.add("e2e records measured", len(samples_ms))
+    for name, values in (("e2e latency", samples_ms), ("produce->ack latency", acks_ms)):
+        result.add(f"{name} p50 ms", percentile(values, 0.50))
+        result.add(f"{name} p99 ms", percentile(values, 0.99))
+        result.add(f"{name} max ms", values[-1])
+
+
+def wait_for_count(items: list, count: int, what: str) -> None:
+    deadline = time.monotonic() + LATENCY_DRAIN_TIMEOUT_S
+    while len(items) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"consumer got {len(items)}/{count} {what} records")
+        time.sleep(CLUSTER_ISR_POLL_S)
+
+
+def measure_failover(cluster, topic: str) -> tuple[float, float]:
+    """SIGKILL the partition leader under a paced acks=all producer; return seconds from the
+    kill until (first successful delivery of a record produced after the kill, controller
+    reports a different leader). A timeout is reported as FAILOVER_TIMEOUT_S."""
+    deliveries: list[tuple[int, int]] = []  # (delivery monotonic ns, produce monotonic ns)
+
+    def on_delivery(err, msg) -> None:
+        if err is None:  # errors (none expected: infinite retries) simply don't count
+            deliveries.append((time.monotonic_ns(), value_timestamp_ns(msg.value())))
+
+    producer = make_acks_all_producer(cluster.bootstrap_servers, on_delivery)
+    producer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+    old_leader = partition_states(cluster, topic)[0]["leader"]
+    state: dict[str, int | None] = {"kill_ns": None, "leader_ns": None, "done_ns": None}
+
+    def watch_leader() -> None:
+        while time.monotonic_ns() - state["kill_ns"] < FAILOVER_TIMEOUT_S * NS_PER_S:
+            leader = partition_states(cluster, topic)[0]["leader"]
+            if leader is not None and leader >= 0 and leader != old_leader:
+                state["leader_ns"] = time.monotonic_ns()
+                return
+            time.sleep(FAILOVER_DESCRIBE_POLL_S)
+
+    watcher = threading.Thread(target=watch_leader, name="leader-watch", daemon=True)
+
+    def should_stop(elapsed_s: float) -> bool:
+        kill_ns = state["kill_ns"]
+        if kill_ns is None:
+            if elapsed_s >= FAILOVER_WARMUP_S:
+                state["kill_ns"] = time.monotonic_ns()
+                cluster.kill(old_leader)
+                watcher.start()
+            return False
+        now_ns = time.monotonic_ns()
+        if now_ns - kill_ns > FAILOVER_TIMEOUT_S * NS_PER_S:
+            return True
+        if state["done_ns"] is None:
+            resumed = deliveries and deliveries[-1][1] > kill_ns
+            if resumed and state["leader_ns"] is not None:
+                state["done_ns"] = now_ns
+            return False
+        return now_ns - state["done_ns"] > FAILOVER_SETTLE_S * NS_PER_S
+
+    run_paced(producer, topic, FAILOVER_RATE_PER_S, should_stop)
+    watcher.join()
+    kill_ns = state["kill_ns"]
+    resumed_ns = [done for done, produced in deliveries if produced > kill_ns]
+    timeout_ns = kill_ns + int(FAILOVER_TIMEOUT_S * NS_PER_S)
+    resume_s = (min(resumed_ns, default=timeout_ns) - kill_ns) / NS_PER_S
+    leader_s = ((state["leader_ns"] or timeout_ns) - kill_ns) / NS_PER_S
+    producer.flush(FAILOVER_FLUSH_TIMEOUT_S)
+    del producer
+    cluster.restart(old_leader)
+    wait_isr_full(cluster, topic)
+    return resume_s, leader_s
+
+
+def run_cluster_phase(args: argparse.Namespace, single_acks1_rate: float | None) -> TargetResult:
+    """3-broker LocalCluster: acks=all RF-3 throughput, paced e2e latency, leader failover."""
+    local_cluster = import_local_cluster()
+    result = TargetResult()
+    records = min(args.records, CLUSTER_RECORDS_MAX)
+    with tempfile.TemporaryDirectory(prefix="pylog-bench-cluster-") as data_dir:
+        t0 = time.monotonic()
+        with local_cluster(brokers=CLUSTER_BROKERS, data_dir=data_dir) as cluster:
+            result.add("cluster start-to-ready s", time.monotonic() - t0)
+            bootstrap = cluster.bootstrap_servers
+            for repeat in range(1, args.repeats + 1):
+                for partitions in CLUSTER_PARTITION_COUNTS:
+                    print(f"[cluster] throughput {partitions}p repeat {repeat}/{args.repeats} "
+                          f"({records:,} records)", flush=True)  # fmt: skip
+                    topic = create_cluster_topic(cluster, partitions)
+                    pids = list(cluster.broker_pids().values())
+                    cpu_before_s = broker_cpu_s(pids)
+                    elapsed_s = measure_produce(bootstrap, topic, records, "all")
+                    prefix = f"produce acks=all RF3 {partitions}p"
+                    add_rate(result, prefix, records, elapsed_s)
+                    result.add(f"{prefix} brokers CPU s", broker_cpu_s(pids) - cpu_before_s)
+                    if single_acks1_rate:
+                        result.add(f"{prefix} / single acks=1",
+                                   records / elapsed_s / single_acks1_rate)  # fmt: skip
+            print(f"[cluster] e2e latency: {LATENCY_RATE_PER_S:,} records/s for "
+                  f"{LATENCY_DURATION_S:g} s", flush=True)  # fmt: skip
+            measure_e2e_latency(cluster, result)
+            failover_repeats = max(args.repeats, FAILOVER_MIN_REPEATS)
+            topic = create_cluster_topic(cluster, partitions=1)
+            for repeat in range(1, failover_repeats + 1):
+                resume_s, leader_s = measure_failover(cluster, topic)
+                print(f"[cluster] failover {repeat}/{failover_repeats}: delivery resumed "
+                      f"{resume_s:.3f} s, new leader {leader_s:.3f} s after kill", flush=True)
+                result.add("failover: first acks=all delivery s", resume_s)
+                result.add("failover: controller new leader s", leader_s)
+    return result
+
+
+def cluster_summary(result: TargetResult) -> dict[str, float]:
+    """Medians of every metric, except failover samples, which report median and max."""
+    summary: dict[str, float] = {}
+    for metric, values in result.samples.items():
+        if metric.startswith("failover:"):
+            summary[f"{metric} (median)"] = statistics.median(values)
+            summary[f"{metric} (max)"] = max(values)
+        else:
+            summary[metric] = statistics.median(values)
+    return summary
+
+
+def target_verdict(metric: str, value: float) -> tuple[str, str]:
+    """(target label, pass mark) for a cluster metric; ("–", "") if it has no target."""
+    if metric not in CLUSTER_TARGETS:
+        return "–", ""
+    comparison, threshold, label = CLUSTER_TARGETS[metric]
+    ok = value >= threshold if comparison == ">=" else value < threshold
+    return label, "✅ pass" if ok else "❌ fail"
+
+
+def cluster_markdown_table(summary: dict[str, float]) -> str:
+    header = ["metric", "value", "target", "result"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for metric, value in summary.items():
+        label, mark = target_verdict(metric, value)
+        shown = f"{value:.2f}x" if metric.endswith("/ single acks=1") else format_value(value)
+        lines.append(f"| {metric} | {shown} | {label} | {mark} |")
+    return "\n".join(lines)
+
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -596,6 +948,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", choices=TARGETS, help="benchmark a single broker")
     parser.add_argument("--rss-gb", type=float, default=0.0,
                         help="opt-in: write this many GB and sample broker RSS")  # fmt: skip
+    parser.add_argument("--skip-cluster", action="store_true",
+                        help="skip the 3-broker replicated phase (runs whenever ours is a target)")
     return parser.parse_args(argv)
 
 
@@ -612,6 +966,9 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
     results = {target: run_target(target, args) for target in targets}
     medians = {target: result.medians() for target, result in results.items()}
+    cluster_result = None
+    if "ours" in targets and not args.skip_cluster:
+        cluster_result = run_cluster_phase(args, medians["ours"].get("produce acks=1 records/s"))
 
     print()
     print("Machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
@@ -620,6 +977,36 @@ def main(argv: list[str] | None = None) -> int:
           f"median of {args.repeats} run(s)")  # fmt: skip
     print()
     print(markdown_table(medians))
+    cluster = None
+    if cluster_result is not None:
+        summary = cluster_summary(cluster_result)
+        print()
+        print(f"Replicated cluster ({CLUSTER_BROKERS} brokers, RF {CLUSTER_REPLICATION_FACTOR}, "
+              f"min.insync.replicas={CLUSTER_MIN_INSYNC_REPLICAS})")
+        print(f"Throughput: {min(args.records, CLUSTER_RECORDS_MAX):,} records, same producer "
+              f"as above, median of {args.repeats}; e2e: acks=all, linger.ms={LATENCY_LINGER_MS}, "
+              f"{LATENCY_RATE_PER_S:,} records/s for {LATENCY_DURATION_S:g} s; failover: "
+              f"{FAILOVER_RATE_PER_S:,} records/s, median/max of "
+              f"{max(args.repeats, FAILOVER_MIN_REPEATS)} leader kills")  # fmt: skip
+        print()
+        print(cluster_markdown_table(summary))
+        cluster = {
+            "config": {"brokers": CLUSTER_BROKERS,
+                       "replication_factor": CLUSTER_REPLICATION_FACTOR,
+                       "min_insync_replicas": CLUSTER_MIN_INSYNC_REPLICAS,
+                       "partition_counts": list(CLUSTER_PARTITION_COUNTS),
+                       "throughput_records": min(args.records, CLUSTER_RECORDS_MAX),
+                       "latency_rate_per_s": LATENCY_RATE_PER_S,
+                       "latency_duration_s": LATENCY_DURATION_S,
+                       "latency_linger_ms": LATENCY_LINGER_MS,
+                       "failover_rate_per_s": FAILOVER_RATE_PER_S,
+                       "failover_repeats": max(args.repeats, FAILOVER_MIN_REPEATS)},
+            "summary": summary,
+            "targets": {m: {"target": target_verdict(m, v)[0],
+                            "pass": target_verdict(m, v)[1].endswith("pass")}
+                        for m, v in summary.items() if m in CLUSTER_TARGETS},
+            "samples": cluster_result.samples,
+        }  # fmt: skip
 
     RESULTS_PATH.write_text(json.dumps({
         "machine": info,
@@ -629,6 +1016,7 @@ def main(argv: list[str] | None = None) -> int:
                    "batch_size_bytes": PRODUCER_BATCH_SIZE_BYTES},
         "median": medians,
         "samples": {target: result.samples for target, result in results.items()},
+        "cluster": cluster,
     }, indent=2) + "\n")  # fmt: skip
     print(f"\nwrote {RESULTS_PATH}")
     return 0

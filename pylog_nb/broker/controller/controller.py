@@ -63,7 +63,7 @@ __all__ = [
 
 # Kafka's broker.session.timeout.ms is 9000; a local cluster on loopback fails over faster so a
 # notebook user sees the election within a few seconds of killing a broker.
-BROKER_SESSION_TIMEOUT_MS = 3000
+BROKER_SESSION_TIMEOUT_MS = 2500  # five heartbeats: leader SIGKILL to new leader under 3 s
 # Brokers should heartbeat several times per session (Kafka: 2000 of 9000).
 BROKER_HEARTBEAT_INTERVAL_MS = 500
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdManager block size
