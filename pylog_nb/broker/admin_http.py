@@ -80,7 +80,7 @@ def broker_view(node: BrokerNode) -> dict:
         "port": node.port,
         "cluster_id": node.store.image.cluster_id,
         "partitions": len(node.replicas.partitions),
-        "live_brokers": [b["broker_id"] for b in node.brokers()],
+        "live_brokers": node.live_broker_ids(),
     }
 
 

@@ -47,10 +47,11 @@ def to_metadata_image(image: ClusterImage, controller_id: int) -> MetadataImage:
         )
         for name, topic in image.topics.items()
     }
+    # Fenced brokers stay listed, as their replicas do: librdkafka drops the leader of every
+    # partition a vanished broker led and waits a whole metadata refresh before using the new one.
     brokers = tuple(
-        BrokerEndpoint(b.broker_id, b.host, b.port)
+        BrokerEndpoint(b.broker_id, b.host, b.port, b.fenced)
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
-        if not b.fenced
     )
     return MetadataImage(CLUSTER_ID, topics, image.next_producer_id, brokers, controller_id)
 
@@ -129,13 +130,14 @@ class ClusterLink:
         self._reconcile_fetchers(image)
 
     def _controller_id(self) -> int:
-        live = [b.broker_id for b in self.node.store.image.brokers] or [self.node.broker_id]
+        live = [b.broker_id for b in self.node.store.image.brokers if not b.fenced]
+        live = live or [self.node.broker_id]
         return min(live)  # clients only need some broker to send admin requests to
 
     def _reconcile_fetchers(self, image: MetadataImage) -> None:
         leaders = {p.follower.leader_id for p in self.node.replicas.partitions.values()
                    if p.follower is not None}
-        endpoints = {b.broker_id: b for b in image.brokers}
+        endpoints = {b.broker_id: b for b in image.brokers if not b.fenced}
         for leader_id in list(self.fetchers):
             fetcher = self.fetchers[leader_id]
             endpoint = endpoints.get(leader_id)

@@ -70,6 +70,7 @@ class BrokerEndpoint:
     broker_id: int
     host: str
     port: int
+    fenced: bool = False
 
 
 @dataclass(frozen=True, slots=True)

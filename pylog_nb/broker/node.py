@@ -70,6 +70,12 @@ class BrokerNode:
             return [self._endpoint(self.broker_id, self.config.host, self.port)]
         return [self._endpoint(b.broker_id, b.host, b.port) for b in endpoints]
 
+    def live_broker_ids(self) -> list[int]:
+        endpoints = self.store.image.brokers
+        if not endpoints:
+            return [self.broker_id]
+        return [b.broker_id for b in endpoints if not b.fenced]
+
     def _endpoint(self, broker_id: int, host: str, port: int) -> dict:
         return {"node_id": broker_id, "broker_id": broker_id, "host": host, "port": port,
                 "rack": self.config.rack}

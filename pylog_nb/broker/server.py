@@ -22,13 +22,15 @@ from .handlers import HANDLERS
 from .node import BrokerNode
 from .protocol import codec
 from .protocol.fetch_response import FileRange
-from .protocol.versions import API_VERSIONS_KEY, FETCH_KEY
+from .protocol.versions import API_VERSIONS_KEY, FETCH_KEY, PRODUCE_KEY
 
 log = logging.getLogger("pylog.broker")
 
 _SIZE = struct.Struct(">i")
 UNSUPPORTED_VERSION = 35
 WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024  # drain before buffering more responses than this
+PIPELINED_REQUESTS_MAX = 64  # produce requests read ahead of their responses, per connection
+_PRODUCE_KEY_BYTES = struct.pack(">h", PRODUCE_KEY)
 REPLICATION_TICK_MS = 100  # produce timeouts and ISR shrink are checked this often
 
 
@@ -87,15 +89,40 @@ class BrokerServer:
         self.stopped.set()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read requests in order; a responder task writes their responses in the same order.
+
+        Produce requests are pipelined: the next request is read while an acks=all produce waits
+        for replication (its append already happened, in order). Every other request is handled
+        to completion before the next one is read, as Kafka does.
+        """
         peer = writer.get_extra_info("peername")
         task = asyncio.current_task()
         self.connections.add(task)
+        pending: asyncio.Queue = asyncio.Queue(PIPELINED_REQUESTS_MAX)
+        responder = asyncio.create_task(self._respond(writer, pending, peer))
         try:
-            while True:
+            while not responder.done():
                 frame = await self._read_frame(reader)
                 if frame is None:
                     return
-                response = await self._dispatch(frame)
+                handled = asyncio.ensure_future(self._dispatch(frame))
+                await pending.put(handled)
+                if frame[:2] != _PRODUCE_KEY_BYTES:
+                    await asyncio.wait([handled])
+        except ProtocolViolation as error:
+            log.warning("closing connection from %s: %s", peer, error)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            responder.cancel()
+            _abandon(pending)
+            self.connections.discard(task)
+            writer.close()
+
+    async def _respond(self, writer: asyncio.StreamWriter, pending: asyncio.Queue, peer) -> None:
+        try:
+            while True:
+                response = await (await pending.get())
                 if isinstance(response, list):
                     await _write_pieces(writer, response)
                 elif response is not None:
@@ -104,13 +131,11 @@ class BrokerServer:
                     await writer.drain()
         except ProtocolViolation as error:
             log.warning("closing connection from %s: %s", peer, error)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+        except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception:
             log.exception("closing connection from %s after an internal error", peer)
-        finally:
-            self.connections.discard(task)
-            writer.close()
+        writer.close()
 
     async def _read_frame(self, reader: asyncio.StreamReader) -> bytes | None:
         try:
@@ -143,6 +168,15 @@ class BrokerServer:
         if result is None or isinstance(result, list):
             return result  # no response (acks=0), or pieces already encoded (Fetch)
         return codec.encode_response(request.header, result)
+
+
+def _abandon(pending: asyncio.Queue) -> None:
+    """The connection is gone: cancel what is still queued and release pinned segment files."""
+    while not pending.empty():
+        handled = pending.get_nowait()
+        if handled.done() and not handled.cancelled() and handled.exception() is None:
+            _close_files(handled.result())
+        handled.cancel()
 
 
 def _is_replica_fetch(request: codec.Request) -> bool:
