@@ -196,6 +196,7 @@ class ClusterLink:
         except (ConnectionError, ControllerRpcError, TimeoutError) as error:
             if not self.node.isolated:  # isolated, it retries every tick: keep the log readable
                 log.warning("ISR change %s-%d refused: %s", change.topic, change.partition, error)
-            if partition.leader is not None:
-                self.node.on_actions(partition.leader.on_isr_change_rejected(self.node.now_ms()))
+            leader = partition.leader
+            if leader is not None and leader.leader_epoch == change.leader_epoch:
+                self.node.on_actions(leader.on_isr_change_rejected(self.node.now_ms()))
 

@@ -8,6 +8,7 @@ from .. import errors
 from ..node import BrokerNode
 from ..protocol.codec import Request
 from ..records.batch import decode_batch
+from ..replication.divergence import offset_for_leader_epoch
 
 log = logging.getLogger("pylog.broker")
 
@@ -37,6 +38,7 @@ def _list_offset(node: BrokerNode, topic: str, wanted) -> dict:
     try:
         partition = node.replicas.get(topic, wanted.partition_index)
         partition.check_epoch(getattr(wanted, "current_leader_epoch", -1))
+        partition.require_leader()
         offset, timestamp = _resolve(partition, wanted.timestamp)
     except Exception as error:
         return {**result, "error_code": errors.error_code_of(error)}
@@ -79,16 +81,18 @@ def handle_offset_for_leader_epoch(node: BrokerNode, request: Request) -> dict:
 
 
 def _epoch_end(node: BrokerNode, topic: str, wanted) -> dict:
-    result = {"partition": wanted.partition, "leader_epoch": -1, "end_offset": -1}
+    result = {"partition": wanted.partition}
     try:
         partition = node.replicas.get(topic, wanted.partition)
-        partition.check_epoch(wanted.current_leader_epoch)
-        epoch, end_offset = partition.log.end_offset_for_epoch(wanted.leader_epoch)
-        if epoch < 0:
-            end_offset = -1
     except Exception as error:
-        return {**result, "error_code": errors.error_code_of(error)}
-    return {**result, "error_code": errors.NONE, "leader_epoch": epoch, "end_offset": end_offset}
+        return {**result, "error_code": errors.error_code_of(error), "leader_epoch": -1,
+                "end_offset": -1}
+    answer = offset_for_leader_epoch(
+        partition.log, local_leader_epoch=partition.leader_epoch,
+        current_leader_epoch=wanted.current_leader_epoch, requested_epoch=wanted.leader_epoch,
+        is_leader=partition.leader is not None)
+    return {**result, "error_code": answer.error_code, "leader_epoch": answer.leader_epoch,
+            "end_offset": answer.end_offset}
 
 
 def handle_delete_records(node: BrokerNode, request: Request) -> dict:
@@ -103,6 +107,7 @@ def _delete_before(node: BrokerNode, topic: str, wanted) -> dict:
     result = {"partition_index": wanted.partition_index, "low_watermark": -1}
     try:
         partition = node.replicas.get(topic, wanted.partition_index)
+        partition.require_leader()
         offset = wanted.offset
         if offset == DELETE_TO_HIGH_WATERMARK:
             offset = partition.high_watermark
