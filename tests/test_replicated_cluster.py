@@ -343,3 +343,20 @@ def test_introspection_shows_lag_and_the_story_of_a_failover(three, topic_name):
     assert {"source", "kind", "time"} <= set(events.columns)
     texts = " ".join(str(t) for t in events.get("text", []))
     assert f"broker {leader}" in texts.lower() or "fenced" in texts.lower()
+
+
+def test_preferred_leader_election_moves_leadership_back(three, topic_name):
+    _create(three, topic_name)
+    first = _partition(three, topic_name)
+    preferred = first["replicas"][0]
+    assert first["leader"] == preferred
+    three.kill(preferred)
+    moved = _wait_for(lambda: (p := _partition(three, topic_name))["leader"] != preferred and p,
+                      "a new leader")
+    three.restart(preferred)
+    _wait_for(lambda: preferred in _partition(three, topic_name)["isr"],
+              "the preferred replica back in the ISR")
+    three.elect_preferred_leaders()
+    back = _partition(three, topic_name)
+    assert back["leader"] == preferred and back["leader_epoch"] > moved["leader_epoch"]
+    assert len(_produce(_producer(three), topic_name, [b"back"])) == 1
