@@ -17,11 +17,17 @@ def partitions_frame(cluster: LocalCluster) -> pd.DataFrame:
     """One row per (broker, partition replica) with offsets, epoch, ISR and segment count."""
     rows = [
         {**p, "broker": broker_id, "segments": len(p["segments"]),
-         "max_follower_lag_records": max((f["lag_records"] for f in p["followers"]), default=0)}
+         "max_follower_lag_records": _max_lag(p["followers"])}
         for broker_id, partitions in cluster.describe().items()
         for p in partitions
     ]
     return pd.DataFrame(rows, columns=PARTITION_COLUMNS)
+
+
+def _max_lag(followers: list[dict]) -> int | None:
+    """Largest known follower lag; None when no follower's position is known yet."""
+    known = [f["lag_records"] for f in followers if f["lag_records"] is not None]
+    return max(known) if known else (0 if not followers else None)
 
 
 def events_frame(cluster: LocalCluster) -> pd.DataFrame:
