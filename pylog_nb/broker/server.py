@@ -13,12 +13,12 @@ import asyncio
 import inspect
 import logging
 import os
-import signal
 import struct
 
 from .admin_http import AdminHttpServer
 from .config import BrokerConfig
 from .handlers import HANDLERS
+from .lifecycle import arrange_shutdown
 from .node import BrokerNode
 from .protocol import codec
 from .protocol.fetch_response import FileRange
@@ -222,14 +222,7 @@ async def run_broker(
     link = None
     if config.controller is not None:
         link = await join_cluster(node, *config.controller)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
-    if parent_fd is not None:
-        loop.add_reader(parent_fd, _on_parent_pipe, parent_fd, server)
-    if ready_fd is not None:
-        os.write(ready_fd, f"{port} {admin_port}\n".encode())
-        os.close(ready_fd)
+    arrange_shutdown(server.stop, parent_fd, ready_fd, f"{port} {admin_port}")
     await server.stopped.wait()
     if link is not None:
         await link.stop()
@@ -247,10 +240,3 @@ async def join_cluster(node: BrokerNode, host: str, port: int):
     node.producer_id_source = link.allocate_producer_id
     await link.start()
     return link
-
-
-def _on_parent_pipe(fd: int, server: BrokerServer) -> None:
-    if os.read(fd, 1) == b"":
-        log.warning("supervisor is gone; shutting down")
-        asyncio.get_running_loop().remove_reader(fd)
-        asyncio.ensure_future(server.stop())

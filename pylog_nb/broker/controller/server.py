@@ -40,14 +40,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pylog_nb.broker import errors
+from pylog_nb.broker.lifecycle import arrange_shutdown
 
 from .controller import (
     BROKER_HEARTBEAT_INTERVAL_MS,
@@ -582,22 +581,8 @@ async def run_controller(
         log.warning("metadata log: cut a torn tail of %d byte(s)", info.truncated_bytes)
     server = ControllerServer(controller, host, port, clock=clock)
     port = await server.start()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
-    if parent_fd is not None:
-        loop.add_reader(parent_fd, _on_parent_pipe, parent_fd, server)
-    if ready_fd is not None:
-        os.write(ready_fd, f"{port}\n".encode())
-        os.close(ready_fd)
+    arrange_shutdown(server.stop, parent_fd, ready_fd, str(port))
     await server.stopped.wait()
     if server.exit_code == 0:
         log.info("controller stopped cleanly")
     return server.exit_code
-
-
-def _on_parent_pipe(fd: int, server: ControllerServer) -> None:
-    if os.read(fd, 1) == b"":
-        log.warning("supervisor is gone; shutting down")
-        asyncio.get_running_loop().remove_reader(fd)
-        asyncio.ensure_future(server.stop())
