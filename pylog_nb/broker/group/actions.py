@@ -1,0 +1,111 @@
+"""What the group coordinator asks its shell to do, and what it reports for introspection.
+
+Every reaction of ``GroupCoordinator`` returns a list of these, in the order they happened. The
+shell answers requests it parked (``JoinAnswer``, ``SyncAnswer``, ``CommitAnswer``; matched by the
+id the shell passed in), appends records to the coordinator's ``__consumer_offsets`` partition
+(``AppendRecords``; report the outcome with ``on_appended``), and forwards the events
+(``EVENT = True``) to the introspection stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+__all__ = [
+    "Action",
+    "AppendRecords",
+    "CommitAnswer",
+    "GroupStateChanged",
+    "JoinAnswer",
+    "JoinedMember",
+    "MemberRemoved",
+    "SyncAnswer",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Action:
+    """Base of every action: which group, and when."""
+
+    EVENT: ClassVar[bool] = False  # True: also an introspection event
+
+    group_id: str
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinedMember:
+    """One member as the leader sees it in its JoinGroup response."""
+
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinAnswer(Action):
+    """Answer the JoinGroup request ``join_id``. Only the leader gets ``members``."""
+
+    join_id: int
+    error_code: int
+    member_id: str
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    members: tuple[JoinedMember, ...] = ()
+    skip_assignment: bool = False  # KIP-814: a static leader rejoined, no new assignment needed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncAnswer(Action):
+    """Answer the SyncGroup request ``sync_id`` with this member's assignment."""
+
+    sync_id: int
+    error_code: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitAnswer(Action):
+    """Answer the OffsetCommit request ``commit_id``: an error code per (topic, partition)."""
+
+    commit_id: int
+    errors: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppendRecords(Action):
+    """Append ``records`` (key, value or None for a tombstone) to ``__consumer_offsets``.
+
+    One batch, to ``partition``; then call ``on_appended(append_id, error_code)``.
+    """
+
+    append_id: int
+    partition: int
+    records: tuple[tuple[bytes, bytes | None], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupStateChanged(Action):
+    """The group moved between Kafka's states (Empty, PreparingRebalance, ...)."""
+
+    EVENT: ClassVar[bool] = True
+
+    old_state: str
+    new_state: str
+    generation_id: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberRemoved(Action):
+    """A member left the group: ``reason`` is left, session_timeout, rebalance_timeout, ..."""
+
+    EVENT: ClassVar[bool] = True
+
+    member_id: str
+    reason: str

@@ -1,0 +1,290 @@
+"""The ``__consumer_offsets`` record format, and which partition a group lives on.
+
+Theory of operation: Kafka keeps consumer-group state as a compacted log. Each record's key says
+what it is about and starts with an int16 schema version (Kafka's ``*Key.json``): versions 0-1
+are ``OffsetCommitKey`` (group, topic, partition), version 2 is ``GroupMetadataKey`` (group).
+Values carry their own int16 version. Fields are big-endian; strings are int16 length + UTF-8
+(-1 for null), bytes are int32 length, arrays int32 count. A value of None is a tombstone: the
+key is deleted (latest record per key wins, as compaction would leave it).
+
+We write OffsetCommitKey v1 + OffsetCommitValue v3 and GroupMetadataKey v2 + GroupMetadataValue
+v3 (the last non-flexible versions, what Kafka 2.3-3.x writes) and read values of versions 0-3.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+__all__ = [
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "MemberMetadataValue",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "decode_key",
+    "decode_value",
+    "encode_key",
+    "encode_value",
+    "java_string_hash",
+    "partition_for",
+]
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+GROUP_METADATA_VALUE_VERSION = 3
+# A group's member array comes from our own log; more than this means a corrupt record.
+MEMBERS_DECODE_MAX = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    leader_epoch: int  # -1: unknown
+    metadata: str
+    commit_timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadataValue:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp_ms: int  # -1: unknown
+    members: tuple[MemberMetadataValue, ...]
+
+
+RecordKey = OffsetCommitKey | GroupMetadataKey
+RecordValue = OffsetCommitValue | GroupMetadataValue
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
+    units = text.encode("utf-16-be")
+    h = 0
+    for index in range(0, len(units), 2):
+        h = (31 * h + ((units[index] << 8) | units[index + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """The ``__consumer_offsets`` partition (so the coordinator) of ``group_id``.
+
+    Kafka: ``Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount``, where Utils.abs is
+    ``x & 0x7fffffff`` (not Math.abs, which stays negative for Integer.MIN_VALUE).
+    """
+    assert num_partitions > 0, num_partitions
+    return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+class _Writer:
+    def __init__(self, version: int) -> None:
+        self.parts: list[bytes] = [struct.pack(">h", version)]
+
+    def int16(self, value: int) -> None:
+        self.parts.append(struct.pack(">h", value))
+
+    def int32(self, value: int) -> None:
+        self.parts.append(struct.pack(">i", value))
+
+    def int64(self, value: int) -> None:
+        self.parts.append(struct.pack(">q", value))
+
+    def string(self, value: str | None) -> None:
+        if value is None:
+            self.int16(-1)
+            return
+        data = value.encode("utf-8")
+        assert len(data) <= 0x7FFF, "string longer than int16 length allows"
+        self.int16(len(data))
+        self.parts.append(data)
+
+    def bytes_(self, value: bytes) -> None:
+        self.int32(len(value))
+        self.parts.append(value)
+
+    def done(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def encode_key(key: RecordKey) -> bytes:
+    """Key bytes exactly as Kafka lays them out (OffsetCommitKey v1 / GroupMetadataKey v2)."""
+    if isinstance(key, OffsetCommitKey):
+        writer = _Writer(OFFSET_COMMIT_KEY_VERSION)
+        writer.string(key.group)
+        writer.string(key.topic)
+        writer.int32(key.partition)
+        return writer.done()
+    writer = _Writer(GROUP_METADATA_KEY_VERSION)
+    writer.string(key.group)
+    return writer.done()
+
+
+def encode_value(value: RecordValue) -> bytes:
+    """Value bytes as Kafka lays them out (OffsetCommitValue v3 / GroupMetadataValue v3)."""
+    if isinstance(value, OffsetCommitValue):
+        writer = _Writer(OFFSET_COMMIT_VALUE_VERSION)
+        writer.int64(value.offset)
+        writer.int32(value.leader_epoch)
+        writer.string(value.metadata)
+        writer.int64(value.commit_timestamp_ms)
+        return writer.done()
+    writer = _Writer(GROUP_METADATA_VALUE_VERSION)
+    writer.string(value.protocol_type)
+    writer.int32(value.generation)
+    writer.string(value.protocol)
+    writer.string(value.leader)
+    writer.int64(value.current_state_timestamp_ms)
+    writer.int32(len(value.members))
+    for member in value.members:
+        writer.string(member.member_id)
+        writer.string(member.group_instance_id)
+        writer.string(member.client_id)
+        writer.string(member.client_host)
+        writer.int32(member.rebalance_timeout_ms)
+        writer.int32(member.session_timeout_ms)
+        writer.bytes_(member.subscription)
+        writer.bytes_(member.assignment)
+    return writer.done()
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+class RecordDecodeError(ValueError):
+    """A ``__consumer_offsets`` record that does not parse."""
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.position = 0
+
+    def _take(self, size: int) -> bytes:
+        if size < 0 or self.position + size > len(self.data):
+            raise RecordDecodeError(f"truncated record at byte {self.position}")
+        chunk = self.data[self.position : self.position + size]
+        self.position += size
+        return chunk
+
+    def int16(self) -> int:
+        return struct.unpack(">h", self._take(2))[0]
+
+    def int32(self) -> int:
+        return struct.unpack(">i", self._take(4))[0]
+
+    def int64(self) -> int:
+        return struct.unpack(">q", self._take(8))[0]
+
+    def nullable_string(self) -> str | None:
+        size = self.int16()
+        return None if size == -1 else self._take(size).decode("utf-8")
+
+    def string(self) -> str:
+        value = self.nullable_string()
+        if value is None:
+            raise RecordDecodeError("null in a non-nullable string")
+        return value
+
+    def bytes_(self) -> bytes:
+        size = self.int32()
+        return b"" if size == -1 else self._take(size)
+
+
+def decode_key(data: bytes) -> RecordKey | None:
+    """Parse a key; None for key versions this coordinator does not own (e.g. KIP-848 records)."""
+    reader = _Reader(data)
+    version = reader.int16()
+    if version in (0, 1):
+        return OffsetCommitKey(reader.string(), reader.string(), reader.int32())
+    if version == GROUP_METADATA_KEY_VERSION:
+        return GroupMetadataKey(reader.string())
+    return None
+
+
+def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
+    """Parse the value of ``key``; None for a tombstone."""
+    if data is None:
+        return None
+    reader = _Reader(data)
+    version = reader.int16()
+    if not 0 <= version <= 3:
+        raise RecordDecodeError(f"unknown value version {version} for {key!r}")
+    if isinstance(key, OffsetCommitKey):
+        return _decode_offset_value(reader, version)
+    return _decode_group_value(reader, version)
+
+
+def _decode_offset_value(reader: _Reader, version: int) -> OffsetCommitValue:
+    offset = reader.int64()
+    leader_epoch = reader.int32() if version >= 3 else -1
+    metadata = reader.string()
+    commit_timestamp_ms = reader.int64()
+    if version == 1:
+        reader.int64()  # expire_timestamp: Kafka ignores it since KIP-211
+    return OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp_ms)
+
+
+def _decode_group_value(reader: _Reader, version: int) -> GroupMetadataValue:
+    protocol_type = reader.string()
+    generation = reader.int32()
+    protocol = reader.nullable_string()
+    leader = reader.nullable_string()
+    state_timestamp_ms = reader.int64() if version >= 2 else -1
+    count = reader.int32()
+    if not 0 <= count <= MEMBERS_DECODE_MAX:
+        raise RecordDecodeError(f"member count {count}")
+    members = []
+    for _ in range(count):
+        member_id = reader.string()
+        instance_id = reader.nullable_string() if version >= 3 else None
+        client_id = reader.string()
+        client_host = reader.string()
+        rebalance_timeout_ms = reader.int32() if version >= 1 else -1
+        session_timeout_ms = reader.int32()
+        if version == 0:
+            rebalance_timeout_ms = session_timeout_ms  # Kafka's v0 default
+        members.append(
+            MemberMetadataValue(
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                reader.bytes_(),
+                reader.bytes_(),
+            )
+        )
+    return GroupMetadataValue(
+        protocol_type, generation, protocol, leader, state_timestamp_ms, tuple(members)
+    )
