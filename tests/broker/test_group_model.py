@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 
+from group_support import Shell
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from group_support import Shell
 
 from pylog_nb.broker.group import GroupState, JoinAnswer, SyncAnswer
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from group_support import Shell
 from hypothesis import given
 from hypothesis import strategies as st
-from group_support import Shell
 
 from pylog_nb.broker.group import GroupCoordinator, GroupState, java_string_hash, partition_for
 from pylog_nb.broker.group.errors import (
