@@ -360,3 +360,18 @@ def test_preferred_leader_election_moves_leadership_back(three, topic_name):
     back = _partition(three, topic_name)
     assert back["leader"] == preferred and back["leader_epoch"] > moved["leader_epoch"]
     assert len(_produce(_producer(three), topic_name, [b"back"])) == 1
+
+
+def test_configs_are_decided_by_the_controller(three, topic_name):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    _create(three, topic_name)
+    client = admin(three.bootstrap_servers)
+    resource = ConfigResource("topic", topic_name, incremental_configs=[
+        ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)])
+    client.incremental_alter_configs([resource])[resource].result(TIMEOUT_S)
+    described = ConfigResource("topic", topic_name)
+    for broker in three.brokers.values():  # every broker serves the controller's decision
+        single = admin(f"127.0.0.1:{broker.port}")
+        configs = single.describe_configs([described])[described].result(TIMEOUT_S)
+        assert configs["retention.ms"].value == "60000"
+        assert configs["min.insync.replicas"].value == "2"

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from . import errors
 from .cluster_link import ClusterLink
 from .controller.rpc import ControllerRpcError
-from . import errors
 from .metadata import PartitionState, TopicState
-from .topics import DEFAULT_FROM_BROKER, OP_DELETE, OP_SET, AdminError
+from .topics import DEFAULT_FROM_BROKER, AdminError, apply_incremental
 
 
 class ControllerAdmin:
@@ -66,15 +66,7 @@ class ControllerAdmin:
         topic = self.topics.get(name)
         if topic is None:
             raise AdminError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist")
-        overrides = dict(topic.configs)
-        for key, operation, value in changes:
-            if operation == OP_SET:
-                overrides[key] = value
-            elif operation == OP_DELETE:
-                overrides.pop(key, None)
-            else:
-                raise AdminError(errors.INVALID_CONFIG,
-                                 f"Config '{key}' is not a list: cannot APPEND/SUBTRACT")
+        overrides = apply_incremental(topic.configs, changes)
         await self.alter_configs(name, overrides, validate_only)
 
 

@@ -174,18 +174,26 @@ class TopicAdmin:
     ) -> None:
         """Apply (key, operation, value) changes to a topic's config overrides."""
         topic = self.existing(name)
-        overrides = dict(topic.configs)
-        for key, operation, value in changes:
-            if operation == OP_SET:
-                overrides[key] = value
-            elif operation == OP_DELETE:
-                overrides.pop(key, None)
-                if key not in topic_config.DEFINITIONS:
-                    raise AdminError(errors.INVALID_CONFIG, f"Unknown topic config '{key}'")
-            else:
-                raise AdminError(
-                    errors.INVALID_CONFIG, f"Config '{key}' is not a list: cannot APPEND/SUBTRACT"
-                )
+        overrides = apply_incremental(topic.configs, changes)
         checked = self._checked_configs(overrides)
         if not validate_only:
             self._commit(replace(topic, configs=checked))
+
+
+def apply_incremental(
+    configs: Mapping[str, str], changes: Sequence[tuple[str, int, str | None]]
+) -> dict[str, str | None]:
+    """IncrementalAlterConfigs on a topic's overrides: SET and DELETE (no list-valued configs)."""
+    overrides: dict[str, str | None] = dict(configs)
+    for key, operation, value in changes:
+        if operation == OP_SET:
+            overrides[key] = value
+        elif operation == OP_DELETE:
+            if key not in topic_config.DEFINITIONS:
+                raise AdminError(errors.INVALID_CONFIG, f"Unknown topic config '{key}'")
+            overrides.pop(key, None)
+        else:
+            raise AdminError(
+                errors.INVALID_CONFIG, f"Config '{key}' is not a list: cannot APPEND/SUBTRACT"
+            )
+    return overrides
