@@ -543,16 +543,7 @@ class GroupCoordinator:
         """Kafka's resetAndPropagateAssignmentError: drop assignments, answer parked syncs."""
         for member in group.members.values():
             member.assignment = b""
-            if member.sync_id is not None:
-                actions.append(
-                    SyncAnswer(
-                        group_id=group.group_id,
-                        now_ms=now_ms,
-                        sync_id=member.sync_id,
-                        error_code=error_code,
-                    )
-                )
-                member.sync_id = None
+            _answer_parked_sync(group, member, error_code, now_ms, actions)
 
     # -- Heartbeat, LeaveGroup, expiry -----------------------------------------------------------
 
@@ -691,16 +682,7 @@ class GroupCoordinator:
                 )
             )
             member.join_id = None
-        if member.sync_id is not None:
-            actions.append(
-                SyncAnswer(
-                    group_id=group.group_id,
-                    now_ms=now_ms,
-                    sync_id=member.sync_id,
-                    error_code=error_code,
-                )
-            )
-            member.sync_id = None
+        _answer_parked_sync(group, member, error_code, now_ms, actions)
 
     # -- OffsetCommit / OffsetFetch --------------------------------------------------------------
 
@@ -1117,3 +1099,14 @@ def _restore_group(group: Group, value: GroupMetadataValue, now_ms: int) -> None
         if member.group_instance_id is not None:
             group.static_members[member.group_instance_id] = member.member_id
     group.state = S.STABLE if group.members else S.EMPTY
+
+
+def _answer_parked_sync(
+    group: Group, member, error_code: int, now_ms: int, actions: list[Action]
+) -> None:
+    """Answer the member's parked SyncGroup, if any, with ``error_code``."""
+    if member.sync_id is None:
+        return
+    actions.append(SyncAnswer(group_id=group.group_id, now_ms=now_ms, sync_id=member.sync_id,
+                              error_code=error_code))
+    member.sync_id = None

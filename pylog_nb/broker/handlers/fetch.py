@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .. import errors
 from ..node import BrokerNode
-from ..protocol.codec import ZERO_UUID, Request
+from ..protocol.codec import ZERO_UUID, Request, duration_ms
 from ..protocol.fetch_response import FileRange, encode_fetch_response
 from ..replication.divergence import diverging_epoch
 
@@ -45,7 +45,7 @@ async def handle_fetch(node: BrokerNode, request: Request) -> dict:
         body = {"error_code": errors.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
         return _encode(request, body)
     targets = _targets(node, body)
-    wait_ms = min(_ms(body.max_wait), node.config.fetch_wait_max_ms)
+    wait_ms = min(duration_ms(body.max_wait), node.config.fetch_wait_max_ms)
     deadline = time.monotonic() + wait_ms / 1000
     while True:
         responses, total_bytes, failed = _read_all(node, targets, body.max_bytes)
@@ -72,10 +72,6 @@ def _pin(data) -> bytes | FileRange | None:
     if data.size_bytes < SENDFILE_MIN_BYTES:
         return data.read_bytes()
     return FileRange(os.dup(data.fd), data.position, data.size_bytes)
-
-
-def _ms(value) -> int:
-    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
 
 
 def _targets(node: BrokerNode, body) -> list[_Target]:

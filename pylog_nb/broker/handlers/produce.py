@@ -12,7 +12,7 @@ import logging
 
 from .. import errors
 from ..node import BrokerNode
-from ..protocol.codec import Request
+from ..protocol.codec import Request, duration_ms
 
 log = logging.getLogger("pylog.broker")
 ACKS_NONE, ACKS_LEADER, ACKS_ALL = 0, 1, -1
@@ -26,7 +26,7 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
     if body.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
         return _reject_all(body, errors.INVALID_REQUIRED_ACKS, f"acks={body.acks} is invalid")
     now_ms = node.now_ms()
-    timeout_ms = min(max(0, _ms(body.timeout)), PRODUCE_TIMEOUT_MS_MAX)
+    timeout_ms = min(max(0, duration_ms(body.timeout)), PRODUCE_TIMEOUT_MS_MAX)
     pending = []
     responses = []
     for topic in body.topic_data:
@@ -42,10 +42,6 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
     if body.acks == ACKS_NONE:
         return None
     return {"responses": responses}
-
-
-def _ms(value) -> int:
-    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
 
 
 def _append(node: BrokerNode, topic: str, part, acks: int, timeout_ms: int, now_ms: int):

@@ -215,6 +215,13 @@ def _nested_entity(hint: Any) -> type | None:
     return None
 
 
+def duration_ms(value: Any) -> int:
+    """A kio timedelta field (or plain milliseconds) as whole milliseconds."""
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
 def _ms_to_datetime(value: Any) -> Any:
     if value is None or isinstance(value, datetime.datetime):
         return value
