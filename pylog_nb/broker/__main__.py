@@ -12,7 +12,15 @@ from pathlib import Path
 # in a test environment); a broker process never needs them.
 sys.modules.setdefault("hypothesis", None)
 
-from .config import REPLICA_LAG_TIME_MAX_MS, BrokerConfig  # noqa: E402
+from .config import (  # noqa: E402
+    GROUP_INITIAL_REBALANCE_DELAY_MS,
+    OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+    OFFSETS_RETENTION_MS,
+    OFFSETS_TOPIC_PARTITIONS,
+    OFFSETS_TOPIC_REPLICATION_FACTOR,
+    REPLICA_LAG_TIME_MAX_MS,
+    BrokerConfig,
+)
 from .dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
 from .server import run_broker  # noqa: E402
 
@@ -30,6 +38,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--replica-lag-time-max-ms", type=int, default=REPLICA_LAG_TIME_MAX_MS)
     parser.add_argument("--no-auto-create", action="store_true")
     parser.add_argument("--num-partitions", type=int, default=1)
+    parser.add_argument("--offsets-topic-partitions", type=int, default=OFFSETS_TOPIC_PARTITIONS)
+    parser.add_argument("--offsets-topic-replication-factor", type=int,
+                        default=OFFSETS_TOPIC_REPLICATION_FACTOR)
+    parser.add_argument("--group-initial-rebalance-delay-ms", type=int,
+                        default=GROUP_INITIAL_REBALANCE_DELAY_MS)
+    parser.add_argument("--group-min-session-timeout-ms", type=int, default=6_000)
+    parser.add_argument("--offsets-retention-ms", type=int, default=OFFSETS_RETENTION_MS)
+    parser.add_argument("--offsets-retention-check-interval-ms", type=int,
+                        default=OFFSETS_RETENTION_CHECK_INTERVAL_MS)
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
 
@@ -54,6 +71,12 @@ def main(argv: list[str] | None = None) -> None:
         num_partitions=args.num_partitions,
         controller=_host_port(args.controller) if args.controller else None,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        offsets_topic_num_partitions=args.offsets_topic_partitions,
+        offsets_topic_replication_factor=args.offsets_topic_replication_factor,
+        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+        group_min_session_timeout_ms=args.group_min_session_timeout_ms,
+        offsets_retention_ms=args.offsets_retention_ms,
+        offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
     )
     try:
         lock_data_dir(args.data_dir)

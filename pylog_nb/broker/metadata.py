@@ -19,6 +19,7 @@ TOPIC_NAME_LENGTH_MAX = 249  # Kafka's limit, so that "<topic>-<partition>" fits
 PARTITIONS_MAX = 10_000  # per topic: a named bound on directories one request can create
 _TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPIC_PREFIX = "__"
+OFFSETS_TOPIC = "__consumer_offsets"  # committed offsets and group metadata (Kafka's name)
 
 
 class InvalidTopicError(ValueError):

@@ -11,12 +11,14 @@ bounded deque the introspection endpoint serves.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from .config import BrokerConfig
+from .group_service import GroupService
 from .metadata import MetadataStore
 from .replica_manager import ReplicaManager, wall_clock_ms
 from .replication.actions import (
@@ -29,6 +31,8 @@ from .replication.actions import (
 from .topics import TopicAdmin
 
 EVENTS_MAX = 1000  # introspection history kept per broker
+# The client address of the connection a handler serves ("/127.0.0.1", as Kafka reports it).
+CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 
 
 @dataclass
@@ -46,6 +50,7 @@ class BrokerNode:
     isr_change_sink: Callable[[RequestIsrChange], None] | None = None
     producer_id_source: Callable | None = None  # async, in a cluster: blocks from the controller
     isolated: bool = False  # fault injection: cut off from peers and controller, not clients
+    groups: GroupService = field(init=False)
     _produce_ids: itertools.count = field(default_factory=itertools.count)
 
     @classmethod
@@ -56,6 +61,7 @@ class BrokerNode:
                                   replica_lag_time_max_ms=config.replica_lag_time_max_ms)
         node = cls(config, store, replicas, TopicAdmin(config, replicas), config.port)
         replicas.on_actions = node.on_actions
+        replicas.on_role_change = node.groups.on_role_change
         replicas.apply_image(store.image)
         return node
 
@@ -135,5 +141,9 @@ class BrokerNode:
         self.store.put_topic(replace(topic, partitions=tuple(states)))
         self.replicas.apply_image(self.store.image)
 
+    def __post_init__(self) -> None:
+        self.groups = GroupService(self)
+
     def close(self) -> None:
+        self.groups.close()
         self.replicas.close()

@@ -26,7 +26,6 @@ from .replication.leader import LeaderState
 from .storage.log import Log
 
 
-
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -109,6 +108,8 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.on_actions: Callable[[list[Action]], None] = lambda actions: None
+        # Told after a partition changes role (leader, follower, removed): group coordinators.
+        self.on_role_change: Callable[[Partition], None] = lambda partition: None
 
     def _partition_dir(self, topic: str, index: int) -> Path:
         return self.data_dir / f"{topic}-{index}"
@@ -166,14 +167,17 @@ class ReplicaManager:
                 partition.log,
             )
         partition.wake_waiters()
+        self.on_role_change(partition)
 
     def _remove(self, key: tuple[str, int]) -> None:
         partition = self.partitions.pop(key)
         if partition.leader is not None:
             self.on_actions(partition.leader.resign(self.now_ms()))
+        partition.leader = partition.follower = None
         partition.log.close()
         shutil.rmtree(self._partition_dir(*key), ignore_errors=True)
         partition.wake_waiters()
+        self.on_role_change(partition)
 
     # == lookups and housekeeping =================================================================
 

@@ -19,7 +19,7 @@ from .admin_http import AdminHttpServer
 from .config import BrokerConfig
 from .handlers import HANDLERS
 from .lifecycle import arrange_shutdown
-from .node import BrokerNode
+from .node import CLIENT_HOST, BrokerNode
 from .protocol import codec
 from .protocol.fetch_response import FileRange
 from .protocol.versions import API_VERSIONS_KEY, FETCH_KEY, PRODUCE_KEY
@@ -32,6 +32,7 @@ WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024  # drain before buffering more respons
 PIPELINED_REQUESTS_MAX = 64  # produce requests read ahead of their responses, per connection
 _PRODUCE_KEY_BYTES = struct.pack(">h", PRODUCE_KEY)
 REPLICATION_TICK_MS = 100  # produce timeouts and ISR shrink are checked this often
+GROUP_TICK_MS = 100  # session, rebalance and join timeouts of consumer groups
 
 
 class ProtocolViolation(Exception):
@@ -57,6 +58,7 @@ class BrokerServer:
             asyncio.create_task(self._every(config.retention_check_interval_ms, self._retention)),
             asyncio.create_task(self._every(config.flush_interval_ms, self.node.replicas.flush)),
             asyncio.create_task(self._every(REPLICATION_TICK_MS, self._replication_tick)),
+            asyncio.create_task(self._every(GROUP_TICK_MS, self.node.groups.tick)),
         ]
         log.info("broker %d listening on %s:%d", config.broker_id, config.host, self.node.port)
         return self.node.port
@@ -96,6 +98,7 @@ class BrokerServer:
         to completion before the next one is read, as Kafka does.
         """
         peer = writer.get_extra_info("peername")
+        CLIENT_HOST.set(f"/{peer[0]}" if peer else "")  # handlers of this connection see it
         task = asyncio.current_task()
         self.connections.add(task)
         pending: asyncio.Queue = asyncio.Queue(PIPELINED_REQUESTS_MAX)

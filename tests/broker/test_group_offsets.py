@@ -276,3 +276,31 @@ def test_load_of_an_emptied_group_keeps_its_generation() -> None:
     successor.load(shell.log, now_ms=0)
     group = successor.group("g")
     assert (group.state, group.generation, group.members) == (GroupState.EMPTY, 2, {})
+
+
+def test_offsets_of_an_empty_group_expire_after_the_retention_then_the_group_goes() -> None:
+    shell = Shell()
+    [a] = shell.form_group(1)
+    shell.commit({("t", 0): (7, -1, "")}, member_id=a.member_id, generation=a.generation_id, now=1_000)
+    shell.leave((a.member_id, None), now=5_000)  # Empty from 5 s on
+    shell.commit({("t", 1): (9, -1, "")}, now=8_000)  # a simple commit while Empty
+    retention_ms = 10_000
+
+    shell.take(shell.coordinator.expire_offsets(14_999, retention_ms))
+    assert shell.coordinator.fetch_offsets("g")[1] == {("t", 0): (7, -1, ""), ("t", 1): (9, -1, "")}
+    shell.take(shell.coordinator.expire_offsets(15_000, retention_ms))  # 5 s + retention
+    assert shell.coordinator.fetch_offsets("g")[1] == {("t", 1): (9, -1, "")}
+    shell.take(shell.coordinator.expire_offsets(18_000, retention_ms))  # 8 s + retention
+    assert shell.coordinator.group("g") is None
+
+    successor = GroupCoordinator()
+    successor.load(shell.log, now_ms=20_000)
+    assert successor.group("g") is None, "the tombstones reach the log"
+
+
+def test_offsets_of_a_group_with_members_never_expire() -> None:
+    shell = Shell()
+    [a] = shell.form_group(1)
+    shell.commit({("t", 0): (7, -1, "")}, member_id=a.member_id, generation=a.generation_id, now=0)
+    assert shell.coordinator.expire_offsets(10**9, 1) == []
+    assert shell.coordinator.fetch_offsets("g")[1] == {("t", 0): (7, -1, "")}

@@ -829,6 +829,39 @@ class GroupCoordinator:
                 del self._groups[group_id]
         return errors, actions
 
+    def expire_offsets(self, now_ms: int, retention_ms: int) -> list[Action]:
+        """Drop the offsets of memberless groups older than ``retention_ms``, then the groups.
+
+        KIP-211: an offset of an Empty group expires ``retention_ms`` after the later of its
+        commit and the moment the group became Empty; a group left with neither members nor
+        offsets is deleted. Tombstones go to the log so a new coordinator forgets them too.
+        """
+        actions: list[Action] = []
+        if self.loading:
+            return actions
+        for group in list(self._groups.values()):
+            if group.members or group.pending_members or not group.is_(S.EMPTY):
+                continue
+            expired = sorted(
+                topic_partition
+                for topic_partition, value in group.offsets.items()
+                if max(value.commit_timestamp_ms, group.state_timestamp_ms) + retention_ms
+                <= now_ms
+            )
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (encode_key(OffsetCommitKey(group.group_id, topic, partition)), None)
+                for topic, partition in expired
+            ]
+            for topic_partition in expired:
+                del group.offsets[topic_partition]
+            if not group.offsets:
+                tombstones.append((encode_key(GroupMetadataKey(group.group_id)), None))
+                self._transition(group, S.DEAD, now_ms, "offsets expired", actions)
+                del self._groups[group.group_id]
+            if tombstones:
+                self._append(group, _Untracked(group.group_id), tombstones, now_ms, actions)
+        return actions
+
     # -- the log -----------------------------------------------------------------------------
 
     def on_appended(self, append_id: int, error_code: int, now_ms: int) -> list[Action]:

@@ -16,6 +16,18 @@ from .admin import (
     handle_incremental_alter_configs,
 )
 from .fetch import handle_fetch
+from .groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_fetch,
+    handle_sync_group,
+)
 from .metadata import handle_api_versions, handle_describe_cluster, handle_metadata
 from .offsets import (
     handle_delete_records,
@@ -41,5 +53,15 @@ HANDLERS = {
     v.CREATE_PARTITIONS_KEY: handle_create_partitions,
     v.INCREMENTAL_ALTER_CONFIGS_KEY: handle_incremental_alter_configs,
     v.DESCRIBE_CLUSTER_KEY: handle_describe_cluster,
+    v.OFFSET_COMMIT_KEY: handle_offset_commit,
+    v.OFFSET_FETCH_KEY: handle_offset_fetch,
+    v.FIND_COORDINATOR_KEY: handle_find_coordinator,
+    v.JOIN_GROUP_KEY: handle_join_group,
+    v.HEARTBEAT_KEY: handle_heartbeat,
+    v.LEAVE_GROUP_KEY: handle_leave_group,
+    v.SYNC_GROUP_KEY: handle_sync_group,
+    v.DESCRIBE_GROUPS_KEY: handle_describe_groups,
+    v.LIST_GROUPS_KEY: handle_list_groups,
+    v.DELETE_GROUPS_KEY: handle_delete_groups,
 }
 assert set(HANDLERS) == set(v.API_VERSIONS), "every advertised API has a handler"

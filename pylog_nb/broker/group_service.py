@@ -1,0 +1,283 @@
+"""The shell around the group coordinators: routing, parked requests, ``__consumer_offsets`` I/O.
+
+Theory of operation (Kafka's GroupCoordinator + GroupMetadataManager, split as sans-IO core and
+shell):
+
+- ``__consumer_offsets`` is an ordinary replicated topic, created on the first FindCoordinator
+  (RF = min(``offsets.topic.replication.factor``, live brokers)). Group ``g`` lives in partition
+  ``partition_for(g)``; the leader of that partition is the group's coordinator.
+- The ReplicaManager reports every role change. Becoming leader of a partition starts a
+  ``GroupCoordinator`` in *loading* state and a task that replays the partition's log into it;
+  requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS. Losing leadership drops the coordinator
+  and answers its parked requests NOT_COORDINATOR, so clients look the coordinator up again.
+- JoinGroup, SyncGroup and OffsetCommit may wait (for other members, or for the append). The
+  handler *parks*: it takes a request id and a future, passes the id to the core, and awaits
+  the answer the core later returns as an action carrying that id.
+- ``AppendRecords`` actions are written through the partition's leader like an acks=all produce
+  (``offsets.commit.required.acks`` = -1) and reported back with ``on_appended`` once the ISR
+  has them, or with the error that stopped them.
+- A timer calls ``tick`` (session, rebalance and join timeouts) and, less often, expires the
+  offsets of groups that have been empty longer than ``offsets.retention``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+from collections.abc import Coroutine
+from dataclasses import dataclass
+
+from .errors import TOPIC_ALREADY_EXISTS
+from .group import (
+    Action,
+    AppendRecords,
+    CommitAnswer,
+    GroupCoordinator,
+    JoinAnswer,
+    SyncAnswer,
+    partition_for,
+)
+from .group.errors import COORDINATOR_NOT_AVAILABLE, NONE
+from .leader_append import ACKS_ALL, append_records
+from .metadata import OFFSETS_TOPIC
+from .records.batch import encode_batch, iter_batches_decoded
+from .replica_manager import Partition
+from .topics import AdminError
+
+log = logging.getLogger("pylog.broker")
+
+OFFSET_COMMIT_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms
+OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
+LOAD_READ_BYTES = 1024 * 1024  # one log read while loading a partition
+# Compaction is not implemented: the offsets log keeps everything and the latest record per key
+# wins on load, so nothing may be deleted by time or size.
+OFFSETS_TOPIC_CONFIGS = {
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "segment.bytes": str(OFFSETS_SEGMENT_BYTES),
+}
+
+Answer = JoinAnswer | SyncAnswer | CommitAnswer
+
+
+@dataclass(frozen=True, slots=True)
+class Coordinator:
+    """Where a group's requests go: the coordinator core and its partition."""
+
+    partition: int
+    core: GroupCoordinator
+
+
+class GroupService:
+    """Every coordinator this broker runs, one per ``__consumer_offsets`` partition it leads."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+        self.cores: dict[int, GroupCoordinator] = {}
+        self._parked: dict[int, tuple[int, asyncio.Future]] = {}  # request id -> partition, answer
+        self._request_ids = itertools.count()
+        self._tasks: set[asyncio.Task] = set()
+        self._creating: asyncio.Future | None = None
+        self._next_expiry_ms = 0
+
+    # == routing =================================================================================
+
+    def partition_count(self) -> int | None:
+        topic = self.node.store.image.topics.get(OFFSETS_TOPIC)
+        return len(topic.partitions) if topic is not None else None
+
+    def route(self, group_id: str) -> Coordinator | None:
+        """The coordinator of ``group_id`` if this broker is it; None: NOT_COORDINATOR."""
+        count = self.partition_count()
+        if count is None:
+            return None
+        partition = partition_for(group_id, count)
+        core = self.cores.get(partition)
+        return None if core is None else Coordinator(partition, core)
+
+    async def find(self, group_id: str) -> tuple[int, dict | None]:
+        """FindCoordinator: (error code, broker endpoint) for ``group_id``."""
+        if self.partition_count() is None:
+            await self._ensure_topic()
+        topic = self.node.store.image.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return COORDINATOR_NOT_AVAILABLE, None
+        leader = topic.partitions[partition_for(group_id, len(topic.partitions))].leader
+        if leader not in self.node.live_broker_ids():
+            return COORDINATOR_NOT_AVAILABLE, None
+        endpoint = next((b for b in self.node.brokers() if b["node_id"] == leader), None)
+        if endpoint is None:
+            return COORDINATOR_NOT_AVAILABLE, None
+        return NONE, endpoint
+
+    async def _ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` once, however many FindCoordinators ask at once."""
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(self._create_topic())
+        await asyncio.shield(self._creating)
+
+    async def _create_topic(self) -> None:
+        config = self.node.config
+        replication_factor = min(
+            config.offsets_topic_replication_factor, len(self.node.live_broker_ids())
+        )
+        try:
+            created = self.node.admin.create_topic(
+                OFFSETS_TOPIC,
+                num_partitions=config.offsets_topic_num_partitions,
+                replication_factor=replication_factor,
+                configs=OFFSETS_TOPIC_CONFIGS,
+            )
+            if asyncio.iscoroutine(created):
+                await created
+            log.info("created %s with %d partitions, RF %d", OFFSETS_TOPIC,
+                     config.offsets_topic_num_partitions, replication_factor)
+        except AdminError as error:
+            if error.error_code != TOPIC_ALREADY_EXISTS:
+                log.warning("cannot create %s: %s", OFFSETS_TOPIC, error)
+
+    # == role changes ============================================================================
+
+    def on_role_change(self, partition: Partition) -> None:
+        """The ReplicaManager's report: ``partition`` became leader, follower or went away."""
+        if partition.topic != OFFSETS_TOPIC:
+            return
+        index = partition.index
+        self._resign(index)
+        if partition.leader is None or partition.log.closed:
+            return
+        config = self.node.config
+        core = GroupCoordinator(
+            index,
+            session_timeout_ms_min=config.group_min_session_timeout_ms,
+            session_timeout_ms_max=config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            loading=True,
+            seed=random.getrandbits(64),  # member ids must not repeat a predecessor's
+        )
+        self.cores[index] = core
+        self._spawn(self._load(partition, core))
+
+    def _resign(self, index: int) -> None:
+        if self.cores.pop(index, None) is None:
+            return
+        for request_id, (parked_index, future) in list(self._parked.items()):
+            if parked_index == index:
+                del self._parked[request_id]
+                if not future.done():
+                    future.set_result(None)  # the handler answers NOT_COORDINATOR
+        log.info("no longer the group coordinator of %s-%d", OFFSETS_TOPIC, index)
+
+    async def _load(self, partition: Partition, core: GroupCoordinator) -> None:
+        """Replay the partition's log into ``core``, yielding to the loop between reads."""
+        started_ms = self.node.now_ms()
+        records: list[tuple[bytes, bytes | None]] = []
+        offset, end = partition.log.log_start_offset, partition.log.log_end_offset
+        while offset < end:
+            data = partition.log.read(offset, LOAD_READ_BYTES).read_bytes()
+            if not data:
+                break
+            for header, batch in iter_batches_decoded(data):
+                records.extend((r.key, r.value) for r in batch if r.key is not None)
+                offset = header.base_offset + header.last_offset_delta + 1
+            await asyncio.sleep(0)
+            if self.cores.get(partition.index) is not core:
+                return  # lost the leadership meanwhile
+        core.load(records, self.node.now_ms())
+        log.info("group coordinator of %s-%d loaded %d records (%d groups) in %d ms",
+                 OFFSETS_TOPIC, partition.index, len(records), len(core.groups),
+                 self.node.now_ms() - started_ms)
+
+    # == parked requests =========================================================================
+
+    def park(self, coordinator: Coordinator) -> tuple[int, asyncio.Future]:
+        """A request id for the core and the future its answer action resolves."""
+        request_id = next(self._request_ids)
+        future = asyncio.get_running_loop().create_future()
+        self._parked[request_id] = (coordinator.partition, future)
+        return request_id, future
+
+    async def wait(self, request_id: int, future: asyncio.Future) -> Answer | None:
+        """The parked answer; None when the coordinator moved away meanwhile."""
+        try:
+            return await future
+        finally:
+            self._parked.pop(request_id, None)
+
+    def _answer(self, request_id: int, answer: Answer) -> None:
+        entry = self._parked.pop(request_id, None)
+        if entry is not None and not entry[1].done():
+            entry[1].set_result(answer)
+
+    # == actions =================================================================================
+
+    def run(self, coordinator: Coordinator, actions: list[Action]) -> None:
+        """Carry out what the core asked for, in order."""
+        for action in actions:
+            if action.EVENT:
+                self.node.events.append(action)
+            if isinstance(action, JoinAnswer):
+                self._answer(action.join_id, action)
+            elif isinstance(action, SyncAnswer):
+                self._answer(action.sync_id, action)
+            elif isinstance(action, CommitAnswer):
+                self._answer(action.commit_id, action)
+            elif isinstance(action, AppendRecords):
+                self._append(coordinator, action)
+
+    def _append(self, coordinator: Coordinator, action: AppendRecords) -> None:
+        assert action.partition == coordinator.partition, action
+        now_ms = self.node.now_ms()
+        batch = encode_batch([(key, value, (), now_ms) for key, value in action.records])
+        result, waiting = append_records(
+            self.node, OFFSETS_TOPIC, action.partition, batch, ACKS_ALL,
+            OFFSET_COMMIT_TIMEOUT_MS, now_ms,
+        )
+        if waiting is None:
+            self._appended(coordinator, action.append_id, result["error_code"])
+        else:
+            self._spawn(self._await_append(coordinator, action.append_id, waiting))
+
+    async def _await_append(
+        self, coordinator: Coordinator, append_id: int, waiting: asyncio.Future
+    ) -> None:
+        self._appended(coordinator, append_id, await waiting)
+
+    def _appended(self, coordinator: Coordinator, append_id: int, error_code: int) -> None:
+        if self.cores.get(coordinator.partition) is not coordinator.core:
+            return  # a successor reloads the log; this core's parked requests were answered
+        self.run(coordinator, coordinator.core.on_appended(append_id, error_code,
+                                                           self.node.now_ms()))
+
+    # == timers ==================================================================================
+
+    def tick(self) -> None:
+        """Expire sessions and rebalances; now and then expire old offsets of empty groups."""
+        now_ms = self.node.now_ms()
+        expire = now_ms >= self._next_expiry_ms
+        if expire:
+            self._next_expiry_ms = now_ms + self.node.config.offsets_retention_check_interval_ms
+        for index, core in list(self.cores.items()):
+            coordinator = Coordinator(index, core)
+            self.run(coordinator, core.tick(now_ms))
+            if expire:
+                self.run(coordinator, core.expire_offsets(now_ms,
+                                                          self.node.config.offsets_retention_ms))
+
+    def _spawn(self, work: Coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("group coordinator task failed", exc_info=task.exception())
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for index in list(self.cores):
+            self._resign(index)

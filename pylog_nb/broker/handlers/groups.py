@@ -1,0 +1,316 @@
+"""Consumer groups on the wire: FindCoordinator, the membership APIs, offsets, and admin.
+
+Each handler routes the group to this broker's coordinator for it (NOT_COORDINATOR when another
+broker leads the group's ``__consumer_offsets`` partition), calls the sans-IO core, and for
+JoinGroup, SyncGroup and OffsetCommit awaits the answer the core returns later (see
+``group_service.py``). Version differences are confined to reading requests and shaping
+responses; the answers themselves are the same dicts for every version.
+"""
+
+from __future__ import annotations
+
+from ..group.errors import (
+    INVALID_COMMIT_OFFSET_SIZE,
+    NONE,
+    NOT_COORDINATOR,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
+from ..group.offsets import PARTITIONS_PER_COMMIT_MAX
+from ..group_service import Coordinator
+from ..node import CLIENT_HOST, BrokerNode
+from ..protocol.codec import Request, duration_ms
+
+AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+KEY_TYPE_GROUP = 0
+INVALID_REQUEST = 42
+GROUP_TYPE_CLASSIC = "classic"  # ListGroups v5 group_type; KIP-848 groups are "consumer"
+
+
+# == FindCoordinator ============================================================================
+
+
+async def handle_find_coordinator(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
+    if request.header.api_version >= 4:
+        keys = body.coordinator_keys
+    else:
+        keys = (body.key,)
+    found = [await _find(node, key, key_type) for key in keys]
+    if request.header.api_version >= 4:
+        return {"coordinators": found}
+    return found[0]
+
+
+async def _find(node: BrokerNode, key: str, key_type: int) -> dict:
+    answer = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE,
+              "error_message": None}
+    if key_type != KEY_TYPE_GROUP:
+        return {**answer, "error_code": INVALID_REQUEST,
+                "error_message": f"key type {key_type} is not supported (groups only)"}
+    error_code, endpoint = await node.groups.find(key)
+    if endpoint is None:
+        return {**answer, "error_code": error_code, "error_message": "no coordinator yet"}
+    return {**answer, "node_id": endpoint["node_id"], "host": endpoint["host"],
+            "port": endpoint["port"]}
+
+
+# == JoinGroup, SyncGroup, Heartbeat, LeaveGroup =================================================
+
+
+async def handle_join_group(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    version = request.header.api_version
+    coordinator = node.groups.route(body.group_id)
+    if coordinator is None:
+        return _join_response(version, NOT_COORDINATOR, body.member_id)
+    request_id, future = node.groups.park(coordinator)
+    rebalance_timeout = getattr(body, "rebalance_timeout", None)
+    node.groups.run(coordinator, coordinator.core.join(
+        body.group_id,
+        body.member_id,
+        getattr(body, "group_instance_id", None),
+        body.protocol_type,
+        [(p.name, p.metadata) for p in body.protocols],
+        duration_ms(body.session_timeout),
+        -1 if rebalance_timeout is None else duration_ms(rebalance_timeout),
+        request.header.client_id or "",
+        node.now_ms(),
+        request_id,
+        client_host=CLIENT_HOST.get(),
+        require_known_member_id=version >= 4,
+    ))
+    answer = await node.groups.wait(request_id, future)
+    if answer is None:
+        return _join_response(version, NOT_COORDINATOR, body.member_id)
+    return _join_response(
+        version, answer.error_code, answer.member_id,
+        generation_id=answer.generation_id,
+        protocol_type=answer.protocol_type,
+        protocol_name=answer.protocol_name,
+        leader=answer.leader_id,
+        skip_assignment=answer.skip_assignment,
+        members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                  "metadata": m.metadata} for m in answer.members],
+    )
+
+
+def _join_response(version: int, error_code: int, member_id: str, *,
+                   generation_id: int = -1, protocol_type: str | None = None,
+                   protocol_name: str | None = None, leader: str = "",
+                   skip_assignment: bool = False, members: list | None = None) -> dict:
+    if version < 7:  # protocol_name became nullable in v7
+        protocol_name = protocol_name or ""
+    return {"error_code": error_code, "generation_id": generation_id,
+            "protocol_type": protocol_type, "protocol_name": protocol_name, "leader": leader,
+            "skip_assignment": skip_assignment, "member_id": member_id,
+            "members": members or []}
+
+
+async def handle_sync_group(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    coordinator = node.groups.route(body.group_id)
+    if coordinator is None:
+        return _sync_response(NOT_COORDINATOR)
+    request_id, future = node.groups.park(coordinator)
+    node.groups.run(coordinator, coordinator.core.sync(
+        body.group_id,
+        body.member_id,
+        body.generation_id,
+        {a.member_id: a.assignment for a in body.assignments},
+        node.now_ms(),
+        request_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        protocol_type=getattr(body, "protocol_type", None),
+        protocol_name=getattr(body, "protocol_name", None),
+    ))
+    answer = await node.groups.wait(request_id, future)
+    if answer is None:
+        return _sync_response(NOT_COORDINATOR)
+    return _sync_response(answer.error_code, answer.protocol_type, answer.protocol_name,
+                          answer.assignment)
+
+
+def _sync_response(error_code: int, protocol_type: str | None = None,
+                   protocol_name: str | None = None, assignment: bytes = b"") -> dict:
+    return {"error_code": error_code, "protocol_type": protocol_type,
+            "protocol_name": protocol_name, "assignment": assignment}
+
+
+def handle_heartbeat(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    coordinator = node.groups.route(body.group_id)
+    if coordinator is None:
+        return {"error_code": NOT_COORDINATOR}
+    return {"error_code": coordinator.core.heartbeat(
+        body.group_id, body.member_id, body.generation_id, node.now_ms(),
+        group_instance_id=getattr(body, "group_instance_id", None))}
+
+
+def handle_leave_group(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    batch = request.header.api_version >= 3
+    if batch:
+        leaving = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        leaving = [(body.member_id, None)]
+    coordinator = node.groups.route(body.group_id)
+    if coordinator is None:
+        return {"error_code": NOT_COORDINATOR, "members": []}
+    result = coordinator.core.leave(body.group_id, leaving, node.now_ms())
+    node.groups.run(coordinator, result.actions)
+    if not batch:
+        error_code = result.error_code or (result.member_errors or (NONE,))[0]
+        return {"error_code": error_code}
+    return {
+        "error_code": result.error_code,
+        "members": [
+            {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
+            for (member_id, instance_id), code in zip(leaving, result.member_errors, strict=False)
+        ],
+    }
+
+
+# == OffsetCommit, OffsetFetch ===================================================================
+
+
+async def handle_offset_commit(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    wanted = [(t.name, p) for t in body.topics for p in t.partitions]
+    errors: dict[tuple[str, int], int] = {}
+    offsets = {}
+    topics = node.store.image.topics
+    for topic, p in wanted:
+        known = topic in topics and 0 <= p.partition_index < len(topics[topic].partitions)
+        if not known:
+            errors[(topic, p.partition_index)] = UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            offsets[(topic, p.partition_index)] = (
+                p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                p.committed_metadata)
+    coordinator = node.groups.route(body.group_id)
+    if coordinator is None or len(offsets) > PARTITIONS_PER_COMMIT_MAX:
+        code = NOT_COORDINATOR if coordinator is None else INVALID_COMMIT_OFFSET_SIZE
+        errors.update({tp: code for tp in offsets})
+    elif offsets:
+        errors.update(await _commit(node, coordinator, body, offsets))
+    return {"topics": _by_topic(
+        wanted, lambda t, p: {"partition_index": p.partition_index,
+                              "error_code": errors[(t, p.partition_index)]})}
+
+
+async def _commit(node: BrokerNode, coordinator: Coordinator, body, offsets: dict) -> dict:
+    request_id, future = node.groups.park(coordinator)
+    node.groups.run(coordinator, coordinator.core.commit_offsets(
+        body.group_id,
+        body.member_id,
+        body.generation_id_or_member_epoch,
+        offsets,
+        node.now_ms(),
+        request_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+    ))
+    answer = await node.groups.wait(request_id, future)
+    if answer is None:
+        return {tp: NOT_COORDINATOR for tp in offsets}
+    return answer.errors
+
+
+def _by_topic(items: list[tuple[str, object]], shape) -> list[dict]:
+    """Group (topic, partition item) pairs by topic, in request order."""
+    topics: dict[str, list] = {}
+    for topic, item in items:
+        topics.setdefault(topic, []).append(shape(topic, item))
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+def handle_offset_fetch(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    version = request.header.api_version
+    if version >= 8:
+        return {"groups": [_fetch_group(node, g.group_id, g.topics) for g in body.groups]}
+    answer = _fetch_group(node, body.group_id, body.topics)
+    if version < 2 and answer["error_code"] != NONE:  # v0-1: errors only per partition
+        for topic in answer["topics"]:
+            for partition in topic["partitions"]:
+                partition["error_code"] = answer["error_code"]
+    return answer
+
+
+def _fetch_group(node: BrokerNode, group_id: str, topics) -> dict:
+    wanted = None
+    if topics is not None:
+        wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+    coordinator = node.groups.route(group_id)
+    if coordinator is None:
+        error_code, found = NOT_COORDINATOR, {}
+    else:
+        error_code, found = coordinator.core.fetch_offsets(group_id, wanted)
+    listed = wanted if wanted is not None else sorted(found)
+
+    def shape(topic: str, partition: int) -> dict:
+        offset, leader_epoch, metadata = found.get((topic, partition), (-1, -1, ""))
+        return {"partition_index": partition, "committed_offset": offset,
+                "committed_leader_epoch": leader_epoch, "metadata": metadata,
+                "error_code": NONE}
+
+    return {"group_id": group_id, "error_code": error_code,
+            "topics": _by_topic(listed, shape) if error_code == NONE or wanted else []}
+
+
+# == DescribeGroups, ListGroups, DeleteGroups ====================================================
+
+
+def handle_describe_groups(node: BrokerNode, request: Request) -> dict:
+    return {"groups": [_describe(node, group_id) for group_id in request.body.groups]}
+
+
+def _describe(node: BrokerNode, group_id: str) -> dict:
+    coordinator = node.groups.route(group_id)
+    if coordinator is None:
+        return {"error_code": NOT_COORDINATOR, "error_message": None, "group_id": group_id,
+                "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
+    [group] = coordinator.core.describe([group_id])
+    return {
+        "error_code": group.error_code,
+        "error_message": None,
+        "group_id": group_id,
+        "group_state": group.state,
+        "protocol_type": group.protocol_type,
+        "protocol_data": group.protocol_data,
+        "members": [
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+             "client_id": m.client_id, "client_host": m.client_host,
+             "member_metadata": m.metadata, "member_assignment": m.assignment}
+            for m in group.members
+        ],
+        "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
+    }
+
+
+def handle_list_groups(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
+    error_code, groups = NONE, []
+    if not types or GROUP_TYPE_CLASSIC in types:
+        for core in list(node.groups.cores.values()):
+            code, listed = core.list_groups(getattr(body, "states_filter", None) or None)
+            error_code = error_code or code
+            groups += [{"group_id": group_id, "protocol_type": protocol_type,
+                        "group_state": state, "group_type": GROUP_TYPE_CLASSIC}
+                       for group_id, protocol_type, state in listed]
+    return {"error_code": error_code, "groups": groups}
+
+
+def handle_delete_groups(node: BrokerNode, request: Request) -> dict:
+    results = []
+    for group_id in request.body.groups_names:
+        coordinator = node.groups.route(group_id)
+        if coordinator is None:
+            results.append({"group_id": group_id, "error_code": NOT_COORDINATOR})
+            continue
+        errors, actions = coordinator.core.delete_groups([group_id], node.now_ms())
+        node.groups.run(coordinator, actions)
+        results.append({"group_id": group_id, "error_code": errors[group_id]})
+    return {"results": results}
