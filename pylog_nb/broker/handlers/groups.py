@@ -15,6 +15,7 @@ from ..group.errors import (
     NOT_COORDINATOR,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from ..group.coordinator import PROTOCOLS_PER_MEMBER_MAX
 from ..group.offsets import PARTITIONS_PER_COMMIT_MAX
 from ..group_service import Coordinator
 from ..node import CLIENT_HOST, BrokerNode
@@ -64,6 +65,8 @@ async def handle_join_group(node: BrokerNode, request: Request) -> dict:
     coordinator = node.groups.route(body.group_id)
     if coordinator is None:
         return _join_response(version, NOT_COORDINATOR, body.member_id)
+    if len(body.protocols) > PROTOCOLS_PER_MEMBER_MAX:
+        return _join_response(version, INVALID_REQUEST, body.member_id)
     request_id, future = node.groups.park(coordinator)
     rebalance_timeout = getattr(body, "rebalance_timeout", None)
     node.groups.run(coordinator, coordinator.core.join(

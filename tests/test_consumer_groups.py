@@ -1,0 +1,197 @@
+"""Consumer groups with confluent-kafka (librdkafka) against a real broker process.
+
+Members poll in their own threads, as applications do; the assertions are about who owns which
+partition (from the rebalance callbacks) and where a group resumes (from committed offsets).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from clients import TIMEOUT_S, create_topic, produce
+from confluent_kafka import Consumer, TopicPartition
+
+from pylog_nb import LocalCluster
+
+PARTITIONS = 6
+WAIT_S = 30
+POLL_S = 0.1
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("groups"),
+                      broker_args=("--group-initial-rebalance-delay-ms", "0")) as running:
+        yield running
+
+
+def wait_for(condition, what: str, timeout_s: float = WAIT_S):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(POLL_S)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+class Member:
+    """One consumer polling in a thread; tracks the partitions it owns and those revoked."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **conf) -> None:
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10_000, "heartbeat.interval.ms": 500,
+            "fetch.wait.max.ms": 100, **conf,
+        })
+        strategy = conf.get("partition.assignment.strategy", "")
+        self.cooperative = strategy == "cooperative-sticky"  # incremental assign and revoke
+        self.owned: set[int] = set()
+        self.revocations: list[set[int]] = []
+        self.values: list[bytes] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _on_assign(self, consumer, partitions) -> None:
+        with self._lock:
+            assigned = {p.partition for p in partitions}
+            self.owned = self.owned | assigned if self.cooperative else assigned
+
+    def _on_revoke(self, consumer, partitions) -> None:
+        with self._lock:
+            revoked = {p.partition for p in partitions}
+            self.revocations.append(revoked)
+            self.owned -= revoked
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            message = self.consumer.poll(POLL_S)
+            if message is not None and message.error() is None:
+                with self._lock:
+                    self.values.append(message.value())
+
+    def snapshot(self) -> set[int]:
+        with self._lock:
+            return set(self.owned)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(TIMEOUT_S)
+        self.consumer.close()  # leaves the group: the others rebalance at once
+
+
+def balanced(members: list[Member], partitions: int = PARTITIONS):
+    """Each partition owned by exactly one member, every member owning some: the owned sets."""
+    owned = [m.snapshot() for m in members]
+    every = [p for s in owned for p in s]
+    if sorted(every) == list(range(partitions)) and all(owned):
+        return owned
+    return None
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+def test_three_members_share_six_partitions_and_one_leaving_hands_its_share_over(
+    cluster, topic_name, strategy
+):
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, topic_name, partitions=PARTITIONS)
+    sent = [(b"k%d" % i, b"v%d" % i) for i in range(300)]
+    produce(bootstrap, topic_name, sent)
+    group = f"g-{topic_name}"
+    members = [Member(bootstrap, group, topic_name, **{"partition.assignment.strategy": strategy})
+               for _ in range(3)]
+    try:
+        owned = wait_for(lambda: balanced(members), "three members to split six partitions")
+        assert sorted(len(s) for s in owned) == [2, 2, 2]
+        leaving, staying = members[0], members[1:]
+        leaving.close()
+        owned = wait_for(lambda: balanced(staying), "two members to take over all partitions")
+        assert sorted(len(s) for s in owned) == [3, 3]
+        wait_for(lambda: len({v for m in members for v in m.values}) == len(sent),
+                 "every record to be consumed")
+        assert {v for m in members for v in m.values} == {v for _, v in sent}
+    finally:
+        for member in members[1:]:
+            member.close()
+
+
+def test_cooperative_sticky_keeps_unaffected_partitions_through_a_rebalance(cluster, topic_name):
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, topic_name, partitions=PARTITIONS)
+    conf = {"partition.assignment.strategy": "cooperative-sticky"}
+    group = f"g-{topic_name}"
+    members = [Member(bootstrap, group, topic_name, **conf) for _ in range(3)]
+    try:
+        wait_for(lambda: balanced(members), "three members to split six partitions")
+        leaving, staying = members[0], members[1:]
+        before = [m.snapshot() for m in staying]
+        revocations_before = [len(m.revocations) for m in staying]
+        leaving.close()
+        after = wait_for(lambda: balanced(staying), "two members to take over all partitions")
+        for kept, now in zip(before, after, strict=True):
+            assert kept < now, "a member kept its partitions and gained the leaver's"
+        revoked = [set().union(*m.revocations[n:]) for m, n in zip(staying, revocations_before,
+                                                                   strict=True)]
+        assert revoked == [set(), set()], "cooperative-sticky must not revoke unaffected ones"
+        joiner = Member(bootstrap, group, topic_name, **conf)
+        members.append(joiner)
+        wait_for(lambda: balanced(staying + [joiner]), "the newcomer to get a share")
+        for kept, m in zip(after, staying, strict=True):
+            assert m.snapshot() <= kept, "only partitions moving to the newcomer were revoked"
+    finally:
+        for member in members[1:]:
+            member.close()
+
+
+def _consumer(bootstrap: str, group: str, **conf) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "fetch.wait.max.ms": 100, **conf})
+
+
+def _take(consumer: Consumer, count: int) -> list:
+    taken = []
+    deadline = time.monotonic() + WAIT_S
+    while len(taken) < count and time.monotonic() < deadline:
+        message = consumer.poll(POLL_S)
+        if message is not None and message.error() is None:
+            taken.append(message)
+    assert len(taken) == count, f"got {len(taken)} of {count} records"
+    return taken
+
+
+def test_commit_close_reopen_resumes_after_the_last_commit(cluster, topic_name):
+    bootstrap = cluster.bootstrap_servers
+    produce(bootstrap, topic_name, [(None, b"%d" % i) for i in range(100)])
+    group = f"g-{topic_name}"
+    first = _consumer(bootstrap, group)
+    first.subscribe([topic_name])
+    taken = _take(first, 60)
+    assert [m.offset() for m in taken] == list(range(60))
+    first.commit(message=taken[39], asynchronous=False)  # commits offset 40: the next to read
+    committed = first.committed([TopicPartition(topic_name, 0)], timeout=TIMEOUT_S)
+    assert committed[0].offset == 40
+    first.close()
+
+    second = _consumer(bootstrap, group)
+    second.subscribe([topic_name])
+    resumed = _take(second, 60)
+    assert [m.value() for m in resumed] == [b"%d" % i for i in range(40, 100)]
+    second.close()
+
+
+def test_committed_metadata_is_kept(cluster, topic_name):
+    bootstrap = cluster.bootstrap_servers
+    produce(bootstrap, topic_name, [(None, b"x")])
+    consumer = _consumer(bootstrap, f"g-{topic_name}")
+    consumer.assign([TopicPartition(topic_name, 0, 0)])
+    consumer.commit(offsets=[TopicPartition(topic_name, 0, 1, metadata="checkpoint-7")],
+                    asynchronous=False)
+    [committed] = consumer.committed([TopicPartition(topic_name, 0)], timeout=TIMEOUT_S)
+    consumer.close()
+    assert (committed.offset, committed.metadata) == (1, "checkpoint-7")

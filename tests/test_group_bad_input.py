@@ -1,0 +1,179 @@
+"""Group requests no well-behaved client sends, on a raw socket: each gets the Kafka error code
+clients expect, and the group's state and committed offsets are unchanged afterwards."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from clients import create_topic
+from wire import call, connect
+
+from pylog_nb import LocalCluster
+
+FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE = 10, 11, 12, 13, 14, 15
+OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+NONE, UNKNOWN_TOPIC_OR_PARTITION, LOAD_IN_PROGRESS = 0, 3, 14
+ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID = 22, 23, 25
+INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 26, 27, 79
+INVALID_REQUEST = 42
+SESSION_MS = 30_000
+SHORT_REBALANCE_MS = 1_500  # the member that stops polling is dropped after this
+WAIT_S = 30
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("bad-groups"),
+                      broker_args=("--group-initial-rebalance-delay-ms", "0")) as running:
+        yield running
+
+
+@pytest.fixture
+def sock(cluster):
+    connection = connect(cluster.bootstrap_servers)
+    yield connection
+    connection.close()
+
+
+def join(sock, group: str, member_id: str = "", *, protocol_type: str = "consumer",
+         protocols=(("range", b"m"),), session_ms: int = SESSION_MS,
+         rebalance_ms: int = SESSION_MS):
+    body = {"group_id": group, "session_timeout": session_ms, "rebalance_timeout": rebalance_ms,
+            "member_id": member_id, "group_instance_id": None, "protocol_type": protocol_type,
+            "protocols": [{"name": n, "metadata": m} for n, m in protocols], "reason": None}
+    deadline = time.monotonic() + WAIT_S
+    while True:  # the first request creates __consumer_offsets; its coordinator loads it
+        answer = call(sock, JOIN, 9, body)
+        if answer.error_code != LOAD_IN_PROGRESS or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
+
+
+def stable_member(sock, group: str) -> tuple[str, int]:
+    """Join as the only member (KIP-394 handshake), sync, return (member id, generation)."""
+    call(sock, FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+    first = join(sock, group)
+    assert first.error_code == MEMBER_ID_REQUIRED and first.member_id
+    joined = join(sock, group, first.member_id)
+    assert (joined.error_code, joined.leader) == (NONE, first.member_id)
+    synced = sync(sock, group, joined.member_id, joined.generation_id,
+                  {joined.member_id: b"assignment"})
+    assert (synced.error_code, synced.assignment) == (NONE, b"assignment")
+    return joined.member_id, joined.generation_id
+
+
+def sync(sock, group: str, member_id: str, generation: int, assignments: dict | None = None):
+    return call(sock, SYNC, 5, {
+        "group_id": group, "generation_id": generation, "member_id": member_id,
+        "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+        "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()],
+    })
+
+
+def heartbeat(sock, group: str, member_id: str, generation: int) -> int:
+    return call(sock, HEARTBEAT, 4, {"group_id": group, "generation_id": generation,
+                                     "member_id": member_id, "group_instance_id": None}).error_code
+
+
+def commit(sock, group: str, member_id: str, generation: int, parts) -> dict:
+    topics: dict[str, list] = {}
+    for topic, partition, offset in parts:
+        topics.setdefault(topic, []).append({
+            "partition_index": partition, "committed_offset": offset,
+            "committed_leader_epoch": -1, "committed_metadata": "m"})
+    answer = call(sock, OFFSET_COMMIT, 9, {
+        "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
+        "group_instance_id": None,
+        "topics": [{"name": t, "partitions": p} for t, p in topics.items()]})
+    return {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
+
+
+def fetch(sock, group: str, topic: str) -> dict[int, int]:
+    answer = call(sock, OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": None}],
+                                          "require_stable": False})
+    [result] = answer.groups
+    assert result.error_code == NONE
+    return {p.partition_index: p.committed_offset for t in result.topics if t.name == topic
+            for p in t.partitions}
+
+
+def describe(sock, group: str):
+    [described] = call(sock, DESCRIBE, 5, {"groups": [group],
+                                           "include_authorized_operations": False}).groups
+    return described
+
+
+def test_bad_member_generation_protocol_and_partitions_leave_the_group_intact(
+    cluster, sock, topic_name
+):
+    create_topic(cluster.bootstrap_servers, topic_name, partitions=2)
+    group = f"g-{topic_name}"
+    member_id, generation = stable_member(sock, group)
+    assert commit(sock, group, member_id, generation, [(topic_name, 0, 7)]) == {
+        (topic_name, 0): NONE}
+
+    assert heartbeat(sock, group, "no-such-member", generation) == UNKNOWN_MEMBER_ID
+    assert heartbeat(sock, group, member_id, generation + 5) == ILLEGAL_GENERATION
+    assert heartbeat(sock, group, member_id, generation - 1) == ILLEGAL_GENERATION
+    assert sync(sock, group, member_id, generation + 1).error_code == ILLEGAL_GENERATION
+    assert sync(sock, group, "no-such-member", generation).error_code == UNKNOWN_MEMBER_ID
+    assert join(sock, group, protocol_type="connect").error_code == INCONSISTENT_GROUP_PROTOCOL
+    assert join(sock, group, protocols=(("sticky-only", b""),)).error_code == (
+        INCONSISTENT_GROUP_PROTOCOL)
+    assert join(sock, group, session_ms=10).error_code == INVALID_SESSION_TIMEOUT
+    assert join(sock, group, protocols=[(f"p{i}", b"") for i in range(100)]).error_code == (
+        INVALID_REQUEST)
+    assert commit(sock, group, member_id, generation, [
+        ("no-such-topic", 0, 1), (topic_name, 99, 1), (topic_name, 1, 3),
+    ]) == {("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION,
+           (topic_name, 99): UNKNOWN_TOPIC_OR_PARTITION, (topic_name, 1): NONE}
+    assert commit(sock, group, member_id, generation + 1, [(topic_name, 0, 500)]) == {
+        (topic_name, 0): ILLEGAL_GENERATION}
+    assert commit(sock, group, "no-such-member", generation, [(topic_name, 0, 500)]) == {
+        (topic_name, 0): UNKNOWN_MEMBER_ID}
+    assert commit(sock, group, "", -1, [(topic_name, 0, 500)]) == {
+        (topic_name, 0): UNKNOWN_MEMBER_ID}, "a simple commit into a live group is refused"
+
+    described = describe(sock, group)
+    assert (described.error_code, described.group_state) == (NONE, "Stable")
+    assert [m.member_id for m in described.members] == [member_id]
+    assert fetch(sock, group, topic_name) == {0: 7, 1: 3}
+    assert heartbeat(sock, group, member_id, generation) == NONE
+
+
+def test_a_member_that_stops_polling_is_dropped_after_the_rebalance_timeout(
+    cluster, sock, topic_name
+):
+    """max.poll.interval.ms is the rebalance timeout: a member that does not rejoin is removed."""
+    group = f"g-{topic_name}"
+    call(sock, FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+    stalled = join(sock, group, rebalance_ms=SHORT_REBALANCE_MS)
+    stalled = join(sock, group, stalled.member_id, rebalance_ms=SHORT_REBALANCE_MS)
+    assert sync(sock, group, stalled.member_id, stalled.generation_id).error_code == NONE
+    other = connect(cluster.bootstrap_servers)
+    try:
+        newcomer = join(other, group, rebalance_ms=SHORT_REBALANCE_MS)
+        assert newcomer.error_code == MEMBER_ID_REQUIRED
+        started = time.monotonic()
+        answer = join(other, group, newcomer.member_id, rebalance_ms=SHORT_REBALANCE_MS)
+        waited_s = time.monotonic() - started
+    finally:
+        other.close()
+    assert answer.error_code == NONE and waited_s >= SHORT_REBALANCE_MS / 1000 * 0.9
+    assert answer.generation_id == stalled.generation_id + 1
+    assert [m.member_id for m in answer.members] == [newcomer.member_id]
+    assert heartbeat(sock, group, stalled.member_id, stalled.generation_id) == UNKNOWN_MEMBER_ID
+
+
+def test_leave_then_unknown_member_leave(cluster, sock, topic_name):
+    group = f"g-{topic_name}"
+    member_id, _ = stable_member(sock, group)
+    answer = call(sock, LEAVE, 5, {"group_id": group, "members": [
+        {"member_id": member_id, "group_instance_id": None, "reason": "done"},
+        {"member_id": "no-such-member", "group_instance_id": None, "reason": None}]})
+    assert answer.error_code == NONE
+    assert [(m.member_id, m.error_code) for m in answer.members] == [
+        (member_id, NONE), ("no-such-member", UNKNOWN_MEMBER_ID)]
+    described = describe(sock, group)
+    assert (described.group_state, described.members) == ("Empty", ())
