@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from clients import TIMEOUT_S, create_topic, produce
+from clients import TIMEOUT_S, admin, create_topic, produce
 from confluent_kafka import Consumer, TopicPartition
 
 from pylog_nb import LocalCluster
@@ -195,3 +195,39 @@ def test_committed_metadata_is_kept(cluster, topic_name):
     [committed] = consumer.committed([TopicPartition(topic_name, 0)], timeout=TIMEOUT_S)
     consumer.close()
     assert (committed.offset, committed.metadata) == (1, "checkpoint-7")
+
+
+RETENTION_MS = 1_000
+
+
+@pytest.fixture(scope="module")
+def forgetful(tmp_path_factory):
+    """A broker that expires the offsets of empty groups after a second."""
+    with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("forgetful"), broker_args=(
+            "--group-initial-rebalance-delay-ms", "0", "--offsets-retention-ms",
+            str(RETENTION_MS), "--offsets-retention-check-interval-ms", "200")) as running:
+        yield running
+
+
+def test_offsets_of_an_empty_group_expire_and_the_group_is_removed(forgetful, topic_name):
+    bootstrap = forgetful.bootstrap_servers
+    produce(bootstrap, topic_name, [(None, b"x")])
+    group = f"g-{topic_name}"
+    consumer = _consumer(bootstrap, group)
+    consumer.subscribe([topic_name])
+    _take(consumer, 1)
+    consumer.commit(asynchronous=False)
+    client = admin(bootstrap)
+    listed = client.list_consumer_groups().result(TIMEOUT_S)
+    assert group in {g.group_id for g in listed.valid}
+    consumer.close()  # the group becomes Empty; retention counts from now
+
+    def gone():
+        groups = client.list_consumer_groups().result(TIMEOUT_S)
+        return group not in {g.group_id for g in groups.valid}
+
+    wait_for(gone, "the expired group to disappear")
+    probe = _consumer(bootstrap, group)
+    [committed] = probe.committed([TopicPartition(topic_name, 0)], timeout=TIMEOUT_S)
+    probe.close()
+    assert committed.offset < 0, "no committed offset after expiry"

@@ -37,7 +37,7 @@ BROKERS = (1, 2, 3)
 
 
 class ControllerProcess:
-    """One controller process on loopback, with the supervisor's two pipes (see cluster/local.py)."""
+    """One controller process on loopback, with the supervisor's two pipes (cluster/local.py)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir

@@ -10,6 +10,7 @@ from clients import create_topic
 from wire import call, connect
 
 from pylog_nb import LocalCluster
+from pylog_nb.broker.protocol.versions import API_VERSIONS
 
 FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE = 10, 11, 12, 13, 14, 15
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
@@ -177,3 +178,64 @@ def test_leave_then_unknown_member_leave(cluster, sock, topic_name):
         (member_id, NONE), ("no-such-member", UNKNOWN_MEMBER_ID)]
     described = describe(sock, group)
     assert (described.group_state, described.members) == ("Empty", ())
+
+
+def _minimal_body(api_key: int, version: int, group: str, topic: str) -> dict:
+    """A request every version of ``api_key`` can carry (v0 field names, extras dropped)."""
+    member = {"member_id": "no-such-member", "group_instance_id": None, "reason": None}
+    partitions = [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                   "committed_metadata": ""}]
+    bodies = {
+        FIND_COORDINATOR: {"key": group, "key_type": 0, "coordinator_keys": [group]},
+        HEARTBEAT: {"group_id": group, "generation_id": 1, **member},
+        LEAVE: {"group_id": group, "members": [member], **member},
+        SYNC: {"group_id": group, "generation_id": 1, "assignments": [], **member},
+        DESCRIBE: {"groups": [group], "include_authorized_operations": False},
+        16: {"states_filter": [], "types_filter": []},  # ListGroups
+        42: {"groups_names": ["no-such-group"]},  # DeleteGroups
+        OFFSET_COMMIT: {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                        "group_instance_id": None, "retention_time": -1,
+                        "topics": [{"name": topic, "partitions": partitions}]},
+        OFFSET_FETCH: {"group_id": group, "require_stable": False,
+                       "topics": [{"name": topic, "partition_indexes": [0]}],
+                       "groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
+                                   "topics": [{"name": topic, "partition_indexes": [0]}]}]},
+    }
+    return bodies[api_key]
+
+
+GROUP_APIS = [FIND_COORDINATOR, HEARTBEAT, LEAVE, SYNC, DESCRIBE, 16, 42, OFFSET_COMMIT,
+              OFFSET_FETCH]
+
+
+@pytest.mark.parametrize("api_key", GROUP_APIS)
+def test_every_advertised_version_of_the_group_apis_answers(cluster, sock, topic_name, api_key):
+    """Each version decodes and gets an answer the client can parse (no dropped connection)."""
+    create_topic(cluster.bootstrap_servers, topic_name)
+    group = f"g-{topic_name}"
+    join(sock, group)  # creates __consumer_offsets and waits out the load
+    supported = API_VERSIONS[api_key]
+    for version in range(supported.min_parsed, supported.max + 1):
+        answer = call(sock, api_key, version, _minimal_body(api_key, version, group, topic_name))
+        assert answer is not None, (api_key, version)
+    if api_key == OFFSET_COMMIT:
+        assert fetch(sock, group, topic_name) == {0: 1}, "the simple commits landed"
+
+
+
+def test_every_advertised_version_of_join_group_joins(cluster, sock, topic_name):
+    supported = API_VERSIONS[JOIN]
+    for version in range(supported.min_parsed, supported.max + 1):
+        group = f"g-{topic_name}-v{version}"
+        call(sock, FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+        body = {"group_id": group, "session_timeout": SESSION_MS, "rebalance_timeout": SESSION_MS,
+                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b"m"}], "reason": None}
+        answer = call(sock, JOIN, version, body)
+        while answer.error_code == LOAD_IN_PROGRESS:
+            answer = call(sock, JOIN, version, body)
+        if version >= 4:  # KIP-394: the member id first, then the real join
+            assert answer.error_code == MEMBER_ID_REQUIRED
+            answer = call(sock, JOIN, version, {**body, "member_id": answer.member_id})
+        assert (answer.error_code, answer.generation_id) == (NONE, 1), version
+        assert answer.leader == answer.member_id and len(answer.members) == 1

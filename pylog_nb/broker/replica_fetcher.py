@@ -116,7 +116,8 @@ class ReplicaFetcher:
                 if follower is None or partition is None or partition.follower is not follower:
                     continue  # the role changed while the fetch was in flight
                 diverging = answer.diverging_epoch
-                divergence = None if diverging.epoch < 0 else (diverging.epoch, diverging.end_offset)
+                divergence = (None if diverging.epoch < 0
+                              else (diverging.epoch, diverging.end_offset))
                 actions = follower.on_fetch_response(
                     bytes(answer.records or b""), answer.high_watermark, answer.log_start_offset,
                     divergence, int(answer.error_code), now_ms)
@@ -129,7 +130,8 @@ class ReplicaFetcher:
         offsets = []
         for timestamp in (EARLIEST, LATEST):
             body = {"replica_id": self.node.broker_id, "topics": [
-                {"name": topic, "partitions": [{"partition_index": index, "timestamp": timestamp}]}]}
+                {"name": topic,
+                 "partitions": [{"partition_index": index, "timestamp": timestamp}]}]}
             response = await self._call(2, LIST_OFFSETS_VERSION, body)
             offsets.append(response.topics[0].partitions[0].offset)
         self.node.on_actions(follower.on_leader_offsets(offsets[0], offsets[1], self.node.now_ms()))

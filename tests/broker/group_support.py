@@ -1,4 +1,4 @@
-"""A test double for the group coordinator's shell: ids, parked answers, a __consumer_offsets log."""
+"""A stand-in for the group coordinator's shell: ids, parked answers, an offsets log."""
 
 from __future__ import annotations
 

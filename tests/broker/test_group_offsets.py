@@ -281,7 +281,8 @@ def test_load_of_an_emptied_group_keeps_its_generation() -> None:
 def test_offsets_of_an_empty_group_expire_after_the_retention_then_the_group_goes() -> None:
     shell = Shell()
     [a] = shell.form_group(1)
-    shell.commit({("t", 0): (7, -1, "")}, member_id=a.member_id, generation=a.generation_id, now=1_000)
+    shell.commit({("t", 0): (7, -1, "")}, member_id=a.member_id, generation=a.generation_id,
+                 now=1_000)
     shell.leave((a.member_id, None), now=5_000)  # Empty from 5 s on
     shell.commit({("t", 1): (9, -1, "")}, now=8_000)  # a simple commit while Empty
     retention_ms = 10_000

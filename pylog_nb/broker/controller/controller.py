@@ -309,7 +309,9 @@ class Controller:
     ) -> ControllerResult:
         """Grow topic ``name`` to ``count`` partitions; value: the TopicImage."""
         self._clock(now_ms)
-        plan = lambda: plan_create_partitions(self.image, name, count, assignments)
+        def plan():
+            return plan_create_partitions(self.image, name, count, assignments)
+
         return self._maybe_validate(plan, lambda image: image.topics[name], validate_only)
 
     def alter_configs(
@@ -322,7 +324,9 @@ class Controller:
     ) -> ControllerResult:
         """Replace a topic's config overrides; enabling unclean election elects where it can."""
         self._clock(now_ms)
-        plan = lambda: plan_alter_configs(self.image, name, configs)
+        def plan():
+            return plan_alter_configs(self.image, name, configs)
+
         return self._maybe_validate(plan, lambda image: image.topics[name], validate_only)
 
     # -- partitions ----------------------------------------------------------------------------

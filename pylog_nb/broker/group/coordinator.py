@@ -609,7 +609,7 @@ class GroupCoordinator:
         return LeaveResult(NONE, tuple(errors), actions)
 
     def tick(self, now_ms: int) -> list[Action]:
-        """Expire sessions, pending members, rebalance and sync timeouts that passed by ``now_ms``."""
+        """Expire sessions, pending members, rebalance and sync timeouts due by ``now_ms``."""
         actions: list[Action] = []
         if self.loading:
             return actions

@@ -58,7 +58,7 @@ def group_store_error(append_error: int) -> int:
 
 
 def offset_store_error(append_error: int) -> int:
-    """What an OffsetCommit client sees when the append failed (GroupMetadataManager.storeOffsets)."""
+    """What an OffsetCommit client sees when the append failed (Kafka's storeOffsets)."""
     if append_error in _APPEND_TOO_LARGE:
         return INVALID_COMMIT_OFFSET_SIZE
     return group_store_error(append_error)

@@ -96,7 +96,7 @@ def fetch(
     offsets: Mapping[tuple[str, int], OffsetCommitValue],
     partitions: Iterable[tuple[str, int]] | None,
 ) -> dict[tuple[str, int], OffsetTriple]:
-    """OffsetFetch: ``partitions`` (None: every committed one) -> (offset, leader_epoch, metadata)."""
+    """OffsetFetch: ``partitions`` (None: all committed) -> (offset, leader_epoch, metadata)."""
     if partitions is None:
         partitions = sorted(offsets)
     answer = {}

@@ -9,13 +9,13 @@ responses; the answers themselves are the same dicts for every version.
 
 from __future__ import annotations
 
+from ..group.coordinator import PROTOCOLS_PER_MEMBER_MAX
 from ..group.errors import (
     INVALID_COMMIT_OFFSET_SIZE,
     NONE,
     NOT_COORDINATOR,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from ..group.coordinator import PROTOCOLS_PER_MEMBER_MAX
 from ..group.offsets import PARTITIONS_PER_COMMIT_MAX
 from ..group_service import Coordinator
 from ..node import CLIENT_HOST, BrokerNode
