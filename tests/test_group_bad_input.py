@@ -17,7 +17,7 @@ OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 NONE, UNKNOWN_TOPIC_OR_PARTITION, LOAD_IN_PROGRESS = 0, 3, 14
 ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID = 22, 23, 25
 INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 26, 27, 79
-INVALID_REQUEST = 42
+INVALID_REQUEST, GROUP_ID_NOT_FOUND = 42, 69
 SESSION_MS = 30_000
 SHORT_REBALANCE_MS = 1_500  # the member that stops polling is dropped after this
 WAIT_S = 30
@@ -239,3 +239,16 @@ def test_every_advertised_version_of_join_group_joins(cluster, sock, topic_name)
             answer = call(sock, JOIN, version, {**body, "member_id": answer.member_id})
         assert (answer.error_code, answer.generation_id) == (NONE, 1), version
         assert answer.leader == answer.member_id and len(answer.members) == 1
+
+
+def test_describe_of_an_unknown_group_by_version(cluster, sock, topic_name):
+    """v0-5 describe an unknown group as Dead; v6 (KIP-1043) answers GROUP_ID_NOT_FOUND."""
+    group = f"never-{topic_name}"
+    call(sock, FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+    body = {"groups": [group], "include_authorized_operations": False}
+    [old] = call(sock, DESCRIBE, 5, body).groups
+    while old.error_code == LOAD_IN_PROGRESS:
+        [old] = call(sock, DESCRIBE, 5, body).groups
+    [new] = call(sock, DESCRIBE, 6, body).groups
+    assert (old.error_code, old.group_state) == (NONE, "Dead")
+    assert (new.error_code, new.error_message) == (GROUP_ID_NOT_FOUND, f"Group {group} not found.")

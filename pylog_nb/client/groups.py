@@ -26,7 +26,8 @@ from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetS
 
 from ..cluster import LocalCluster
 
-ADMIN_TIMEOUT_S = 10.0  # each admin request (list, describe, offsets) gives up after this
+REQUEST_TIMEOUT_S = 10.0  # librdkafka gives up on each admin request after this...
+RESULT_TIMEOUT_S = 15.0  # ...and we wait a little longer, so its own error reports first
 LAG_COLUMNS = [
     "group", "topic", "partition", "committed_offset", "high_watermark", "log_end_offset", "lag",
     "member_id", "client_id", "host",
@@ -68,14 +69,19 @@ def lag_frame(source: Source, group_id: str | None = None) -> pd.DataFrame:
     return _typed(frame)
 
 
-def groups_frame(source: Source) -> pd.DataFrame:
-    """One row per group: state, partition assignor, member count and coordinator broker id."""
+def groups_frame(source: Source, group_id: str | None = None) -> pd.DataFrame:
+    """One row per group: state, partition assignor, member count and coordinator broker id.
+
+    ``group_id=None`` lists every group, which asks every broker (ListGroups); naming a group
+    asks only its coordinator. An unknown ``group_id`` raises ValueError.
+    """
     admin = _admin(source)
+    descriptions = _describe(admin, _group_ids(admin, group_id), must_exist=group_id is not None)
     rows = [
         {"group": d.group_id, "state": _STATE_NAMES.get(d.state, str(d.state)),
          "protocol": d.partition_assignor or pd.NA, "members": len(d.members),
          "coordinator": d.coordinator.id}
-        for d in _describe(admin, _group_ids(admin, None), must_exist=False)
+        for d in descriptions
     ]
     return pd.DataFrame(rows, columns=GROUP_COLUMNS).astype(
         {"group": "string", "state": "string", "protocol": "string", "members": "Int64",
@@ -91,12 +97,19 @@ def _admin(source: Source) -> AdminClient:
 
 
 def _group_ids(admin: AdminClient, group_id: str | None) -> list[str]:
-    """``[group_id]``, or every group any broker knows; a broker that cannot answer raises."""
+    """``[group_id]``, or every group: each broker lists the groups it coordinates.
+
+    A broker that does not answer makes the list incomplete, so that raises (as Kafka's
+    ``kafka-consumer-groups.sh --list`` fails) rather than leaving its groups out.
+    """
     if group_id is not None:
         return [group_id]
-    listed = admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT_S).result(ADMIN_TIMEOUT_S)
+    listed = admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result(RESULT_TIMEOUT_S)
     if listed.errors:
-        raise KafkaException(listed.errors[0])
+        raise KafkaException(KafkaError(
+            listed.errors[0].code(),
+            f"listing consumer groups failed on {len(listed.errors)} broker(s) "
+            f"({listed.errors[0].str()}); name a group_id to ask only its coordinator"))
     return sorted(g.group_id for g in listed.valid)
 
 
@@ -104,7 +117,7 @@ def _describe(admin: AdminClient, group_ids: list[str],
               must_exist: bool) -> list[ConsumerGroupDescription]:
     if not group_ids:
         return []
-    futures = admin.describe_consumer_groups(group_ids, request_timeout=ADMIN_TIMEOUT_S)
+    futures = admin.describe_consumer_groups(group_ids, request_timeout=REQUEST_TIMEOUT_S)
     described = [_described(futures[g], g, must_exist) for g in group_ids]
     return [d for d in described if d is not None]  # None: deleted since it was listed
 
@@ -116,7 +129,7 @@ def _described(future, group_id: str, must_exist: bool) -> ConsumerGroupDescript
     GROUP_ID_NOT_FOUND (v6, KIP-1043); both mean the same here.
     """
     try:
-        description = future.result(ADMIN_TIMEOUT_S)
+        description = future.result(RESULT_TIMEOUT_S)
     except KafkaException as error:
         if error.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
             raise
@@ -141,8 +154,8 @@ def _group_rows(admin: AdminClient, description: ConsumerGroupDescription) -> li
 def _committed_offsets(admin: AdminClient, group_id: str) -> dict[Key, int]:
     """Every offset the group has committed (OffsetFetch for all partitions)."""
     request = [ConsumerGroupTopicPartitions(group_id)]
-    futures = admin.list_consumer_group_offsets(request, request_timeout=ADMIN_TIMEOUT_S)
-    answer = futures[group_id].result(ADMIN_TIMEOUT_S)
+    futures = admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)
+    answer = futures[group_id].result(RESULT_TIMEOUT_S)
     offsets = {}
     for tp in answer.topic_partitions or []:
         if tp.error is not None:
@@ -172,8 +185,8 @@ def _high_watermarks(admin: AdminClient, keys: set[Key]) -> dict[Key, int]:
         return {}
     futures = admin.list_offsets(
         {TopicPartition(t, p): OffsetSpec.latest() for t, p in existing},
-        isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=ADMIN_TIMEOUT_S)
-    return {(tp.topic, tp.partition): f.result(ADMIN_TIMEOUT_S).offset
+        isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=REQUEST_TIMEOUT_S)
+    return {(tp.topic, tp.partition): f.result(RESULT_TIMEOUT_S).offset
             for tp, f in futures.items()}
 
 
@@ -181,7 +194,7 @@ def _existing(admin: AdminClient, keys: set[Key]) -> set[Key]:
     """The partitions in ``keys`` the cluster's metadata still has (topics can be deleted)."""
     if not keys:
         return set()
-    topics = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+    topics = admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics
     return {(t, p) for t, p in keys if t in topics and p in topics[t].partitions}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..group.coordinator import PROTOCOLS_PER_MEMBER_MAX
 from ..group.errors import (
+    GROUP_ID_NOT_FOUND,
     INVALID_COMMIT_OFFSET_SIZE,
     NONE,
     NOT_COORDINATOR,
@@ -265,13 +266,19 @@ def _fetch_group(node: BrokerNode, group_id: str, topics) -> dict:
 
 
 def handle_describe_groups(node: BrokerNode, request: Request) -> dict:
-    return {"groups": [_describe(node, group_id) for group_id in request.body.groups]}
+    version = request.header.api_version
+    return {"groups": [_describe(node, group_id, version) for group_id in request.body.groups]}
 
 
-def _describe(node: BrokerNode, group_id: str) -> dict:
+def _describe(node: BrokerNode, group_id: str, version: int) -> dict:
     coordinator = node.groups.route(group_id)
-    if coordinator is None:
-        return {"error_code": NOT_COORDINATOR, "error_message": None, "group_id": group_id,
+    unknown = coordinator is not None and not coordinator.core.loading and (
+        coordinator.core.group(group_id) is None)
+    if coordinator is None or (unknown and version >= 6):
+        # KIP-1043: from v6 an unknown group is GROUP_ID_NOT_FOUND, before it is "Dead".
+        code = NOT_COORDINATOR if coordinator is None else GROUP_ID_NOT_FOUND
+        message = None if coordinator is None else f"Group {group_id} not found."
+        return {"error_code": code, "error_message": message, "group_id": group_id,
                 "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
                 "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
     [group] = coordinator.core.describe([group_id])
