@@ -231,3 +231,33 @@ def test_offsets_of_an_empty_group_expire_and_the_group_is_removed(forgetful, to
     [committed] = probe.committed([TopicPartition(topic_name, 0)], timeout=TIMEOUT_S)
     probe.close()
     assert committed.offset < 0, "no committed offset after expiry"
+
+
+def test_offset_delete_removes_only_offsets_of_unsubscribed_topics(cluster, topic_name):
+    """kafka-python's OffsetDelete against a live confluent-kafka member."""
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import GroupSubscribedToTopicError, NoError
+
+    bootstrap = cluster.bootstrap_servers
+    old_topic = f"{topic_name}-old"
+    for topic in (topic_name, old_topic):
+        produce(bootstrap, topic, [(None, b"x")])
+    group = f"g-{topic_name}"
+    member = _consumer(bootstrap, group)
+    member.subscribe([topic_name])
+    _take(member, 1)
+    member.commit(offsets=[TopicPartition(topic_name, 0, 1), TopicPartition(old_topic, 0, 1)],
+                  asynchronous=False)
+    kafka_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        results = kafka_admin.delete_group_offsets(group, [
+            KafkaTopicPartition(topic_name, 0), KafkaTopicPartition(old_topic, 0)])
+    finally:
+        kafka_admin.close()
+    assert results == {KafkaTopicPartition(topic_name, 0): GroupSubscribedToTopicError,
+                       KafkaTopicPartition(old_topic, 0): NoError}
+    committed = member.committed([TopicPartition(topic_name, 0), TopicPartition(old_topic, 0)],
+                                 timeout=TIMEOUT_S)
+    member.close()
+    assert [c.offset for c in committed] == [1, -1001], "only the unsubscribed topic's offset went"

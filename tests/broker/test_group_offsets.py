@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from group_support import Shell
 from hypothesis import given
@@ -12,9 +14,12 @@ from pylog_nb.broker.group.errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
     FENCED_INSTANCE_ID,
+    GROUP_ID_NOT_FOUND,
+    GROUP_SUBSCRIBED_TO_TOPIC,
     ILLEGAL_GENERATION,
     INVALID_COMMIT_OFFSET_SIZE,
     MESSAGE_TOO_LARGE,
+    NON_EMPTY_GROUP,
     NOT_COORDINATOR,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_METADATA_TOO_LARGE,
@@ -305,3 +310,38 @@ def test_offsets_of_a_group_with_members_never_expire() -> None:
     shell.commit({("t", 0): (7, -1, "")}, member_id=a.member_id, generation=a.generation_id, now=0)
     assert shell.coordinator.expire_offsets(10**9, 1) == []
     assert shell.coordinator.fetch_offsets("g")[1] == {("t", 0): (7, -1, "")}
+
+
+def _subscription(*topics: str) -> bytes:
+    """ConsumerProtocolSubscription v0 as a Java consumer writes it."""
+    body = struct.pack(">hi", 0, len(topics))
+    for topic in topics:
+        body += struct.pack(">h", len(topic)) + topic.encode()
+    return body + struct.pack(">i", -1)  # null user data
+
+
+def test_offset_delete_spares_subscribed_topics_of_a_live_group() -> None:
+    shell = Shell()
+    [a] = shell.form_group(1, protocols=(("range", _subscription("orders")),))
+    shell.commit({("orders", 0): (5, -1, ""), ("old", 0): (9, -1, "")}, member_id=a.member_id,
+                 generation=a.generation_id)
+    error, errors, actions = shell.coordinator.delete_offsets(
+        "g", [("orders", 0), ("old", 0), ("never", 3)], 0)
+    shell.take(actions)
+    assert error == 0
+    assert errors == {("orders", 0): GROUP_SUBSCRIBED_TO_TOPIC, ("old", 0): 0, ("never", 3): 0}
+    assert shell.coordinator.fetch_offsets("g")[1] == {("orders", 0): (5, -1, "")}
+    successor = GroupCoordinator()
+    successor.load(shell.log, now_ms=0)
+    assert successor.fetch_offsets("g")[1] == {("orders", 0): (5, -1, "")}
+
+
+def test_offset_delete_refusals() -> None:
+    shell = Shell()
+    shell.form_group(1, protocols=(("range", b"\xff"),))  # metadata that does not parse
+    assert shell.coordinator.delete_offsets("g", [("t", 0)], 0)[0] == NON_EMPTY_GROUP
+    assert shell.coordinator.delete_offsets("nope", [("t", 0)], 0)[0] == GROUP_ID_NOT_FOUND
+    shell.commit({("t", 0): (1, -1, "")}, group="empty")
+    error, errors, _ = shell.coordinator.delete_offsets("empty", [("t", 0)], 0)
+    assert (error, errors) == (0, {("t", 0): 0})
+    assert shell.coordinator.fetch_offsets("empty")[1] == {}

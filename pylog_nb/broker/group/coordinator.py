@@ -54,6 +54,7 @@ from .errors import (
     FENCED_INSTANCE_ID,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
+    GROUP_SUBSCRIBED_TO_TOPIC,
     INCONSISTENT_GROUP_PROTOCOL,
     INVALID_GROUP_ID,
     INVALID_SESSION_TIMEOUT,
@@ -76,6 +77,7 @@ from .records import (
     decode_value,
     encode_key,
     encode_value,
+    subscribed_topics,
 )
 
 __all__ = [
@@ -92,6 +94,7 @@ OffsetTriple = tuple[int, int, str | None]
 
 # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a first join may wait this long at most.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+CONSUMER_PROTOCOL_TYPE = "consumer"  # the protocol type whose metadata lists subscribed topics
 # JoinGroup carries the member's protocols; consumers send 1-3 assignors.
 PROTOCOLS_PER_MEMBER_MAX = 64
 
@@ -828,6 +831,56 @@ class GroupCoordinator:
                 self._append(group, _Untracked(group_id), tombstones, now_ms, actions)
                 del self._groups[group_id]
         return errors, actions
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]], now_ms: int
+    ) -> tuple[int, dict[tuple[str, int], int], list[Action]]:
+        """OffsetDelete: (group error, error per partition, actions), as Kafka decides it.
+
+        An Empty group may lose any offset. A live ``consumer`` group may lose only offsets of
+        topics no member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC otherwise); another live group
+        none (NON_EMPTY_GROUP).
+        """
+        actions: list[Action] = []
+        group = self._groups.get(group_id)
+        if self.loading:
+            return COORDINATOR_LOAD_IN_PROGRESS, {}, actions
+        if group is None or group.is_(S.DEAD):
+            return GROUP_ID_NOT_FOUND, {}, actions
+        subscribed = self._subscribed_topics(group)
+        if subscribed is None:
+            return NON_EMPTY_GROUP, {}, actions
+        errors = {
+            (topic, partition): GROUP_SUBSCRIBED_TO_TOPIC if topic in subscribed else NONE
+            for topic, partition in partitions
+        }
+        deleted = sorted(
+            tp for tp, error in errors.items() if error == NONE and tp in group.offsets
+        )
+        for topic_partition in deleted:
+            del group.offsets[topic_partition]
+        if deleted:
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
+                for topic, partition in deleted
+            ]
+            self._append(group, _Untracked(group_id), tombstones, now_ms, actions)
+        return NONE, errors, actions
+
+    @staticmethod
+    def _subscribed_topics(group: Group) -> set[str] | None:
+        """Topics the members subscribe to; None when that is unknowable (not deletable)."""
+        if not group.members:
+            return set()
+        if group.protocol_type != CONSUMER_PROTOCOL_TYPE or group.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for member in group.members.values():
+            member_topics = subscribed_topics(member.metadata(group.protocol_name))
+            if member_topics is None:
+                return None
+            topics |= member_topics
+        return topics
 
     def expire_offsets(self, now_ms: int, retention_ms: int) -> list[Action]:
         """Drop the offsets of memberless groups older than ``retention_ms``, then the groups.

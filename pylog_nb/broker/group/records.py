@@ -288,3 +288,25 @@ def _decode_group_value(reader: _Reader, version: int) -> GroupMetadataValue:
     return GroupMetadataValue(
         protocol_type, generation, protocol, leader, state_timestamp_ms, tuple(members)
     )
+
+
+# Subscriptions ---------------------------------------------------------------------------------
+
+TOPICS_PER_SUBSCRIPTION_MAX = 100_000
+
+
+def subscribed_topics(metadata: bytes) -> set[str] | None:
+    """The topics of a ``consumer`` protocol member's subscription; None if it does not parse.
+
+    ConsumerProtocolSubscription (every version starts the same way): int16 version, then an
+    int32-counted array of int16-length topic names; later fields are not needed here.
+    """
+    reader = _Reader(metadata)
+    try:
+        reader.int16()
+        count = reader.int32()
+        if not 0 <= count <= TOPICS_PER_SUBSCRIPTION_MAX:
+            return None
+        return {reader.string() for _ in range(count)}
+    except (RecordDecodeError, UnicodeDecodeError):
+        return None

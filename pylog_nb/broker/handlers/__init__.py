@@ -25,6 +25,7 @@ from .groups import (
     handle_leave_group,
     handle_list_groups,
     handle_offset_commit,
+    handle_offset_delete,
     handle_offset_fetch,
     handle_sync_group,
 )
@@ -63,5 +64,6 @@ HANDLERS = {
     v.DESCRIBE_GROUPS_KEY: handle_describe_groups,
     v.LIST_GROUPS_KEY: handle_list_groups,
     v.DELETE_GROUPS_KEY: handle_delete_groups,
+    v.OFFSET_DELETE_KEY: handle_offset_delete,
 }
 assert set(HANDLERS) == set(v.API_VERSIONS), "every advertised API has a handler"

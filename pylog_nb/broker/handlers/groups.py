@@ -262,6 +262,21 @@ def _fetch_group(node: BrokerNode, group_id: str, topics) -> dict:
             "topics": _by_topic(listed, shape) if error_code == NONE or wanted else []}
 
 
+def handle_offset_delete(node: BrokerNode, request: Request) -> dict:
+    body = request.body
+    wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    coordinator = node.groups.route(body.group_id)
+    if coordinator is None:
+        return {"error_code": NOT_COORDINATOR, "topics": []}
+    error_code, errors, actions = coordinator.core.delete_offsets(
+        body.group_id, wanted, node.now_ms())
+    node.groups.run(coordinator, actions)
+    if error_code != NONE:
+        return {"error_code": error_code, "topics": []}
+    return {"error_code": NONE, "topics": _by_topic(
+        wanted, lambda t, p: {"partition_index": p, "error_code": errors[(t, p)]})}
+
+
 # == DescribeGroups, ListGroups, DeleteGroups ====================================================
 
 
