@@ -6,8 +6,10 @@ partition (from the rebalance callbacks) and where a group resumes (from committ
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
+from concurrent.futures import Future
 
 import pytest
 from clients import TIMEOUT_S, admin, create_topic, produce
@@ -52,6 +54,7 @@ class Member:
         self.revocations: list[set[int]] = []
         self.values: list[bytes] = []
         self._lock = threading.Lock()
+        self._calls: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         self._thread = threading.Thread(target=self._poll, daemon=True)
@@ -68,8 +71,20 @@ class Member:
             self.revocations.append(revoked)
             self.owned -= revoked
 
+    def call(self, action):
+        """Run ``action(consumer)`` on the polling thread: one thread drives the consumer."""
+        done: Future = Future()
+        self._calls.put((action, done))
+        return done.result(TIMEOUT_S)
+
     def _poll(self) -> None:
         while not self._stop.is_set():
+            while not self._calls.empty():
+                action, done = self._calls.get()
+                try:
+                    done.set_result(action(self.consumer))
+                except Exception as error:  # handed to the caller
+                    done.set_exception(error)
             message = self.consumer.poll(POLL_S)
             if message is not None and message.error() is None:
                 with self._lock:
@@ -261,3 +276,30 @@ def test_offset_delete_removes_only_offsets_of_unsubscribed_topics(cluster, topi
                                  timeout=TIMEOUT_S)
     member.close()
     assert [c.offset for c in committed] == [1, -1001], "only the unsubscribed topic's offset went"
+
+
+def test_cluster_groups_shows_members_assignments_and_offsets(cluster, topic_name):
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, topic_name, partitions=PARTITIONS)
+    group = f"g-{topic_name}"
+    members = [Member(bootstrap, group, topic_name, **{"client.id": f"c{i}"}) for i in range(2)]
+    try:
+        owned = wait_for(lambda: balanced(members), "two members to split six partitions")
+        offsets = [TopicPartition(topic_name, p, 0) for p in owned[0]]
+        members[0].call(lambda consumer: consumer.commit(offsets=offsets, asynchronous=False))
+
+        def described():
+            [row] = [g for g in cluster.groups() if g["group"] == group]
+            return row if row["state"] == "Stable" and row["offsets"] else None
+
+        row = wait_for(described, "the group to be Stable with offsets")
+    finally:
+        for member in members:
+            member.close()
+    assert row["coordinator"] == 1 and row["protocol_type"] == "consumer"
+    assert sorted(m["client_id"] for m in row["members"]) == ["c0", "c1"]
+    assert all(m["client_host"] == "/127.0.0.1" for m in row["members"])
+    assignments = {m["client_id"]: set(m["assignment"][topic_name]) for m in row["members"]}
+    assert assignments == {"c0": owned[0], "c1": owned[1]}
+    assert {(o["topic"], o["partition"], o["offset"]) for o in row["offsets"]} == {
+        (topic_name, p, 0) for p in owned[0]}

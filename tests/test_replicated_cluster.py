@@ -375,3 +375,14 @@ def test_configs_are_decided_by_the_controller(three, topic_name):
         configs = single.describe_configs([described])[described].result(TIMEOUT_S)
         assert configs["retention.ms"].value == "60000"
         assert configs["min.insync.replicas"].value == "2"
+
+
+def test_a_fenced_broker_leaves_metadata_so_cluster_wide_requests_do_not_wait_on_it(three):
+    three.kill(2)
+    client = admin(three.bootstrap_servers)
+    _wait_for(lambda: sorted(client.list_topics(timeout=10).brokers) == [1, 3],
+              "broker 2 to leave the Metadata broker list")
+    assert client.list_consumer_groups().result(TIMEOUT_S).errors == []  # sent to every broker
+    three.restart(2)
+    _wait_for(lambda: sorted(client.list_topics(timeout=10).brokers) == [1, 2, 3],
+              "broker 2 to be listed again once it is back")

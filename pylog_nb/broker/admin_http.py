@@ -10,7 +10,15 @@ leader epoch, segments), so each broker answers:
                            "followers": [{"broker_id", "in_isr", "log_end_offset",
                                           "lag_records", "lag_ms", ...}] (on the leader)}]
     GET /v1/broker       {"broker_id", "host", "port", "cluster_id", "partitions", "live_brokers"}
-    GET /v1/events       [{"kind", "topic", "partition", "now_ms", ...}] replication events
+    GET /v1/events       [{"kind", "now_ms", ...}] replication and consumer-group events
+    GET /v1/groups       [{"group", "coordinator_partition", "state", "generation",
+                           "protocol_type", "protocol", "leader",
+                           "members": [{"member_id", "group_instance_id", "client_id",
+                                        "client_host", "assignment": {topic: [partitions]}}],
+                           "offsets": [{"topic", "partition", "offset", "leader_epoch",
+                                        "metadata", "commit_timestamp_ms"}]}]
+                         the groups this broker coordinates ("assignment" is null unless the
+                         group speaks the consumer protocol)
     POST /v1/faults/isolate, /v1/faults/heal   cut the broker off from its peers and the
                          controller (clients still reach it), or reconnect it
 
@@ -26,6 +34,7 @@ import json
 import logging
 from collections.abc import Callable
 
+from .group.records import assigned_partitions
 from .node import BrokerNode
 
 log = logging.getLogger("pylog.broker")
@@ -89,6 +98,40 @@ def events_view(node: BrokerNode) -> list[dict]:
     return [{"kind": type(e).__name__, **dataclasses.asdict(e)} for e in node.events]
 
 
+def groups_view(node: BrokerNode) -> list[dict]:
+    """The groups this broker coordinates, with members, assignments and committed offsets."""
+    return [
+        _group_row(partition, group)
+        for partition, core in sorted(node.groups.cores.items())
+        for group in sorted(core.groups.values(), key=lambda g: g.group_id)
+    ]
+
+
+def _group_row(partition: int, group) -> dict:
+    consumer = group.protocol_type == "consumer"
+    return {
+        "group": group.group_id,
+        "coordinator_partition": partition,
+        "state": group.state.value,
+        "generation": group.generation,
+        "protocol_type": group.protocol_type,
+        "protocol": group.protocol_name,
+        "leader": group.leader_id,
+        "members": [
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+             "client_id": m.client_id, "client_host": m.client_host,
+             "assignment": assigned_partitions(m.assignment) if consumer else None}
+            for m in group.members.values()
+        ],
+        "offsets": [
+            {"topic": topic, "partition": index, "offset": value.offset,
+             "leader_epoch": value.leader_epoch, "metadata": value.metadata,
+             "commit_timestamp_ms": value.commit_timestamp_ms}
+            for (topic, index), value in sorted(group.offsets.items())
+        ],
+    }
+
+
 def _set_isolated(isolated: bool) -> Callable[[BrokerNode], object]:
     def apply(node: BrokerNode) -> dict:
         node.isolated = isolated
@@ -101,6 +144,7 @@ ROUTES: dict[str, Callable[[BrokerNode], object]] = {
     "/v1/partitions": partitions_view,
     "/v1/broker": broker_view,
     "/v1/events": events_view,
+    "/v1/groups": groups_view,
 }
 FAULT_ROUTES: dict[str, Callable[[BrokerNode], object]] = {
     "/v1/faults/isolate": _set_isolated(True),

@@ -31,6 +31,7 @@ from .replication.actions import (
 from .topics import TopicAdmin
 
 EVENTS_MAX = 1000  # introspection history kept per broker
+FENCED_BROKER_LISTED_MS = 5_000  # a fenced broker stays in Metadata this long (see brokers())
 # The client address of the connection a handler serves ("/127.0.0.1", as Kafka reports it).
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 
@@ -52,6 +53,7 @@ class BrokerNode:
     isolated: bool = False  # fault injection: cut off from peers and controller, not clients
     groups: GroupService = field(init=False)
     _produce_ids: itertools.count = field(default_factory=itertools.count)
+    _fenced_since_ms: dict[int, int] = field(default_factory=dict)  # first reported fenced
 
     @classmethod
     def open(cls, config: BrokerConfig) -> BrokerNode:
@@ -70,11 +72,23 @@ class BrokerNode:
         return self.config.broker_id
 
     def brokers(self) -> list[dict]:
-        """Broker endpoints for Metadata / DescribeCluster: the live cluster, or just us."""
+        """Broker endpoints for Metadata / DescribeCluster: the live cluster, or just us.
+
+        A fenced broker stays listed for ``FENCED_BROKER_LISTED_MS`` after we first report it
+        fenced: librdkafka forgets the partitions a vanished broker led and waits a whole
+        metadata refresh before using their new leaders. Then it goes, as in Kafka, so requests
+        sent to every broker (ListGroups) do not wait on a dead one.
+        """
         endpoints = self.store.image.brokers
         if not endpoints:
             return [self._endpoint(self.broker_id, self.config.host, self.port)]
-        return [self._endpoint(b.broker_id, b.host, b.port) for b in endpoints]
+        now_ms = self.now_ms()
+        fenced = {b.broker_id for b in endpoints if b.fenced}
+        self._fenced_since_ms = {broker_id: self._fenced_since_ms.get(broker_id, now_ms)
+                                 for broker_id in fenced}
+        return [self._endpoint(b.broker_id, b.host, b.port) for b in endpoints
+                if not b.fenced or now_ms - self._fenced_since_ms[b.broker_id]
+                < FENCED_BROKER_LISTED_MS]
 
     def live_broker_ids(self) -> list[int]:
         endpoints = self.store.image.brokers

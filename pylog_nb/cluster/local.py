@@ -267,6 +267,13 @@ class LocalCluster:
         """Per broker, every hosted partition: leader, epoch, ISR, log start, HW, LEO, segments."""
         return {i: _get_json(f"{url}/v1/partitions") for i, url in self.admin_urls().items()}
 
+    def groups(self) -> list[dict]:
+        """Every consumer group, from the broker coordinating it: state, members and what each
+        is assigned, committed offsets (``GET /v1/groups``; "coordinator" names the broker)."""
+        return [{**group, "coordinator": broker_id}
+                for broker_id, url in self.admin_urls().items()
+                for group in _get_json(f"{url}/v1/groups")]
+
     # -- internals -------------------------------------------------------------------------
     def _broker(self, broker_id: int) -> _Broker:
         if broker_id not in self.brokers:

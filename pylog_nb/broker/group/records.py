@@ -304,9 +304,35 @@ def subscribed_topics(metadata: bytes) -> set[str] | None:
     reader = _Reader(metadata)
     try:
         reader.int16()
-        count = reader.int32()
-        if not 0 <= count <= TOPICS_PER_SUBSCRIPTION_MAX:
-            return None
-        return {reader.string() for _ in range(count)}
+        return {reader.string() for _ in range(_count(reader, TOPICS_PER_SUBSCRIPTION_MAX))}
     except (RecordDecodeError, UnicodeDecodeError):
         return None
+
+
+PARTITIONS_PER_ASSIGNMENT_MAX = 1_000_000
+
+
+def assigned_partitions(assignment: bytes) -> dict[str, list[int]] | None:
+    """A ``consumer`` protocol member's assignment as topic -> partitions; None if unparsable.
+
+    ConsumerProtocolAssignment: int16 version, then an int32-counted array of (int16-length
+    topic, int32-counted int32 partitions); user data follows and is not needed.
+    """
+    reader = _Reader(assignment)
+    try:
+        reader.int16()
+        topics: dict[str, list[int]] = {}
+        for _ in range(_count(reader, TOPICS_PER_SUBSCRIPTION_MAX)):
+            topic = reader.string()
+            topics[topic] = [reader.int32() for _ in range(_count(reader,
+                                                                   PARTITIONS_PER_ASSIGNMENT_MAX))]
+        return topics
+    except (RecordDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _count(reader: _Reader, limit: int) -> int:
+    count = reader.int32()
+    if not 0 <= count <= limit:
+        raise RecordDecodeError(f"array of {count} elements")
+    return count
