@@ -237,6 +237,8 @@ class GroupService:
         )
         if waiting is None:
             self._appended(coordinator, action.append_id, result["error_code"])
+        elif waiting.done():  # an ISR of one: committed already, answer without a task
+            self._appended(coordinator, action.append_id, waiting.result())
         else:
             self._spawn(self._await_append(coordinator, action.append_id, waiting))
 
