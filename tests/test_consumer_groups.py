@@ -303,3 +303,25 @@ def test_cluster_groups_shows_members_assignments_and_offsets(cluster, topic_nam
     assert assignments == {"c0": owned[0], "c1": owned[1]}
     assert {(o["topic"], o["partition"], o["offset"]) for o in row["offsets"]} == {
         (topic_name, p, 0) for p in owned[0]}
+
+
+def test_a_static_member_restarting_within_its_session_takes_its_partitions_back(
+    cluster, topic_name
+):
+    """KIP-345: a restart with the same group.instance.id causes no rebalance."""
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, topic_name, partitions=PARTITIONS)
+    group = f"g-{topic_name}"
+    members = [Member(bootstrap, group, topic_name, **{"group.instance.id": f"static-{i}"})
+               for i in range(2)]
+    try:
+        before = wait_for(lambda: balanced(members), "two static members to split the topic")
+        revocations = len(members[1].revocations)
+        members[0].close()  # a static member's close sends no LeaveGroup
+        members[0] = Member(bootstrap, group, topic_name, **{"group.instance.id": "static-0"})
+        after = wait_for(lambda: balanced(members), "the restarted member to be assigned")
+        assert after == before, "the same partitions, to the same instance"
+        assert len(members[1].revocations) == revocations, "the other member was not disturbed"
+    finally:
+        for member in members:
+            member.close()
