@@ -13,6 +13,7 @@ from confluent_kafka.admin import NewTopic
 from pylog_nb import LocalCluster
 
 PARTITIONS = 2
+OFFSETS_PARTITIONS = 10  # the broker default for __consumer_offsets
 WAIT_S = 30
 POLL_S = 0.1
 
@@ -90,6 +91,9 @@ def test_coordinator_killed_offsets_survive_and_the_group_reforms(three, topic_n
     assert described.state == ConsumerGroupState.STABLE
     coordinator = described.coordinator.id
     [member_before] = [m.member_id for m in described.members]
+    offsets_topic = admin(bootstrap).list_topics(timeout=TIMEOUT_S).topics["__consumer_offsets"]
+    assert len(offsets_topic.partitions) == OFFSETS_PARTITIONS
+    assert {len(p.replicas) for p in offsets_topic.partitions.values()} == {3}, "RF min(3, 3)"
 
     three.kill(coordinator)
     assert _committed(three, member, topic_name) == committed, "loaded from __consumer_offsets"
