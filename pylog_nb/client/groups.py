@@ -25,6 +25,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
 
 from ..cluster import LocalCluster
+from .io import client_config
 
 REQUEST_TIMEOUT_S = 10.0  # librdkafka gives up on each admin request after this...
 RESULT_TIMEOUT_S = 15.0  # ...and we wait a little longer, so its own error reports first
@@ -93,7 +94,7 @@ def groups_frame(source: Source, group_id: str | None = None) -> pd.DataFrame:
 
 def _admin(source: Source) -> AdminClient:
     servers = source if isinstance(source, str) else source.bootstrap_servers
-    return AdminClient({"bootstrap.servers": servers})
+    return AdminClient(client_config(servers))
 
 
 def _group_ids(admin: AdminClient, group_id: str | None) -> list[str]:

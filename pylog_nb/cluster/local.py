@@ -91,6 +91,12 @@ class LocalCluster:
         if brokers > 1:
             self.controller = _Broker(0, self.data_dir / "controller", ports.get(0, (0, 0))[0])
 
+    def __repr__(self) -> str:
+        state = "running" if self._started else "stopped"
+        servers = self.bootstrap_servers if self._started else ""
+        return (f"LocalCluster(brokers={len(self.brokers)}, {state}, "
+                f"bootstrap_servers={servers!r}, data_dir={str(self.data_dir)!r})")
+
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> LocalCluster:
         """Start the controller and every broker; wait until all serve a full cluster view.
@@ -145,6 +151,7 @@ class LocalCluster:
             self._parent_w = self._parent_r = -1
         if self._temporary:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+        self._started = False
 
     def __enter__(self) -> LocalCluster:
         return self.start()

@@ -1,0 +1,254 @@
+"""Produce, consume and manage topics as plain functions (the magics call these).
+
+Both work against any Kafka-compatible cluster given its bootstrap servers, and both fail with
+one readable ``LogClientError`` line instead of a client library's exception. Reading without a
+group assigns the partitions directly and stops at the high watermark each partition had when
+the call began, so a call always ends; reading with a group subscribes and commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+
+import pandas as pd
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+PRODUCE_TIMEOUT_S = 30.0
+METADATA_TIMEOUT_S = 10.0
+CONSUME_TIMEOUT_S = 10.0  # give up waiting for records after this long without one
+POLL_S = 0.2
+RECORDS_PER_CALL_MAX = 1_000_000  # a notebook cell is not a bulk loader
+PRODUCED_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value"]
+CONSUMED_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
+ACKS = ("0", "1", "all", "-1")
+
+Record = tuple[bytes | str | None, bytes | str | None]  # (key, value)
+# librdkafka's own log lines (a refused connection to a killed broker...) go to Python logging,
+# not into the notebook's output: failures reach the user as LogClientError.
+CLIENT_LOG = logging.getLogger("pylog.client")
+CLIENT_LOG.addHandler(logging.NullHandler())  # silent unless the application configures logging
+
+
+def client_config(bootstrap: str, **settings) -> dict:
+    """Settings every client of this package uses."""
+    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG, **settings}
+
+
+class LogClientError(Exception):
+    """A produce or consume that failed; the message is one line for the notebook."""
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[Record], *, acks: str = "all",
+            partition: int | None = None, compression: str = "none") -> pd.DataFrame:
+    """Send ``records`` and wait for every acknowledgement; one row per record, in order."""
+    if str(acks) not in ACKS:
+        raise LogClientError(f"acks must be one of {', '.join(ACKS)}, not {acks!r}")
+    records = list(records)
+    _check_count(len(records))
+    producer = Producer(client_config(bootstrap, **{
+        "acks": str(acks), "compression.type": compression, "linger.ms": 5,
+        "message.timeout.ms": int(PRODUCE_TIMEOUT_S * 1000)}))
+    results: list = [None] * len(records)
+    for index, (key, value) in enumerate(records):
+        _send(producer, topic, index, key, value, partition, results)
+    if producer.flush(PRODUCE_TIMEOUT_S) > 0:
+        raise LogClientError(f"{topic}: not every record was acknowledged in {PRODUCE_TIMEOUT_S} s")
+    failed = [r for r in results if isinstance(r, Exception)]
+    if failed:
+        raise LogClientError(f"{topic}: {len(failed)} of {len(records)} records failed: "
+                             f"{failed[0]}")
+    return pd.DataFrame([_produced_row(m) for m in results], columns=PRODUCED_COLUMNS)
+
+
+def _send(producer: Producer, topic: str, index: int, key, value, partition: int | None,
+          results: list) -> None:
+    def on_delivery(error, message) -> None:
+        results[index] = LogClientError(error.str()) if error is not None else message
+
+    try:
+        producer.produce(topic, value=value, key=key, on_delivery=on_delivery,
+                         **({} if partition is None else {"partition": partition}))
+    except (KafkaException, BufferError, TypeError) as error:
+        raise LogClientError(f"{topic}: cannot send record {index}: {error}") from None
+    producer.poll(0)
+
+
+def _produced_row(message) -> dict:
+    return {"topic": message.topic(), "partition": message.partition(),
+            "offset": message.offset(), "timestamp": _timestamp(message),
+            "key": _text(message.key()), "value": _text(message.value())}
+
+
+def consume(bootstrap: str, topic: str, *, count: int | None = None,
+            start: str | int = "earliest", partitions: Sequence[int] | None = None,
+            group: str | None = None, timeout_s: float = CONSUME_TIMEOUT_S) -> pd.DataFrame:
+    """Read records of ``topic``: ``count`` of them, or every one up to the HW at the call.
+
+    ``start`` is "earliest", "latest" or an offset. With ``group`` the consumer subscribes, the
+    group's committed offsets win over ``start``, and what was read is committed. Reading from
+    "latest" with a ``count`` waits (up to ``timeout_s`` between records) for new ones.
+    """
+    if count is not None:
+        _check_count(count)
+    if start not in ("earliest", "latest") and not (isinstance(start, int) and start >= 0):
+        raise LogClientError(f"start must be earliest, latest or an offset >= 0, not {start!r}")
+    consumer = _consumer(bootstrap, group, start)
+    try:
+        if group is None:
+            _assign(consumer, topic, partitions, start)
+        else:
+            consumer.subscribe([topic])
+        stop_at_end = not (start == "latest" and count is not None)
+        reading = _Reading(consumer, topic, start, group is not None)
+        messages = reading.run(count, timeout_s, stop_at_end)
+        if group is not None and messages:
+            consumer.commit(asynchronous=False)
+    except KafkaException as error:
+        raise LogClientError(f"{topic}: {error.args[0].str()}") from None
+    finally:
+        consumer.close()
+    return pd.DataFrame([_consumed_row(m) for m in messages], columns=CONSUMED_COLUMNS)
+
+
+def _consumer(bootstrap: str, group: str | None, start: str | int) -> Consumer:
+    reset = start if start in ("earliest", "latest") else "earliest"
+    return Consumer(client_config(bootstrap, **{
+        "group.id": group or "pylog-nb-reader", "enable.auto.commit": False,
+        "auto.offset.reset": reset, "fetch.wait.max.ms": 100}))
+
+
+def _assign(consumer: Consumer, topic: str, partitions: Sequence[int] | None,
+            start: str | int) -> None:
+    metadata = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        known = metadata is not None and metadata.error is not None
+        raise LogClientError(f"{topic}: {metadata.error.str() if known else 'no such topic'}")
+    chosen = sorted(metadata.partitions) if partitions is None else list(partitions)
+    unknown = [p for p in chosen if p not in metadata.partitions]
+    if unknown:
+        raise LogClientError(f"{topic} has no partition {unknown[0]} "
+                             f"(it has {len(metadata.partitions)})")
+    offset = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}.get(start, start)
+    consumer.assign([TopicPartition(topic, index, offset) for index in chosen])
+
+
+class _Reading:
+    """Poll until enough records, or until every assigned partition reached its end."""
+
+    def __init__(self, consumer: Consumer, topic: str, start: str | int, grouped: bool) -> None:
+        self.consumer = consumer
+        self.topic = topic
+        self.start = start
+        self.grouped = grouped
+        self.ends: dict[int, int] = {}  # partition -> HW when first assigned
+        self.next_offsets: dict[int, int] = {}  # partition -> next offset to read
+
+    def run(self, count: int | None, timeout_s: float, stop_at_end: bool) -> list:
+        messages: list = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and (count is None or len(messages) < count):
+            if stop_at_end and self._at_end():
+                break
+            message = self.consumer.poll(POLL_S)
+            if message is None or message.error() is not None:
+                continue
+            messages.append(message)
+            self.next_offsets[message.partition()] = message.offset() + 1
+            deadline = time.monotonic() + timeout_s
+        return messages
+
+    def _at_end(self) -> bool:
+        assigned = [tp.partition for tp in self.consumer.assignment()]
+        self._learn([p for p in assigned if p not in self.ends])
+        return bool(assigned) and all(self.next_offsets[p] >= self.ends[p] for p in assigned)
+
+    def _learn(self, partitions: list[int]) -> None:
+        """Where each newly assigned partition starts and ends (its HW now)."""
+        committed = {}
+        if self.grouped and partitions:
+            wanted = [TopicPartition(self.topic, p) for p in partitions]
+            committed = {tp.partition: tp.offset
+                         for tp in self.consumer.committed(wanted, timeout=METADATA_TIMEOUT_S)}
+        for index in partitions:
+            low, high = self.consumer.get_watermark_offsets(
+                TopicPartition(self.topic, index), timeout=METADATA_TIMEOUT_S)
+            self.ends[index] = high
+            first = {"earliest": low, "latest": high}.get(self.start, self.start)
+            self.next_offsets.setdefault(
+                index, committed[index] if committed.get(index, -1) >= 0 else first)
+
+
+def _consumed_row(message) -> dict:
+    return {"topic": message.topic(), "partition": message.partition(),
+            "offset": message.offset(), "timestamp": _timestamp(message),
+            "key": _text(message.key()), "value": _text(message.value()),
+            "headers": [(k, _text(v)) for k, v in message.headers() or []]}
+
+
+def _timestamp(message) -> pd.Timestamp:
+    _kind, timestamp_ms = message.timestamp()
+    return pd.Timestamp(timestamp_ms, unit="ms") if timestamp_ms >= 0 else pd.NaT
+
+
+def _text(data: bytes | None) -> str | bytes | None:
+    """UTF-8 text as str (what a notebook wants to see), anything else as bytes."""
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+def _check_count(count: int) -> None:
+    if not 0 <= count <= RECORDS_PER_CALL_MAX:
+        raise LogClientError(f"record count must be between 0 and {RECORDS_PER_CALL_MAX}")
+
+
+# == topics =====================================================================================
+
+ADMIN_TIMEOUT_S = 30.0
+TOPIC_COLUMNS = ["topic", "partitions", "replication_factor", "internal"]
+
+
+def create_topic(bootstrap: str, name: str, *, partitions: int = 1, replication_factor: int = 1,
+                 configs: dict[str, str] | None = None) -> None:
+    """CreateTopics; the broker's refusal (bad name, too few brokers, bad config) is the error."""
+    admin = AdminClient(client_config(bootstrap))
+    futures = admin.create_topics([NewTopic(name, partitions, replication_factor,
+                                            config=configs or {})])
+    _admin_result(futures[name], name)
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient(client_config(bootstrap))
+    _admin_result(admin.delete_topics([name])[name], name)
+
+
+def topics_frame(bootstrap: str) -> pd.DataFrame:
+    """Every topic with its partition count and replication factor."""
+    admin = AdminClient(client_config(bootstrap))
+    metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
+    rows = [{"topic": name, "partitions": len(topic.partitions),
+             "replication_factor": max((len(p.replicas) for p in topic.partitions.values()),
+                                       default=0),
+             "internal": name.startswith("__")}
+            for name, topic in sorted(metadata.topics.items())]
+    return pd.DataFrame(rows, columns=TOPIC_COLUMNS)
+
+
+def _admin_result(future, name: str) -> None:
+    try:
+        future.result(ADMIN_TIMEOUT_S)
+    except KafkaException as error:
+        raise LogClientError(f"{name}: {error.args[0].str()}") from None
