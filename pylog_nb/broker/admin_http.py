@@ -9,7 +9,8 @@ leader epoch, segments), so each broker answers:
                            "role": "leader" | "follower" | "offline", "proposed_isr",
                            "followers": [{"broker_id", "in_isr", "log_end_offset",
                                           "lag_records", "lag_ms", ...}] (on the leader)}]
-    GET /v1/broker       {"broker_id", "host", "port", "cluster_id", "partitions", "live_brokers"}
+    GET /v1/broker       {"broker_id", "host", "port", "cluster_id", "partitions", "live_brokers",
+                          "isolated"}
     GET /v1/events       [{"kind", "now_ms", ...}] replication and consumer-group events
     GET /v1/groups       [{"group", "coordinator_partition", "state", "generation",
                            "protocol_type", "protocol", "leader",
@@ -90,6 +91,7 @@ def broker_view(node: BrokerNode) -> dict:
         "cluster_id": node.store.image.cluster_id,
         "partitions": len(node.replicas.partitions),
         "live_brokers": node.live_broker_ids(),
+        "isolated": node.isolated,
     }
 
 

@@ -270,6 +270,19 @@ class LocalCluster:
         return {i: f"http://{self.host}:{b.admin_port}" for i, b in self.brokers.items()
                 if b.answering}
 
+    def broker_states(self) -> dict[int, str]:
+        """Each broker's state as a fault-injecting user sees it: up, paused, isolated or down."""
+        states = {}
+        for broker_id, broker in sorted(self.brokers.items()):
+            if not broker.running:
+                states[broker_id] = "down"
+            elif broker.paused:
+                states[broker_id] = "paused"
+            else:
+                view = _get_json(f"http://{self.host}:{broker.admin_port}/v1/broker")
+                states[broker_id] = "isolated" if view.get("isolated") else "up"
+        return states
+
     def describe(self) -> dict[int, list[dict]]:
         """Per broker, every hosted partition: leader, epoch, ISR, log start, HW, LEO, segments."""
         return {i: _get_json(f"{url}/v1/partitions") for i, url in self.admin_urls().items()}

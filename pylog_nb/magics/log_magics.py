@@ -126,6 +126,17 @@ class LogMagics(Magics):
         """The LocalCluster (whose LEOs the group views can show), else the bootstrap string."""
         return self.cluster if self.cluster is not None else self._target()
 
+    @line_magic
+    @magic_arguments()
+    @argument("--refresh", type=float, default=1.0, help="seconds between snapshots")
+    @_one_line_errors
+    def log_watch(self, line: str):
+        """A live view of the local cluster: brokers, partitions, groups, events, fault buttons."""
+        from ..widgets import ClusterView  # ipywidgets only when a view is asked for
+
+        args = parse_argstring(self.log_watch, line)
+        return ClusterView(self._local(), refresh_s=args.refresh)
+
     # -- %log_topic ----------------------------------------------------------------------------
 
     @line_magic
