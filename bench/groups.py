@@ -64,7 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench as base  # noqa: E402  (bench/ is not a package)
@@ -437,6 +438,55 @@ def markdown_table(results: dict[str, GroupResult]) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- failover
+
+FAILOVER_BROKERS = 3
+FAILOVER_TIMEOUT_S = 30.0
+
+
+def measure_coordinator_failover(repeats: int) -> list[float]:
+    """Ours only (Tansu runs as one broker): SIGKILL the group's coordinator, then time until a
+    synchronous commit is acknowledged by its successor, which must first load the group."""
+    local_cluster = base.import_local_cluster()
+    samples = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="pylog-bench-failover-") as data_dir, \
+                local_cluster(brokers=FAILOVER_BROKERS, data_dir=data_dir,
+                              broker_args=OUR_BROKER_ARGS) as cluster:
+            samples.append(_one_failover(cluster))
+    return samples
+
+
+def _one_failover(cluster) -> float:
+    bootstrap = cluster.bootstrap_servers
+    topic = base.create_topic(bootstrap, partitions=1, replication_factor=FAILOVER_BROKERS)
+    produce(bootstrap, topic, 10)
+    group = new_group("failover")
+    consumer = make_consumer(bootstrap, group, topic)
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    while not consumer.assignment():
+        raise_message_error(consumer.poll(POLL_TIMEOUT_S))
+        if time.monotonic() > deadline:
+            raise TimeoutError("no assignment before the failover")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(CALL_TIMEOUT_S)
+    cluster.kill(described.coordinator.id)
+    started = time.monotonic()
+    deadline = started + FAILOVER_TIMEOUT_S
+    while True:
+        try:
+            consumer.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+            break
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            consumer.poll(0.01)
+    elapsed_ms = (time.monotonic() - started) * 1000
+    consumer.close()
+    return elapsed_ms
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
@@ -444,6 +494,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--commits", type=int, default=DEFAULT_COMMITS,
                         help="synchronous commits, then as many committed() calls")  # fmt: skip
     parser.add_argument("--only", choices=base.TARGETS, help="benchmark a single broker")
+    parser.add_argument("--skip-failover", action="store_true",
+                        help="skip ours' 3-broker coordinator failover runs")  # fmt: skip
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.commits < 1:
         parser.error("--repeats and --commits must be at least 1")
@@ -462,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
     info = base.machine_info()
     t0 = time.monotonic()
     results = {target: run_target(target, args) for target in targets}
+    failover_ms = []
+    if "ours" in targets and not args.skip_failover:
+        failover_ms = measure_coordinator_failover(args.repeats)
 
     print()
     print("Machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
@@ -474,6 +529,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{TANSU_PAUSE_NOTE}")  # fmt: skip
     print()
     print(markdown_table(results))
+    if failover_ms:
+        print(f"\nours, {FAILOVER_BROKERS} brokers, RF {FAILOVER_BROKERS}: coordinator SIGKILL -> "
+              f"next sync commit acknowledged: median {statistics.median(failover_ms):,.0f} ms, "
+              f"max {max(failover_ms):,.0f} ms over {len(failover_ms)} kills "
+              f"(broker session timeout 2.5 s)")  # fmt: skip
     for target, result in results.items():
         for metric in (METRIC_JOIN, METRIC_REBALANCE):
             if metric in result.samples:
