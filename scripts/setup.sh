@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRAS="${1:-test,bench,notebook}"
-SYSTEM_PACKAGES=(kcat)
+SYSTEM_PACKAGES=(kcat chromium)
 
 missing=()
 for pkg in "${SYSTEM_PACKAGES[@]}"; do
