@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -58,3 +60,20 @@ def consume_all(bootstrap: str, topic: str, count: int, partition: int = 0,
     finally:
         consumer.close()
     return messages
+
+
+WAIT_S = 30
+WAIT_POLL_S = 0.1
+NO_GROUP_DELAY = ("--group-initial-rebalance-delay-ms", "0")  # groups form at once in tests
+
+
+def wait_for(condition, what: str, timeout_s: float = WAIT_S, poll_s: float = WAIT_POLL_S):
+    """Poll ``condition`` until it returns something truthy; return that, or fail naming
+    ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")

@@ -237,22 +237,31 @@ def pane(view, heading: str | None):
     return title.locator("xpath=following-sibling::*[1]")
 
 
+def shows(view, part, text: str, whole: bool = False) -> None:
+    """Wait until ``part`` of the view shows ``text`` (all of its text if ``whole``); a timeout
+    reports everything the view showed."""
+    check = expect(part).to_have_text if whole else expect(part).to_contain_text
+    try:
+        check(text, timeout=WAIT_MS)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\nthe whole view:\n{view.inner_text()}") from error
+
+
 def test_untrusted_group_id_stays_text(page, view):
-    groups = pane(view, "Consumer groups")
-    expect(groups).to_contain_text(HOSTILE_GROUP, timeout=WAIT_MS)
+    shows(view, pane(view, "Consumer groups"), HOSTILE_GROUP)
     expect(view.locator("img")).to_have_count(0)
     assert page.evaluate("typeof window.__pwned") == "undefined"
 
 
 def test_view_shows_the_cluster_and_its_buttons_act(page, view):
     brokers, status = pane(view, None), view.locator(":scope > .widget-html").nth(1)
-    expect(brokers).to_have_text("broker 1 up", timeout=WAIT_MS)
-    expect(pane(view, "Partitions")).to_contain_text(f"{TOPIC}-0", timeout=WAIT_MS)
+    shows(view, brokers, "broker 1 up", whole=True)
+    shows(view, pane(view, "Partitions"), f"{TOPIC}-0")
     view.get_by_role("button", name="kill").click()
-    expect(brokers).to_have_text("broker 1 down", timeout=WAIT_MS)
-    expect(status).to_have_text("kill broker 1: done", timeout=WAIT_MS)
+    shows(view, brokers, "broker 1 down", whole=True)
+    shows(view, status, "kill broker 1: done", whole=True)
     view.get_by_role("button", name="restart").click()
-    expect(brokers).to_have_text("broker 1 up", timeout=WAIT_MS)
-    expect(status).to_have_text("restart broker 1: done", timeout=WAIT_MS)
-    expect(pane(view, "Partitions")).to_contain_text(f"{TOPIC}-0", timeout=WAIT_MS)
+    shows(view, brokers, "broker 1 up", whole=True)
+    shows(view, status, "restart broker 1: done", whole=True)
+    shows(view, pane(view, "Partitions"), f"{TOPIC}-0")
     assert page.evaluate("typeof window.__pwned") == "undefined"

@@ -12,7 +12,7 @@ import time
 from concurrent.futures import Future
 
 import pytest
-from clients import TIMEOUT_S, admin, create_topic, produce
+from clients import NO_GROUP_DELAY, TIMEOUT_S, admin, create_topic, produce, wait_for
 from confluent_kafka import Consumer, TopicPartition
 
 from pylog_nb import LocalCluster
@@ -25,18 +25,8 @@ POLL_S = 0.1
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("groups"),
-                      broker_args=("--group-initial-rebalance-delay-ms", "0")) as running:
+                      broker_args=NO_GROUP_DELAY) as running:
         yield running
-
-
-def wait_for(condition, what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(POLL_S)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 class Member:
@@ -219,7 +209,7 @@ RETENTION_MS = 1_000
 def forgetful(tmp_path_factory):
     """A broker that expires the offsets of empty groups after a second."""
     with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("forgetful"), broker_args=(
-            "--group-initial-rebalance-delay-ms", "0", "--offsets-retention-ms",
+            *NO_GROUP_DELAY, "--offsets-retention-ms",
             str(RETENTION_MS), "--offsets-retention-check-interval-ms", "200")) as running:
         yield running
 

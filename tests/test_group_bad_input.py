@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from clients import create_topic
+from clients import NO_GROUP_DELAY, create_topic
 from wire import call, connect
 
 from pylog_nb import LocalCluster
@@ -26,7 +26,7 @@ WAIT_S = 30
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("bad-groups"),
-                      broker_args=("--group-initial-rebalance-delay-ms", "0")) as running:
+                      broker_args=NO_GROUP_DELAY) as running:
         yield running
 
 

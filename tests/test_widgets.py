@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from clients import TIMEOUT_S, admin
+from clients import NO_GROUP_DELAY, TIMEOUT_S, admin, wait_for
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
@@ -16,14 +16,13 @@ from pylog_nb.widgets import ClusterView, take_snapshot
 from pylog_nb.widgets.render import render_events, render_groups
 
 REFRESH_S = 0.2
-WAIT_S = 30
 HOSTILE = '<img src=x onerror="alert(1)">'
 
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory):
-    with LocalCluster(brokers=3, data_dir=tmp_path_factory.mktemp("view"), broker_args=(
-            "--group-initial-rebalance-delay-ms", "0")) as cluster:
+    with LocalCluster(brokers=3, data_dir=tmp_path_factory.mktemp("view"),
+                      broker_args=NO_GROUP_DELAY) as cluster:
         yield cluster
 
 
@@ -32,15 +31,6 @@ def view(three):
     shown = ClusterView(three, refresh_s=REFRESH_S)
     yield shown
     shown.close()
-
-
-def wait_for(condition, what: str):
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(REFRESH_S / 2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _create(cluster, topic: str) -> None:
