@@ -48,6 +48,10 @@ class ClusterView(widgets.VBox):
             widgets.HTML("<b>Latest events</b>"), self.panes["events"],
         ])
         self._stop = threading.Event()
+        # One thing at a time: a refresh must not be mid-request when a button kills a broker,
+        # and the two must not update the panes in an order the browser could see reversed.
+        self._lock = threading.Lock()
+        self._unreadable = False  # the status line shows a read failure
         self.refresh()
         self._thread = threading.Thread(target=self._run, name="pylog-cluster-view", daemon=True)
         self._thread.start()
@@ -56,13 +60,17 @@ class ClusterView(widgets.VBox):
 
     def refresh(self) -> None:
         """Take a snapshot now; the panes follow if anything changed."""
-        try:
-            snapshot = take_snapshot(self.cluster)
-        except (OSError, ClusterError, KeyError) as error:
-            self._say(f"cannot read the cluster: {error}")
-            return
-        if snapshot != self.snapshot:
-            self.snapshot = snapshot
+        with self._lock:
+            try:
+                snapshot = take_snapshot(self.cluster)
+            except (OSError, ClusterError, KeyError) as error:
+                self._say(f"cannot read the cluster: {error}")
+                self._unreadable = True
+                return
+            if self._unreadable:  # readable again: the failure no longer applies
+                self._say("")
+            if snapshot != self.snapshot:
+                self.snapshot = snapshot
 
     @traitlets.observe("snapshot")
     def _render(self, change) -> None:
@@ -83,16 +91,18 @@ class ClusterView(widgets.VBox):
         """Apply ``action`` (kill, restart, ...) to the chosen broker, then refresh."""
         assert action in ACTIONS, action
         broker_id = self.broker.value
-        try:
-            getattr(self.cluster, action)(broker_id)
-        except (ClusterError, OSError) as error:
-            self._say(f"{action} broker {broker_id} failed: {error}")
-            return
-        self._say(f"{action} broker {broker_id}: done")
+        with self._lock:
+            try:
+                getattr(self.cluster, action)(broker_id)
+            except (ClusterError, OSError) as error:
+                self._say(f"{action} broker {broker_id} failed: {error}")
+                return
+            self._say(f"{action} broker {broker_id}: done")
         self.refresh()
 
     def _say(self, text: str) -> None:
-        self.status.value = f"<i>{escape(text)}</i>"
+        self._unreadable = False
+        self.status.value = f"<i>{escape(text)}</i>" if text else ""
 
     def close(self) -> None:
         """Stop refreshing and remove the widget."""
