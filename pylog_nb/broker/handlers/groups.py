@@ -9,6 +9,7 @@ responses; the answers themselves are the same dicts for every version.
 
 from __future__ import annotations
 
+from ..errors import INVALID_REQUEST
 from ..group.coordinator import PROTOCOLS_PER_MEMBER_MAX
 from ..group.errors import (
     GROUP_ID_NOT_FOUND,
@@ -24,7 +25,6 @@ from ..protocol.codec import Request, duration_ms
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 KEY_TYPE_GROUP = 0
-INVALID_REQUEST = 42
 GROUP_TYPE_CLASSIC = "classic"  # ListGroups v5 group_type; KIP-848 groups are "consumer"
 
 
