@@ -5,6 +5,10 @@ Every scenario runs real processes and the confluent-kafka client; faults are re
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -13,6 +17,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from pylog_nb import LocalCluster
+from pylog_nb.cluster import local
 
 LAG_MS = 2000  # replica.lag.time.max.ms for these tests: ISR changes within seconds
 WAIT_S = 30
@@ -241,8 +246,6 @@ def _events(cluster, broker_id: int) -> list[dict]:
 
 
 def test_second_broker_on_a_held_data_dir_refuses_to_start(three):
-    import subprocess
-    import sys
     held = three.brokers[1].data_dir
     done = subprocess.run(
         [sys.executable, "-m", "pylog_nb.broker", "--broker-id", "1", "--data-dir", str(held)],
@@ -265,10 +268,6 @@ def test_replication_factor_above_live_brokers_is_refused(three, topic_name):
 
 
 def test_no_orphans_when_the_supervisor_is_sigkilled(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
     script = ("import sys, time\nfrom pylog_nb import LocalCluster\n"
               f"c = LocalCluster(brokers=3, data_dir={str(tmp_path)!r}).start()\n"
               "print(' '.join(str(p.process.pid) for p in [c.controller, *c.brokers.values()]),"
@@ -304,6 +303,22 @@ def test_starting_a_running_cluster_again_attaches_to_it(three, topic_name):
     again.kill(leader)  # the attached handle controls the same processes
     assert not three.is_running(leader)
     three.restart(leader)
+
+
+def test_an_attached_kill_returns_only_once_the_owner_can_reap_the_process():
+    """A big process drops its cmdline long before it becomes a zombie: the attached handle must
+    wait for the zombie, or the owner still sees it running (a CI failure of the test above)."""
+    hold_bytes = 200_000_000  # slow enough teardown to open the window every time
+    for _ in range(5):
+        owner = subprocess.Popen([sys.executable, "-c", (
+            f"import time; b = bytearray({hold_bytes}); print('held', flush=True); "
+            "time.sleep(60)"), "pylog_nb.broker"], stdout=subprocess.PIPE)
+        assert owner.stdout.readline() == b"held\n"
+        attached = local._AttachedProcess(owner.pid)
+        attached.kill()
+        attached.wait(WAIT_S)
+        assert owner.poll() == -signal.SIGKILL
+        owner.stdout.close()
 
 
 def test_idempotent_producer_rides_through_failover_without_duplicates(three, topic_name):

@@ -415,6 +415,27 @@ def _is_pylog_process(pid: int | None) -> bool:
         return False
 
 
+def _is_alive_pylog_process(pid: int) -> bool:
+    """True until the process is a zombie or gone. An exiting process drops its cmdline before
+    it becomes a zombie, so an empty cmdline alone does not mean its parent can reap it yet."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state in (b"Z", b"X", b"x"):
+        return False
+    return _is_pylog_process(pid) or _cmdline_is_empty(pid)
+
+
+def _cmdline_is_empty(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read() == b""
+    except OSError:
+        return False
+
+
 class _AttachedProcess:
     """A broker or controller started by another LocalCluster: signalled by pid, not reaped."""
 
@@ -424,7 +445,7 @@ class _AttachedProcess:
         self.pid = pid
 
     def poll(self) -> int | None:
-        return None if _is_pylog_process(self.pid) else 0
+        return None if _is_alive_pylog_process(self.pid) else 0
 
     def send_signal(self, sig: int) -> None:
         try:
