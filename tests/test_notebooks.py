@@ -10,6 +10,7 @@ from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 CELL_TIMEOUT_S = 120
+NOISE = ("rdkafka", "log4j", "WARN ", "Warning:")  # librdkafka's and the JVM's logs, warnings
 
 
 def test_there_are_tutorial_notebooks():
@@ -25,8 +26,8 @@ def test_notebook_runs_clean(path, tmp_path):
     errors = [o for c in notebook.cells if c.cell_type == "code" and not _shows_an_error(c)
               for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
-    noise = [t for t in _texts(notebook) if "rdkafka" in t]
-    assert not noise, f"librdkafka's log lines reached the notebook: {noise[:3]}"
+    noise = [t for t in _texts(notebook) if any(n in t for n in NOISE)]
+    assert not noise, f"a library's log lines reached the notebook: {noise[:3]}"
     for cell in filter(_shows_an_error, notebook.cells):  # one readable line, no traceback
         shown = [o.get("text", "") for o in cell.outputs]
         assert len(shown) == 1 and shown[0].startswith("UsageError: "), shown

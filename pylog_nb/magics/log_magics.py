@@ -219,6 +219,58 @@ class LogMagics(Magics):
         return groups_frame(self._source())
 
 
+    # -- %log_spark -----------------------------------------------------------------------------
+
+    @line_magic
+    @magic_arguments()
+    @argument("topic")
+    @argument("--from", dest="starting", default="earliest",
+              help="earliest (default), or PARTITION:OFFSET,... (others from the earliest)")
+    @argument("--to", dest="ending", default="latest",
+              help="latest (default), or PARTITION:OFFSET,... (others to the latest)")
+    @argument("--headers", action="store_true", help="add the headers column")
+    @argument("--bytes", action="store_true", help="keep key and value binary, not text")
+    @argument("-o", "--option", action="append", default=[],
+              help="any option of the pylog source, KEY=VALUE, repeatable")
+    @_one_line_errors
+    def log_spark(self, line: str):
+        """A topic as a Spark DataFrame (``df = %log_spark orders``), on a local SparkSession."""
+        args = parse_argstring(self.log_spark, line)
+        from ..spark import to_spark
+        try:
+            return to_spark(self._target(), args.topic, starting=_partition_offsets(args.starting),
+                            ending=_partition_offsets(args.ending), text=not args.bytes,
+                            include_headers=args.headers, **_configs(args.option))
+        except Exception as error:  # a JVM-side failure: keep the line that names the cause
+            if type(error).__module__.startswith("pyspark"):
+                raise UsageError(_spark_cause(str(error))) from None
+            raise
+
+
+def _spark_cause(text: str) -> str:
+    """The readable line of a Spark error: our source's own message when there is one."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    ours = [line for line in lines if "SparkSourceError:" in line]
+    chosen = ours[-1].split("SparkSourceError:", 1)[1] if ours else (lines or ["Spark failed"])[0]
+    return chosen.strip()
+
+
+def _partition_offsets(text: str) -> str | dict[int, int]:
+    """earliest / latest as they are; "0:42,1:-2" as {0: 42, 1: -2}."""
+    if text in ("earliest", "latest"):
+        return text
+    offsets = {}
+    for pair in text.split(","):
+        partition, found, offset = pair.partition(":")
+        try:
+            offsets[int(partition)] = int(offset)
+        except ValueError:
+            found = ""
+        if not found:
+            raise UsageError(f"{pair!r} is not PARTITION:OFFSET (e.g. 0:42,1:-2)")
+    return offsets
+
+
 def _configs(pairs: list[str]) -> dict[str, str]:
     configs = {}
     for pair in pairs:

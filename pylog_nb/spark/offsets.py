@@ -1,0 +1,123 @@
+"""The driver's questions to the cluster: which partitions, and which offsets.
+
+One ``AdminClient`` answers them with batched ListOffsets requests (earliest, latest, by time),
+so planning a read of N partitions costs a few round trips, not N. It speaks to any Kafka, not
+only to this project's brokers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from ..client.io import client_config
+from .options import Bound, SparkSourceError, TopicSpec
+from .planning import TopicPartition, Watermarks
+
+METADATA_TIMEOUT_S = 30.0  # for one question, retries included
+ATTEMPT_TIMEOUT_S = 2.0  # one ListOffsets round; a leader election takes about 3 s here
+RETRY_BACKOFF_S = 0.5
+NO_OFFSET = -1  # ListOffsets by time: no record at or after the timestamp
+RETRIABLE = (KafkaError._TIMED_OUT, KafkaError.LEADER_NOT_AVAILABLE,
+             KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.OFFSET_NOT_AVAILABLE)
+
+
+class ClusterOffsets:
+    """Partition lists and offsets, asked of the cluster named by the client settings."""
+
+    def __init__(self, client: Mapping[str, str]) -> None:
+        self._settings = dict(client)
+        self._admin = self._new_admin()
+
+    def _new_admin(self) -> AdminClient:
+        settings = dict(self._settings)
+        settings.pop("isolation.level", None)  # a consumer setting
+        return AdminClient(client_config(settings.pop("bootstrap.servers"), **settings))
+
+    def partitions(self, spec: TopicSpec, *, missing_ok: bool) -> list[TopicPartition]:
+        """The partitions ``spec`` names that exist now; internal topics never match a pattern."""
+        topics = self._topics()
+        if spec.kind == "assign":
+            for topic, partition in spec.assigned:
+                if partition >= topics.get(topic, 0) and not missing_ok:
+                    raise SparkSourceError(f"assign names {topic}-{partition}, which does not "
+                                           "exist")
+            return [tp for tp in spec.assigned if tp[1] < topics.get(tp[0], 0)]
+        if spec.kind == "subscribe" and not missing_ok:
+            missing = [t for t in spec.topics if t not in topics]
+            if missing:
+                raise SparkSourceError(f"topic {missing[0]} does not exist")
+        chosen = [t for t in topics if spec.matches(t) and not t.startswith("__")]
+        return [(t, p) for t in sorted(chosen) for p in range(topics[t])]
+
+    def watermarks(self, tps: Iterable[TopicPartition]) -> Watermarks:
+        tps = list(tps)
+        return Watermarks(low=self._list(tps, OffsetSpec.earliest()),
+                          high=self._list(tps, OffsetSpec.latest()))
+
+    def by_time(self, bound: Bound, tps: Iterable[TopicPartition]) -> dict[TopicPartition,
+                                                                           int | None]:
+        """For a timestamp bound, each partition's first offset at or after its timestamp
+        (None when every record is older); empty for other bounds."""
+        if bound.kind != "timestamp":
+            return {}
+        wanted = {tp: bound.timestamp_ms if bound.timestamp_ms is not None
+                  else bound.timestamps_ms.get(tp) for tp in tps}
+        unnamed = [tp for tp, ts in wanted.items() if ts is None]
+        if unnamed:
+            raise SparkSourceError(f"the timestamps name no time for {unnamed[0][0]}-"
+                                   f"{unnamed[0][1]}: give every partition")
+        offsets: dict[TopicPartition, int | None] = {}
+        for timestamp_ms in set(wanted.values()):
+            same = [tp for tp, ts in wanted.items() if ts == timestamp_ms]
+            found = self._list(same, OffsetSpec.for_timestamp(timestamp_ms), by_time=True)
+            offsets.update({tp: (o if o >= 0 else None) for tp, o in found.items()})
+        return offsets
+
+    def _topics(self) -> dict[str, int]:
+        try:
+            metadata = self._admin.list_topics(timeout=METADATA_TIMEOUT_S)
+        except KafkaException as error:
+            raise SparkSourceError(f"cannot read the cluster's topics: "
+                                   f"{error.args[0].str()}") from None
+        return {name: len(t.partitions) for name, t in metadata.topics.items()
+                if t.error is None}
+
+    def _list(self, tps: list[TopicPartition], spec: OffsetSpec, *,
+              by_time: bool = False) -> dict[TopicPartition, int]:
+        """Offsets of ``tps``, asked again while a leader is moving (a killed leader stays in
+        the metadata until the controller fences it: a request to it only times out)."""
+        if not tps:
+            return {}
+        deadline_s = time.monotonic() + METADATA_TIMEOUT_S
+        while True:
+            offsets, problem = self._try_list(tps, spec, by_time)
+            if problem is None:
+                return offsets
+            if time.monotonic() > deadline_s:
+                raise SparkSourceError(f"cannot list offsets: {problem}")
+            time.sleep(RETRY_BACKOFF_S)
+            self._admin = self._new_admin()  # librdkafka's admin keeps asking a dead leader
+
+    def _try_list(self, tps: list[TopicPartition], spec: OffsetSpec,
+                  by_time: bool) -> tuple[dict, str | None]:
+        futures = self._admin.list_offsets({KafkaTopicPartition(t, p): spec for t, p in tps},
+                                           request_timeout=ATTEMPT_TIMEOUT_S)
+        no_record = NO_OFFSET if by_time else None
+        offsets = {}
+        for tp, future in futures.items():
+            try:
+                offset = future.result().offset
+            except KafkaException as error:
+                if not (error.args[0].retriable() or error.args[0].code() in RETRIABLE):
+                    raise SparkSourceError(f"cannot list offsets of {tp.topic}-{tp.partition}: "
+                                           f"{error.args[0].str()}") from None
+                return {}, error.args[0].str()
+            if offset < 0 and offset != no_record:
+                return {}, f"no answer for {tp.topic}-{tp.partition} in {ATTEMPT_TIMEOUT_S} s"
+            offsets[(tp.topic, tp.partition)] = offset
+        return offsets, None

@@ -1,0 +1,97 @@
+"""A local SparkSession for a notebook, and ``to_spark``: a topic as a DataFrame in one call."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
+from pyspark.sql import DataFrame, SparkSession
+
+from .offsets import ClusterOffsets
+from .options import EARLIEST, LATEST, SparkSourceError, parse_read_options
+from .source import SHORT_NAME, PylogDataSource
+
+LOOPBACK = "127.0.0.1"
+CORES_DEFAULT = 2
+SHUFFLE_PARTITIONS = 4  # Spark's 200 is for clusters; a notebook's data fits a few tasks
+LOCAL_SETTINGS = {
+    "spark.driver.host": LOOPBACK,
+    "spark.driver.bindAddress": LOOPBACK,
+    "spark.ui.showConsoleProgress": "false",  # progress bars would land in notebook cells
+    "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def local_spark(app_name: str = "pylog-nb", *, cores: int = CORES_DEFAULT,
+                settings: Mapping[str, str] | None = None) -> SparkSession:
+    """The notebook's SparkSession (created once), with the ``pylog`` source registered.
+
+    Everything listens on 127.0.0.1, the web UI included, and Python workers run this very
+    interpreter, so they import the same pylog_nb and pyarrow as the kernel. The JVM's own
+    output (log4j lines, task stack traces) goes to :func:`spark_log_path`, not into cells.
+    """
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)  # the UI binds where this says
+    conf = SparkConf().setMaster(f"local[{cores}]").setAppName(app_name).setAll(
+        list({**LOCAL_SETTINGS, **(settings or {})}.items()))
+    if SparkContext._gateway is None:  # the first session of this kernel starts the JVM
+        with open(spark_log_path(), "ab") as log:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+        SparkContext(conf=conf, gateway=gateway)
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(PylogDataSource)
+    return spark
+
+
+def spark_log_path() -> Path:
+    """Where this kernel's JVM writes its log."""
+    return Path(tempfile.gettempdir()) / f"pylog-nb-spark-{os.getpid()}.log"
+
+
+def to_spark(source, topic: str, *, spark: SparkSession | None = None,
+             starting: str | Mapping[int, int] = "earliest",
+             ending: str | Mapping[int, int] = "latest", text: bool = True,
+             include_headers: bool = False, **options: str) -> DataFrame:
+    """``topic`` of ``source`` (a LocalCluster or bootstrap servers) as a batch DataFrame.
+
+    ``starting`` and ``ending`` take Spark's Kafka values (earliest, latest, offsets JSON) or
+    ``{partition: offset}``, where partitions left out start at the earliest and end at the
+    latest offset. ``options`` are any other option of the source. With ``text`` the key and
+    value are UTF-8 strings rather than Spark's binary. Options and the topic are checked here,
+    so a mistake is one line before any Spark job runs.
+    """
+    given = {"bootstrap.servers": getattr(source, "bootstrap_servers", source),
+             "subscribe": topic, "includeHeaders": str(include_headers).lower(),
+             **{k: str(v) for k, v in options.items()}}
+    client = parse_read_options(given, streaming=False).client
+    partitions = [p for _t, p in ClusterOffsets(client).partitions(
+        parse_read_options(given, streaming=False).topics, missing_ok=False)]
+    given["startingOffsets"] = _offsets_option(topic, starting, partitions, EARLIEST)
+    given["endingOffsets"] = _offsets_option(topic, ending, partitions, LATEST)
+    parse_read_options(given, streaming=False)
+    spark = spark or local_spark()
+    frame = spark.read.format(SHORT_NAME).options(**given).load()
+    if text:
+        frame = frame.withColumns({"key": frame.key.cast("string"),
+                                   "value": frame.value.cast("string")})
+    return frame
+
+
+def _offsets_option(topic: str, value: str | Mapping[int, int], partitions: list[int],
+                    default: int) -> str:
+    if not isinstance(value, Mapping):
+        return value
+    unknown = sorted(set(value) - set(partitions))
+    if unknown:
+        raise SparkSourceError(f"{topic} has no partition {unknown[0]} "
+                               f"(it has {len(partitions)})")
+    return json.dumps({topic: {str(p): int(value.get(p, default)) for p in partitions}})

@@ -1,0 +1,100 @@
+"""Write DataFrame rows as records: the Kafka sink's contract, at least once.
+
+Columns: ``value`` (string or binary) is required; ``key`` (string or binary), ``topic``
+(string), ``partition`` (int) and ``headers`` (array<struct<key string, value binary>>) are
+optional; others are ignored. The ``topic`` option, when given, wins over the column. A task
+returns only when every record it sent is acknowledged (acks=all, idempotent producer), and
+fails if any was refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+from confluent_kafka import KafkaException, Producer
+
+from ..client.io import client_config
+from .options import SparkSourceError, client_settings
+
+FLUSH_TIMEOUT_S = 120.0
+QUEUE_FULL_POLL_S = 0.1
+ALLOWED_TYPES = {  # column -> Spark types it may have (simpleString)
+    "value": ("string", "binary"),
+    "key": ("string", "binary"),
+    "topic": ("string",),
+    "partition": ("int",),
+    "headers": ("array<struct<key:string,value:binary>>",),
+}
+PRODUCER_DEFAULTS = {"acks": "all", "enable.idempotence": True, "linger.ms": 5}
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    client: Mapping[str, str]
+    topic: str | None  # the topic option; None means every row names its topic
+
+
+def parse_write_options(options: Mapping[str, str], column_types: Mapping[str, str]) -> SinkOptions:
+    """Check the options and the DataFrame's columns (name -> Spark simpleString)."""
+    lowered = {k.lower(): str(v) for k, v in options.items()}
+    if "value" not in column_types:
+        raise SparkSourceError("the DataFrame needs a value column (string or binary)")
+    for column, allowed in ALLOWED_TYPES.items():
+        if column in column_types and column_types[column] not in allowed:
+            raise SparkSourceError(f"column {column} is {column_types[column]}; it must be "
+                                   f"{' or '.join(allowed)}")
+    topic = lowered.get("topic") or None
+    if topic is None and "topic" not in column_types:
+        raise SparkSourceError("no topic: give the topic option or a topic column")
+    return SinkOptions(client=client_settings(lowered), topic=topic)
+
+
+class RecordSender:
+    """One producer for a task's rows; counts what was acknowledged."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        settings = {**PRODUCER_DEFAULTS, **options.client}
+        self.producer = Producer(client_config(settings.pop("bootstrap.servers"), **settings))
+        self.topic = options.topic
+        self.acknowledged = 0
+        self.failures: list[str] = []
+
+    def send_batches(self, batches: Iterator[pa.RecordBatch]) -> int:
+        """Send every row and wait for the acknowledgements; the count acknowledged."""
+        for batch in batches:
+            for row in batch.to_pylist():
+                self._send(row)
+        if self.producer.flush(FLUSH_TIMEOUT_S) > 0:
+            raise SparkSourceError(f"records still unacknowledged after {FLUSH_TIMEOUT_S} s")
+        if self.failures:
+            raise SparkSourceError(f"{len(self.failures)} records were refused, the first: "
+                                   f"{self.failures[0]}")
+        return self.acknowledged
+
+    def _send(self, row: dict) -> None:
+        topic = self.topic or row.get("topic")
+        if not topic:
+            raise SparkSourceError("a row has no topic (its topic column is null) and no topic "
+                                   "option is given")
+        fields = {"value": row["value"], "key": row.get("key"), "on_delivery": self._delivered}
+        if row.get("partition") is not None:
+            fields["partition"] = row["partition"]
+        if row.get("headers"):
+            fields["headers"] = [(h["key"], h["value"]) for h in row["headers"]]
+        while True:
+            try:
+                self.producer.produce(topic, **fields)
+                self.producer.poll(0)  # run delivery callbacks as they arrive
+                return
+            except BufferError:  # the local queue is full: let deliveries drain it
+                self.producer.poll(QUEUE_FULL_POLL_S)
+            except KafkaException as error:
+                raise SparkSourceError(f"{topic}: {error.args[0].str()}") from None
+
+    def _delivered(self, error, _message) -> None:
+        if error is None:
+            self.acknowledged += 1
+        else:
+            self.failures.append(error.str())
