@@ -4,11 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRAS="${1:-test,bench,notebook}"
-SYSTEM_PACKAGES=(kcat chromium)
+# command:Debian package (Spark needs a Java runtime, 17 or newer)
+SYSTEM_PACKAGES=(kcat:kcat chromium:chromium java:default-jre-headless)
 
 missing=()
-for pkg in "${SYSTEM_PACKAGES[@]}"; do
-  command -v "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+for entry in "${SYSTEM_PACKAGES[@]}"; do
+  command -v "${entry%%:*}" >/dev/null 2>&1 || missing+=("${entry#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
