@@ -6,6 +6,7 @@ test makes its own topics and checks rows against what confluent-kafka produced 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import uuid
@@ -19,6 +20,9 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from pylog_nb import LocalCluster
 from pylog_nb.spark import SparkSourceError, local_spark, to_spark
+from pylog_nb.spark.options import parse_read_options
+from pylog_nb.spark.planning import OffsetRange
+from pylog_nb.spark.reading import read_range
 
 KAFKA_SCHEMA = ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
                 "timestamp:timestamp,timestampType:int>")
@@ -149,6 +153,33 @@ def test_deleted_records_fail_the_read_unless_fail_on_data_loss_is_false(spark, 
         _read(spark, three, subscribe=topic, startingOffsets=start).count()
     skipped = _read(spark, three, subscribe=topic, startingOffsets=start, failOnDataLoss="false")
     assert _offsets(skipped) == [(0, o) for o in range(60, 100)]
+
+
+def test_a_task_whose_records_are_deleted_under_it_fails_or_skips_them(three, topic):
+    """The executor side of failOnDataLoss: the range was planned, then the log start moved."""
+    _topic(three, topic)
+    produce(three.bootstrap_servers, topic, [(None, b"%d" % i) for i in range(100)], partition=0)
+    planned = OffsetRange(topic, 0, 0, 100)
+    client = admin(three.bootstrap_servers)
+    client.delete_records([TopicPartition(topic, 0, 60)])[TopicPartition(topic, 0, 60)].result(
+        TIMEOUT_S)
+    strict = parse_read_options({"bootstrap.servers": three.bootstrap_servers,
+                                 "subscribe": topic}, streaming=False)
+    with pytest.raises(SparkSourceError, match=rf"offsets 0..59 of {topic}-0 are gone"):
+        list(read_range(strict, planned))
+    lenient = dataclasses.replace(strict, fail_on_data_loss=False)
+    offsets = [o for batch in read_range(lenient, planned) for o in batch.column("offset")]
+    assert [o.as_py() for o in offsets] == list(range(60, 100))
+
+
+def test_a_task_waiting_for_offsets_that_never_come_gives_up_after_the_poll_timeout(three, topic):
+    _topic(three, topic)
+    produce(three.bootstrap_servers, topic, [(None, b"x")] * 10, partition=0)
+    options = parse_read_options({"bootstrap.servers": three.bootstrap_servers,
+                                  "subscribe": topic, "kafkaConsumer.pollTimeoutMs": "1000"},
+                                 streaming=False)
+    with pytest.raises(SparkSourceError, match=rf"{topic}-0: no record at offset 10 within 1000"):
+        list(read_range(options, OffsetRange(topic, 0, 0, 20)))
 
 
 def test_mistakes_are_one_line_before_any_job_and_named_inside_spark(spark, three, topic):

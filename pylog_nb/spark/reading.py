@@ -121,7 +121,8 @@ class _RangeReader:
                 f"starts at {low}); set failOnDataLoss=false to skip them")
         self.next_offset = min(max(low, self.next_offset), self.range.end)
         if self.next_offset < self.range.end:
-            self.consumer.seek(KafkaTopicPartition(tp.topic, tp.partition, self.next_offset))
+            # the partition's fetcher stopped in an error state: seek() is refused, assign works
+            self.consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, self.next_offset)])
 
     def _name(self) -> str:
         return f"{self.range.topic}-{self.range.partition}"
