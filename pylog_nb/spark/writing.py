@@ -91,17 +91,25 @@ class RecordSender:
         keys = column("key") or [None] * len(values)
         topics = None if self.topic else column("topic")
         partitions, headers = column("partition"), column("headers")
-        if topics is None and partitions is None and headers is None:  # the common case
-            produce, topic = self.producer.produce, self.topic
-            for key, value in zip(keys, values):
-                try:
-                    produce(topic, value, key)
-                except BufferError:
-                    self._produce(topic, {"value": value, "key": key})
-                except KafkaException as error:
-                    raise SparkSourceError(f"{topic}: {error.args[0].str()}") from None
-                self._sent_one()
-            return
+        if topics is None and partitions is None and headers is None:
+            self._send_plain(keys, values)
+        else:
+            self._send_routed(keys, values, topics, partitions, headers)
+
+    def _send_plain(self, keys: list, values: list) -> None:
+        """The common case, kept tight: every row to the topic option's topic."""
+        produce, topic = self.producer.produce, self.topic
+        for key, value in zip(keys, values):
+            try:
+                produce(topic, value, key)
+            except BufferError:
+                self._produce(topic, {"value": value, "key": key})
+            except KafkaException as error:
+                raise SparkSourceError(f"{topic}: {error.args[0].str()}") from None
+            self._sent_one()
+
+    def _send_routed(self, keys: list, values: list, topics: list | None,
+                     partitions: list | None, headers: list | None) -> None:
         for i, (key, value) in enumerate(zip(keys, values)):
             topic = self.topic or topics[i]
             if not topic:
