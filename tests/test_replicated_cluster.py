@@ -156,7 +156,10 @@ def test_two_of_three_down_refuses_acks_all_but_not_acks_1(three, topic_name):
     others = [b for b in (1, 2, 3) if b != leader]
     for broker in others:
         three.kill(broker)
-    _wait_for(lambda: _partition(three, topic_name)["isr"] == [leader], "ISR to shrink to 1")
+    # The leader checks min.insync.replicas against the ISR it applied, which follows the
+    # controller's commit: wait for the leader's, or acks=all may be appended and then fail
+    # with NOT_ENOUGH_REPLICAS_AFTER_APPEND instead.
+    _replicas_when(three, topic_name, _isr_of_leader_alone(leader))
     errors = []
     producer = _producer(three, **{"message.timeout.ms": 3000, "retries": 0})
     producer.produce(topic_name, b"all", partition=0, on_delivery=lambda e, m: errors.append(e))
@@ -168,6 +171,13 @@ def test_two_of_three_down_refuses_acks_all_but_not_acks_1(three, topic_name):
         three.restart(broker)
     _wait_for(lambda: sorted(_partition(three, topic_name)["isr"]) == [1, 2, 3],
               "the ISR to be restored")
+
+
+def _isr_of_leader_alone(leader: int):
+    def alone(replicas):
+        """the leader applying an ISR of itself alone"""
+        return replicas[leader]["isr"] == [leader]
+    return alone
 
 
 def test_controller_restart_keeps_state_without_elections(three, topic_name):
@@ -213,6 +223,9 @@ def test_acks_1_writes_to_an_isolated_leader_are_lost_and_shown(three, topic_nam
     new = _wait_for(lambda: (p := _partition(three, topic_name))["leader"] != old["leader"] and p,
                     "the controller to elect a new leader")
     assert new["leader_epoch"] > old["leader_epoch"]
+    # Brokers learn the election after the controller makes it; until then their Metadata may
+    # send a client to the isolated leader, where an acks=all produce waits for nothing.
+    _replicas_when(three, topic_name, _serving_leader(new["leader"], exclude=old["leader"]))
     others = ",".join(f"127.0.0.1:{b.port}" for i, b in three.brokers.items() if i != old["leader"])
     survivor = _produce(Producer({"bootstrap.servers": others, "acks": "all"}), topic_name,
                         [b"new%d" % i for i in range(10)])
@@ -236,6 +249,13 @@ def _all_caught_up(offset: int):
         return len(replicas) == 3 and all(
             r["log_end_offset"] == r["high_watermark"] == offset for r in replicas.values())
     return caught_up
+
+
+def _serving_leader(leader: int, exclude: int):
+    def serving(replicas):
+        """every broker but the isolated one naming the new leader"""
+        return all(r["leader"] == leader for b, r in replicas.items() if b != exclude)
+    return serving
 
 
 def _events(cluster, broker_id: int) -> list[dict]:
