@@ -97,9 +97,9 @@ def test_an_idle_cluster_sends_nothing(three, view):
     def settled() -> bool:
         first = take_snapshot(three)
         time.sleep(REFRESH_S * 3)
-        return take_snapshot(three) == first
+        return _replicated_everywhere(three) and take_snapshot(three) == first
 
-    wait_for(settled, "earlier tests' ISR changes and elections to settle")
+    wait_for(settled, "earlier tests' ISR changes, elections and HW moves to settle")
     view.refresh()
     changes = []
     view.observe(lambda change: changes.append("snapshot"), names="snapshot")
@@ -110,6 +110,25 @@ def test_an_idle_cluster_sends_nothing(three, view):
     produce(three.bootstrap_servers, "idle-check", [(None, "wake up")])
     wait_for(lambda: "idle-check" in view.panes["partitions"].value, "the new topic to show")
     assert "snapshot" in changes
+
+
+def _replicated_everywhere(cluster) -> bool:
+    """Nothing left to propagate: every replica of every partition (__consumer_offsets too)
+    agrees with the others on leader, full ISR, HW and LEO. Two equal snapshots alone do not
+    show that: a follower learns a new HW up to a replica fetch wait (500 ms) plus a round trip
+    after its leader, and each HW move is an event the view shows."""
+    partitions: dict[tuple[str, int], list[dict]] = {}
+    for rows in cluster.describe().values():
+        for row in rows:
+            partitions.setdefault((row["topic"], row["partition"]), []).append(row)
+    return all(_in_agreement(rows) for rows in partitions.values())
+
+
+def _in_agreement(rows: list[dict]) -> bool:
+    assigned = sorted(rows[0]["replicas"])
+    views = {(r["leader"], tuple(sorted(r["isr"])), r["high_watermark"], r["log_end_offset"])
+             for r in rows}
+    return len(rows) == len(assigned) and len(views) == 1 and sorted(rows[0]["isr"]) == assigned
 
 
 def test_close_stops_refreshing(three):
