@@ -431,16 +431,32 @@ def measure_produce(bootstrap: str, topic: str, records: int, acks: str) -> floa
     return time.perf_counter() - t0
 
 
-def measure_consume(bootstrap: str, topic: str, records: int) -> float:
-    """Read `records` values from offset 0 of partition 0; return elapsed seconds."""
-    consumer = Consumer({
+def make_consumer(bootstrap: str, auto_offset_reset: str) -> Consumer:
+    """A consumer for assign()-only reads: never subscribed, nothing committed or stored."""
+    return Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": "bench-unused",  # required by librdkafka; never subscribed/committed
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
+        "auto.offset.reset": auto_offset_reset,
         "fetch.queue.backoff.ms": CONSUMER_FETCH_QUEUE_BACKOFF_MS,
     })  # fmt: skip
+
+
+def attempt(result, target: str, metrics: tuple[str, ...], fn):
+    """Run one measurement; on failure note the reason in ``result`` (anything with
+    ``fail(metrics, exc)``) and return None."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001  a broker's failure is a result, not a crash
+        print(f"  [{target}] failed: {type(exc).__name__}: {str(exc)[:2000]}", flush=True)
+        result.fail(metrics, exc)
+        return None
+
+
+def measure_consume(bootstrap: str, topic: str, records: int) -> float:
+    """Read `records` values from offset 0 of partition 0; return elapsed seconds."""
+    consumer = make_consumer(bootstrap, "earliest")
     try:
         consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)  # connect outside the timed region
         received = 0

@@ -337,32 +337,22 @@ class GroupResult:
         self.figures[template.format("p99")] = base.percentile(ordered, 0.99)
 
 
-def attempt(result: GroupResult, target: str, metrics: tuple[str, ...], fn: Callable):
-    """Run one measurement; on failure note the reason for `metrics` and return None."""
-    try:
-        return fn()
-    except Exception as exc:  # noqa: BLE001  a broker's failure is a result, not a crash
-        print(f"  [{target}] failed: {type(exc).__name__}: {exc}", flush=True)
-        result.fail(metrics, exc)
-        return None
-
-
 def measure_offsets(result: GroupResult, target: str, bootstrap: str, topic: str,
                     count: int) -> None:
     """Commit, then committed(), latencies from the only member of a fresh group."""
     commit_metrics = (METRIC_COMMIT.format("p50"), METRIC_COMMIT.format("p99"))
     fetch_metrics = (METRIC_COMMITTED.format("p50"), METRIC_COMMITTED.format("p99"))
-    consumer = attempt(result, target, commit_metrics + fetch_metrics,
+    consumer = base.attempt(result, target, commit_metrics + fetch_metrics,
                        lambda: stable_member(bootstrap, topic))  # fmt: skip
     if consumer is None:
         return
     try:
-        commits = attempt(result, target, commit_metrics + fetch_metrics,
+        commits = base.attempt(result, target, commit_metrics + fetch_metrics,
                           lambda: measure_commits(consumer, topic, count))  # fmt: skip
         if commits is None:
             return
         result.add_percentiles(METRIC_COMMIT, commits)
-        fetches = attempt(result, target, fetch_metrics,
+        fetches = base.attempt(result, target, fetch_metrics,
                           lambda: measure_committed(consumer, topic, count, expected=count - 1))
         if fetches is not None:
             result.add_percentiles(METRIC_COMMITTED, fetches)
@@ -389,7 +379,7 @@ def measure_target(target: str, args: argparse.Namespace, result: GroupResult) -
         produce(bootstrap, commit_topic, args.commits)
         print(f"[{target}] broker ready in {broker.startup_s:.3f} s at {bootstrap}", flush=True)
 
-        cold_s = attempt(result, target, (METRIC_JOIN_COLD,),
+        cold_s = base.attempt(result, target, (METRIC_JOIN_COLD,),
                          lambda: measure_join(bootstrap, topic6))  # fmt: skip
         if cold_s is not None:
             result.figures[METRIC_JOIN_COLD] = cold_s * MS_PER_S
@@ -398,7 +388,7 @@ def measure_target(target: str, args: argparse.Namespace, result: GroupResult) -
         for metric, measure in ((METRIC_JOIN, measure_join), (METRIC_REBALANCE, measure_rebalance)):
             samples = []
             for repeat in range(1, args.repeats + 1):
-                elapsed_s = attempt(result, target, (metric,),
+                elapsed_s = base.attempt(result, target, (metric,),
                                     lambda m=measure: m(bootstrap, topic6))  # fmt: skip
                 if elapsed_s is None:
                     break

@@ -277,14 +277,7 @@ def measure_stream(spark, bootstrap: str, topic: str, records: int) -> float:
 
 
 def measure_plain_consumer(bootstrap: str, topic: str, records: int) -> float:
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": "bench-unused",  # required by librdkafka; never subscribed/committed
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "error",
-        "fetch.queue.backoff.ms": base.CONSUMER_FETCH_QUEUE_BACKOFF_MS,
-    })  # fmt: skip
+    consumer = base.make_consumer(bootstrap, "error")
     try:
         consumer.list_topics(topic, timeout=base.METADATA_TIMEOUT_S)  # connect, untimed
         received = value_bytes = 0
@@ -337,20 +330,10 @@ class SparkResult:
         return statistics.median(records * per_record / s for s in samples)
 
 
-def attempt(result: SparkResult, target: str, metrics: tuple[str, ...], fn: Callable):
-    """Run one measurement; on failure note the reason for `metrics` and return None."""
-    try:
-        return fn()
-    except Exception as exc:  # noqa: BLE001  a broker's failure is a result, not a crash
-        print(f"  [{target}] failed: {type(exc).__name__}: {str(exc)[:2000]}", flush=True)
-        result.fail(metrics, exc)
-        return None
-
-
 def repeat(result: SparkResult, target: str, metric: str, repeats: int, records: int,
            measure: Callable[[], float]) -> None:
     for i in range(1, repeats + 1):
-        elapsed_s = attempt(result, target, (metric,), measure)
+        elapsed_s = base.attempt(result, target, (metric,), measure)
         if elapsed_s is None:
             return
         result.seconds.setdefault(metric, []).append(elapsed_s)
@@ -400,7 +383,7 @@ def measure_target(target: str, spark, frame, args: argparse.Namespace,
 
         # A failed warm-up read fails both batch reads (same planning, same reading path);
         # the stream still runs and reports its own outcome.
-        warm_s = attempt(result, target, (METRIC_READ, METRIC_READ_SPLIT),
+        warm_s = base.attempt(result, target, (METRIC_READ, METRIC_READ_SPLIT),
                          lambda: measure_batch_read(spark, bootstrap, topic, n))
         if warm_s is not None:
             print(f"  [{target}] warm-up batch read (untimed): {warm_s:.2f} s", flush=True)
@@ -409,7 +392,7 @@ def measure_target(target: str, spark, frame, args: argparse.Namespace,
             repeat(result, target, METRIC_READ_SPLIT, repeats, n,
                    lambda: measure_batch_read(spark, bootstrap, topic, n,
                                               minPartitions=str(MIN_PARTITIONS)))
-        warm_s = attempt(result, target, (METRIC_WRITE,),
+        warm_s = base.attempt(result, target, (METRIC_WRITE,),
                          lambda: measure_batch_write(frame, bootstrap, n, {}))
         if warm_s is not None:
             print(f"  [{target}] warm-up batch write (untimed): {warm_s:.2f} s", flush=True)
