@@ -88,13 +88,16 @@ def _checked_start(tp: TopicPartition, offset: int, marks: Watermarks,
     low, high = marks.low[tp], marks.high[tp]
     if offset > high:
         raise SparkSourceError(f"starting offset {offset} of {_name(tp)} is past its end ({high})")
-    if offset < low:
-        if fail_on_data_loss:
-            raise SparkSourceError(
-                f"offsets {offset}..{low - 1} of {_name(tp)} are gone (the log starts at {low}); "
-                "set failOnDataLoss=false to skip them")
-        return low
-    return offset
+    return skip_lost(tp, offset, low, fail_on_data_loss)
+
+
+def skip_lost(tp: TopicPartition, offset: int, low: int, fail_on_data_loss: bool) -> int:
+    """``offset``, or the log start ``low`` when the records before it are gone; with
+    failOnDataLoss, losing records is an error instead."""
+    if offset < low and fail_on_data_loss:
+        raise SparkSourceError(f"offsets {offset}..{low - 1} of {_name(tp)} are gone (the log "
+                               f"starts at {low}); set failOnDataLoss=false to skip them")
+    return max(offset, low)
 
 
 def ranges_between(start: Mapping[TopicPartition, int],

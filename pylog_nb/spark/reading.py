@@ -18,7 +18,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..client.io import client_config
 from .options import SourceOptions, SparkSourceError
-from .planning import OffsetRange
+from .planning import OffsetRange, skip_lost
 
 READER_GROUP = "pylog-spark-reader"  # never joins or commits: partitions are assigned
 CONSUME_RECORDS = 2_000  # per consume() call
@@ -115,11 +115,9 @@ class _RangeReader:
             low, _high = self.consumer.get_watermark_offsets(tp, timeout=WATERMARK_TIMEOUT_S)
         except KafkaException as error:
             raise SparkSourceError(f"{self._name()}: {error.args[0].str()}") from None
-        if self.options.fail_on_data_loss:
-            raise SparkSourceError(
-                f"offsets {self.next_offset}..{low - 1} of {self._name()} are gone (the log "
-                f"starts at {low}); set failOnDataLoss=false to skip them")
-        self.next_offset = min(max(low, self.next_offset), self.range.end)
+        first = skip_lost((tp.topic, tp.partition), self.next_offset, low,
+                          self.options.fail_on_data_loss)
+        self.next_offset = min(first, self.range.end)
         if self.next_offset < self.range.end:
             # the partition's fetcher stopped in an error state: seek() is refused, assign works
             self.consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, self.next_offset)])

@@ -72,12 +72,12 @@ def to_spark(source, topic: str, *, spark: SparkSession | None = None,
     given = {"bootstrap.servers": getattr(source, "bootstrap_servers", source),
              "subscribe": topic, "includeHeaders": str(include_headers).lower(),
              **{k: str(v) for k, v in options.items()}}
-    client = parse_read_options(given, streaming=False).client
-    partitions = [p for _t, p in ClusterOffsets(client).partitions(
-        parse_read_options(given, streaming=False).topics, missing_ok=False)]
+    checked = parse_read_options(given, streaming=False)
+    partitions = [p for _t, p in ClusterOffsets(checked.client).partitions(
+        checked.topics, missing_ok=False)]
     given["startingOffsets"] = _offsets_option(topic, starting, partitions, EARLIEST)
     given["endingOffsets"] = _offsets_option(topic, ending, partitions, LATEST)
-    parse_read_options(given, streaming=False)
+    parse_read_options(given, streaming=False)  # the offsets, now that they are filled in
     spark = spark or local_spark()
     frame = spark.read.format(SHORT_NAME).options(**given).load()
     if text:

@@ -42,6 +42,7 @@ from .planning import (
     rate_limit,
     resolve_end,
     resolve_start,
+    skip_lost,
     split,
 )
 from .reading import read_range, schema_ddl
@@ -173,16 +174,8 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _checked(self, begin: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Offsets the log no longer has fail the query or are skipped (failOnDataLoss)."""
         marks = self._offsets().watermarks(list(begin))
-        checked = {}
-        for tp, offset in begin.items():
-            if tp in marks.low:
-                low = marks.low[tp]
-                if offset < low and self.options.fail_on_data_loss:
-                    raise SparkSourceError(
-                        f"offsets {offset}..{low - 1} of {tp[0]}-{tp[1]} are gone (the log "
-                        f"starts at {low}); set failOnDataLoss=false to skip them")
-                checked[tp] = max(offset, low)
-        return checked
+        return {tp: skip_lost(tp, offset, marks.low[tp], self.options.fail_on_data_loss)
+                for tp, offset in begin.items() if tp in marks.low}
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_cluster": None}  # a client does not travel to executors
