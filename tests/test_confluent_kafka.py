@@ -117,12 +117,13 @@ def test_list_offsets_earliest_latest_timestamp(bootstrap, topic_name):
     client = admin(bootstrap)
     tp = TopicPartition(topic_name, 0)
     specs = {"earliest": OffsetSpec.earliest(), "latest": OffsetSpec.latest(),
-             "ts": OffsetSpec.for_timestamp(1_000_045)}
+             "ts": OffsetSpec.for_timestamp(1_000_045), "max": OffsetSpec.max_timestamp()}
     got = {}
     for name, spec in specs.items():
         result = client.list_offsets({tp: spec})[tp].result(TIMEOUT_S)
-        got[name] = result.offset
-    assert got == {"earliest": 0, "latest": 10, "ts": 5}
+        got[name] = (result.offset, result.timestamp)
+    assert got == {"earliest": (0, -1), "latest": (10, -1), "ts": (5, 1_000_050),
+                   "max": (9, 1_000_090)}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ts"})
     found = consumer.offsets_for_times([TopicPartition(topic_name, 0, 1_000_045)], TIMEOUT_S)
     consumer.close()

@@ -18,28 +18,40 @@ MAX_TIMESTAMP = -3
 DELETE_TO_HIGH_WATERMARK = -1
 PRODUCER_EPOCH_MAX = 32767
 NO_PRODUCER_ID = -1
+CONSUMER_REPLICA_ID = -1  # ListOffsets from a client; a follower sends its broker id
 
 
 class OffsetOutOfRangeError(Exception):
     error_code = errors.OFFSET_OUT_OF_RANGE
 
 
+class OffsetNotAvailableError(Exception):
+    error_code = errors.OFFSET_NOT_AVAILABLE
+
+
 def handle_list_offsets(node: BrokerNode, request: Request) -> dict:
+    from_replica = getattr(request.body, "replica_id", CONSUMER_REPLICA_ID) >= 0
     return {"topics": [
         {"name": topic.name,
-         "partitions": [_list_offset(node, topic.name, p) for p in topic.partitions]}
+         "partitions": [_list_offset(node, topic.name, p, from_replica)
+                        for p in topic.partitions]}
         for topic in request.body.topics
     ]}
 
 
-def _list_offset(node: BrokerNode, topic: str, wanted) -> dict:
+def _list_offset(node: BrokerNode, topic: str, wanted, from_replica: bool) -> dict:
     result = {"partition_index": wanted.partition_index, "timestamp": -1, "offset": -1,
               "leader_epoch": -1, "old_style_offsets": ()}
     try:
         partition = node.replicas.get(topic, wanted.partition_index)
         partition.check_epoch(getattr(wanted, "current_leader_epoch", -1))
-        partition.require_leader()
-        offset, timestamp = _resolve(partition, wanted.timestamp)
+        leader = partition.require_leader()
+        # A follower may fetch up to the LEO, a client only up to the HW (Kafka's
+        # lastFetchableOffset).
+        fetchable = partition.log.log_end_offset if from_replica else partition.high_watermark
+        offset, timestamp = _resolve(partition, wanted.timestamp, fetchable)
+        if not from_replica and (offset < 0 or wanted.timestamp == LATEST_TIMESTAMP):
+            _check_high_watermark_caught_up(partition, leader.leader_epoch_start_offset)
     except Exception as error:
         return {**result, "error_code": errors.error_code_of(error)}
     epoch = partition.leader_epoch if offset >= 0 else -1
@@ -47,29 +59,53 @@ def _list_offset(node: BrokerNode, topic: str, wanted) -> dict:
             "leader_epoch": epoch}
 
 
-def _resolve(partition, timestamp: int) -> tuple[int, int]:
+def _resolve(partition, timestamp: int, fetchable_offset: int) -> tuple[int, int]:
     log_ = partition.log
     if timestamp == EARLIEST_TIMESTAMP:
         return log_.log_start_offset, -1
-    if timestamp in (LATEST_TIMESTAMP, MAX_TIMESTAMP) or timestamp < 0:
-        return partition.high_watermark, -1
-    found = log_.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= partition.high_watermark:
+    if timestamp == MAX_TIMESTAMP:
+        found = log_.offset_of_max_timestamp()
+        first_offset = log_.log_start_offset
+        timestamp = -1 if found is None else found.timestamp_ms
+    elif timestamp < 0:
+        return fetchable_offset, -1
+    else:
+        found = log_.offset_for_timestamp(timestamp)
+        first_offset = None if found is None else found.offset
+    if found is None or first_offset >= fetchable_offset:
         return -1, -1
-    return _first_record_at_or_after(log_, found[0], timestamp)
+    offset, timestamp_ms = _first_record_at_or_after(log_, found.offset, first_offset, timestamp)
+    return (offset, timestamp_ms) if offset < fetchable_offset else (-1, -1)
 
 
-def _first_record_at_or_after(log_, batch_offset: int, timestamp: int) -> tuple[int, int]:
-    """Storage finds the batch by its max timestamp; like Kafka, pick the exact record inside it.
+def _check_high_watermark_caught_up(partition, epoch_start_offset: int) -> None:
+    """Like Kafka: a new leader whose HW still lags the start of its epoch cannot tell where
+    the log ends; "latest", or a time lookup that found nothing below the HW, must wait.
 
-    Only this rare lookup decompresses a batch, never produce or fetch.
+    Answering with the lagging HW would tell a client that records acknowledged under the old
+    leader do not exist (a reader planned right after a failover would stop short).
+    """
+    if epoch_start_offset > partition.high_watermark:
+        raise OffsetNotAvailableError(
+            f"{partition.topic}-{partition.index}: HW {partition.high_watermark} lags the "
+            f"epoch start offset {epoch_start_offset} after a leader change"
+        )
+
+
+def _first_record_at_or_after(log_, batch_offset: int, first_offset: int,
+                              timestamp_ms: int) -> tuple[int, int]:
+    """Storage finds the batch holding ``batch_offset`` by its max timestamp; like Kafka, pick
+    the exact record inside it: the first at or after ``first_offset`` whose timestamp reaches
+    ``timestamp_ms``.
+
+    Only these rare lookups decompress a batch, never produce or fetch.
     """
     data = log_.read(batch_offset, 1, min_one_message=True).read_bytes()
     _header, records = decode_batch(data)
     for record in records:
-        if record.offset >= batch_offset and record.timestamp_ms >= timestamp:
+        if record.offset >= first_offset and record.timestamp_ms >= timestamp_ms:
             return record.offset, record.timestamp_ms
-    return batch_offset, -1
+    return first_offset, -1
 
 
 def handle_offset_for_leader_epoch(node: BrokerNode, request: Request) -> dict:

@@ -614,6 +614,17 @@ class Log:
                     return found
         return None
 
+    def offset_of_max_timestamp(self) -> OffsetAndTimestamp | None:
+        """ListOffsets MAX_TIMESTAMP (KIP-734): the largest timestamp in the log and the last
+        offset of the batch that holds it (the first such segment wins). None without one."""
+        self._check_open()
+        live = [s for s in self._segments if s.next_offset > self._log_start_offset]
+        best = max(live, key=lambda s: s.max_timestamp_so_far.timestamp_ms, default=None)
+        if best is None or best.max_timestamp_so_far.timestamp_ms == NO_TIMESTAMP:
+            return None
+        found = best.max_timestamp_so_far
+        return OffsetAndTimestamp(found.offset, found.timestamp_ms)
+
     # == roll, flush, close ======================================================================
 
     def roll(self) -> LogSegment:
