@@ -12,13 +12,14 @@ import uuid
 import pandas as pd
 import pytest
 from clients import TIMEOUT_S, admin, create_topic, produce
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.group.records import partition_for
 from pylog_nb.client import groups_frame, lag_frame
 from pylog_nb.client.groups import GROUP_COLUMNS, LAG_COLUMNS
+from pylog_nb.client.io import through_failover
 
 NO_REBALANCE_DELAY = ("--group-initial-rebalance-delay-ms", "0")
 WAIT_S = 30  # a bound on waiting for a group to settle or a leader to move, never a measure
@@ -202,6 +203,39 @@ def test_an_unknown_group_is_a_one_line_error(cluster):
             lag_frame(source, "no-such-group")
         with pytest.raises(ValueError, match="^unknown consumer group 'no-such-group'"):
             groups_frame(source, "no-such-group")
+
+
+# == failover answers ===========================================================================
+
+
+def _failing(codes: list[int], answer: str = "answered"):
+    """A question that fails with each of ``codes`` in turn, then answers."""
+    asked = []
+
+    def ask() -> str:
+        asked.append(len(asked))
+        if len(asked) <= len(codes):
+            raise KafkaException(KafkaError(codes[len(asked) - 1]))
+        return answer
+    return ask, asked
+
+
+def test_answers_a_failover_causes_are_asked_again():
+    ask, asked = _failing([KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
+                           KafkaError.OFFSET_NOT_AVAILABLE])
+    assert through_failover(ask) == "answered" and len(asked) == 4
+
+
+def test_other_errors_and_a_failover_that_lasts_too_long_are_raised():
+    ask, asked = _failing([KafkaError.GROUP_AUTHORIZATION_FAILED])
+    with pytest.raises(KafkaException):
+        through_failover(ask)
+    assert len(asked) == 1
+    ask, asked = _failing([KafkaError.COORDINATOR_LOAD_IN_PROGRESS] * 1000)
+    with pytest.raises(KafkaException) as raised:
+        through_failover(ask, wait_s=0.3)
+    assert raised.value.args[0].code() == KafkaError.COORDINATOR_LOAD_IN_PROGRESS
+    assert 1 < len(asked) < 1000
 
 
 # == three brokers ==============================================================================

@@ -25,7 +25,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
 
 from ..cluster import LocalCluster
-from .io import client_config
+from .io import client_config, through_failover
 
 REQUEST_TIMEOUT_S = 10.0  # librdkafka gives up on each admin request after this...
 RESULT_TIMEOUT_S = 15.0  # ...and we wait a little longer, so its own error reports first
@@ -57,8 +57,13 @@ def lag_frame(source: Source, group_id: str | None = None) -> pd.DataFrame:
     """One row per (group, topic, partition) a group has committed offsets for or is assigned.
 
     ``group_id=None`` covers every group. An unknown ``group_id`` raises ValueError. Partitions
-    of a topic that no longer exists keep their row, with NA high watermark and lag.
+    of a topic that no longer exists keep their row, with NA high watermark and lag. Asked
+    during a failover, it waits for the new leaders and coordinators.
     """
+    return through_failover(lambda: _lag_frame(source, group_id))
+
+
+def _lag_frame(source: Source, group_id: str | None) -> pd.DataFrame:
     admin = _admin(source)
     descriptions = _describe(admin, _group_ids(admin, group_id), must_exist=group_id is not None)
     rows = [row for d in descriptions for row in _group_rows(admin, d)]
@@ -74,8 +79,13 @@ def groups_frame(source: Source, group_id: str | None = None) -> pd.DataFrame:
     """One row per group: state, partition assignor, member count and coordinator broker id.
 
     ``group_id=None`` lists every group, which asks every broker (ListGroups); naming a group
-    asks only its coordinator. An unknown ``group_id`` raises ValueError.
+    asks only its coordinator. An unknown ``group_id`` raises ValueError. Asked during a
+    failover, it waits for the new coordinators.
     """
+    return through_failover(lambda: _groups_frame(source, group_id))
+
+
+def _groups_frame(source: Source, group_id: str | None) -> pd.DataFrame:
     admin = _admin(source)
     descriptions = _describe(admin, _group_ids(admin, group_id), must_exist=group_id is not None)
     rows = [

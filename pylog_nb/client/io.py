@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import pandas as pd
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
     Consumer,
+    KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
@@ -31,8 +33,18 @@ RECORDS_PER_CALL_MAX = 1_000_000  # a notebook cell is not a bulk loader
 PRODUCED_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value"]
 CONSUMED_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
 ACKS = ("0", "1", "all", "-1")
+FAILOVER_WAIT_S = 20.0  # a leader or coordinator election takes about 3 s here
+FAILOVER_BACKOFF_S = 0.25
+# Answers that mean "ask again in a moment" while a leader or a group coordinator moves, and
+# that librdkafka hands back to the caller of an admin or watermark query instead of retrying.
+FAILOVER_ERRORS = frozenset({
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR, KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+})
 
 Record = tuple[bytes | str | None, bytes | str | None]  # (key, value)
+T = TypeVar("T")
 # librdkafka's own log lines (a refused connection to a killed broker...) go to Python logging,
 # not into the notebook's output: failures reach the user as LogClientError.
 CLIENT_LOG = logging.getLogger("pylog.client")
@@ -42,6 +54,18 @@ CLIENT_LOG.addHandler(logging.NullHandler())  # silent unless the application co
 def client_config(bootstrap: str, **settings) -> dict:
     """Settings every client of this package uses."""
     return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG, **settings}
+
+
+def through_failover(ask: Callable[[], T], wait_s: float = FAILOVER_WAIT_S) -> T:
+    """``ask()``, asked again while it fails with an error that a failover causes and heals."""
+    deadline_s = time.monotonic() + wait_s
+    while True:
+        try:
+            return ask()
+        except KafkaException as error:
+            if error.args[0].code() not in FAILOVER_ERRORS or time.monotonic() > deadline_s:
+                raise
+        time.sleep(FAILOVER_BACKOFF_S)
 
 
 class LogClientError(Exception):
@@ -180,8 +204,9 @@ class _Reading:
             committed = {tp.partition: tp.offset
                          for tp in self.consumer.committed(wanted, timeout=METADATA_TIMEOUT_S)}
         for index in partitions:
-            low, high = self.consumer.get_watermark_offsets(
-                TopicPartition(self.topic, index), timeout=METADATA_TIMEOUT_S)
+            tp = TopicPartition(self.topic, index)
+            low, high = through_failover(lambda tp=tp: self.consumer.get_watermark_offsets(
+                tp, timeout=METADATA_TIMEOUT_S))
             self.ends[index] = high
             first = {"earliest": low, "latest": high}.get(self.start, self.start)
             self.next_offsets.setdefault(
