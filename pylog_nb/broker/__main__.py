@@ -14,10 +14,12 @@ sys.modules.setdefault("hypothesis", None)
 
 from .config import (  # noqa: E402
     GROUP_INITIAL_REBALANCE_DELAY_MS,
+    LOG_CLEANER_BACKOFF_MS,
     OFFSETS_RETENTION_CHECK_INTERVAL_MS,
     OFFSETS_RETENTION_MS,
     OFFSETS_TOPIC_PARTITIONS,
     OFFSETS_TOPIC_REPLICATION_FACTOR,
+    OFFSETS_TOPIC_SEGMENT_BYTES,
     REPLICA_LAG_TIME_MAX_MS,
     BrokerConfig,
 )
@@ -41,12 +43,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--offsets-topic-partitions", type=int, default=OFFSETS_TOPIC_PARTITIONS)
     parser.add_argument("--offsets-topic-replication-factor", type=int,
                         default=OFFSETS_TOPIC_REPLICATION_FACTOR)
+    parser.add_argument("--offsets-topic-segment-bytes", type=int,
+                        default=OFFSETS_TOPIC_SEGMENT_BYTES)
     parser.add_argument("--group-initial-rebalance-delay-ms", type=int,
                         default=GROUP_INITIAL_REBALANCE_DELAY_MS)
     parser.add_argument("--group-min-session-timeout-ms", type=int, default=6_000)
     parser.add_argument("--offsets-retention-ms", type=int, default=OFFSETS_RETENTION_MS)
     parser.add_argument("--offsets-retention-check-interval-ms", type=int,
                         default=OFFSETS_RETENTION_CHECK_INTERVAL_MS)
+    parser.add_argument("--log-cleaner-backoff-ms", type=int, default=LOG_CLEANER_BACKOFF_MS)
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
 
@@ -73,10 +78,12 @@ def main(argv: list[str] | None = None) -> None:
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         offsets_topic_num_partitions=args.offsets_topic_partitions,
         offsets_topic_replication_factor=args.offsets_topic_replication_factor,
+        offsets_topic_segment_bytes=args.offsets_topic_segment_bytes,
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
         group_min_session_timeout_ms=args.group_min_session_timeout_ms,
         offsets_retention_ms=args.offsets_retention_ms,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
+        log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,
     )
     try:
         lock_data_dir(args.data_dir)

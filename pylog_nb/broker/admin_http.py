@@ -5,7 +5,9 @@ leader epoch, segments), so each broker answers:
 
     GET /v1/partitions   [{"topic", "partition", "leader", "leader_epoch", "replicas", "isr",
                            "log_start_offset", "high_watermark", "log_end_offset", "size_bytes",
-                           "segments": [{"base_offset", "next_offset", "size_bytes"}],
+                           "cleanup_policy", "first_dirty_offset" (where the cleaner
+                           has yet to look), "segments": [{"base_offset", "next_offset",
+                           "size_bytes"}],
                            "role": "leader" | "follower" | "offline", "proposed_isr",
                            "followers": [{"broker_id", "in_isr", "log_end_offset",
                                           "lag_records", "lag_ms", ...}] (on the leader)}]
@@ -61,6 +63,8 @@ def partitions_view(node: BrokerNode) -> list[dict]:
             "high_watermark": partition.high_watermark,
             "log_end_offset": plog.log_end_offset,
             "size_bytes": plog.size_bytes,
+            "cleanup_policy": plog.config.cleanup_policy,
+            "first_dirty_offset": plog.first_dirty_offset,
             "segments": [
                 {"base_offset": s.base_offset, "next_offset": s.next_offset,
                  "size_bytes": s.size_bytes}

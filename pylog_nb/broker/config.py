@@ -10,9 +10,11 @@ REPLICA_LAG_TIME_MAX_MS = 10_000  # Kafka: 30 s; a lab wants to see ISR shrink s
 # Kafka: 50 partitions; ten keep a laptop cluster light and still spread groups over brokers.
 OFFSETS_TOPIC_PARTITIONS = 10
 OFFSETS_TOPIC_REPLICATION_FACTOR = 3  # capped at the live brokers when the topic is created
+OFFSETS_TOPIC_SEGMENT_BYTES = 100 * MIB  # Kafka's offsets.topic.segment.bytes
 GROUP_INITIAL_REBALANCE_DELAY_MS = 3_000  # Kafka's: lets a starting fleet form one generation
 OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000  # Kafka's offsets.retention.minutes (7 days)
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 60_000  # Kafka: 10 min
+LOG_CLEANER_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms: a look for dirty logs this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +35,13 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS
     offsets_topic_num_partitions: int = OFFSETS_TOPIC_PARTITIONS
     offsets_topic_replication_factor: int = OFFSETS_TOPIC_REPLICATION_FACTOR
+    offsets_topic_segment_bytes: int = OFFSETS_TOPIC_SEGMENT_BYTES
     group_initial_rebalance_delay_ms: int = GROUP_INITIAL_REBALANCE_DELAY_MS
     group_min_session_timeout_ms: int = 6_000  # Kafka's group.min.session.timeout.ms
     group_max_session_timeout_ms: int = 1_800_000  # Kafka's group.max.session.timeout.ms
     offsets_retention_ms: int = OFFSETS_RETENTION_MS
     offsets_retention_check_interval_ms: int = OFFSETS_RETENTION_CHECK_INTERVAL_MS
+    log_cleaner_backoff_ms: int = LOG_CLEANER_BACKOFF_MS
 
     @property
     def config_rows(self) -> dict[str, str]:
@@ -51,8 +55,10 @@ class BrokerConfig:
             "socket.request.max.bytes": str(self.socket_request_max_bytes),
             "offsets.topic.num.partitions": str(self.offsets_topic_num_partitions),
             "offsets.topic.replication.factor": str(self.offsets_topic_replication_factor),
+            "offsets.topic.segment.bytes": str(self.offsets_topic_segment_bytes),
             "group.initial.rebalance.delay.ms": str(self.group_initial_rebalance_delay_ms),
             "group.min.session.timeout.ms": str(self.group_min_session_timeout_ms),
             "group.max.session.timeout.ms": str(self.group_max_session_timeout_ms),
             "offsets.retention.minutes": str(self.offsets_retention_ms // 60_000),
+            "log.cleaner.backoff.ms": str(self.log_cleaner_backoff_ms),
         }

@@ -49,15 +49,10 @@ from .topics import AdminError
 log = logging.getLogger("pylog.broker")
 
 OFFSET_COMMIT_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms
-OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
 LOAD_READ_BYTES = 1024 * 1024  # one log read while loading a partition
-# Compaction is not implemented: the offsets log keeps everything and the latest record per key
-# wins on load, so nothing may be deleted by time or size.
-OFFSETS_TOPIC_CONFIGS = {
-    "retention.ms": "-1",
-    "retention.bytes": "-1",
-    "segment.bytes": str(OFFSETS_SEGMENT_BYTES),
-}
+# Kafka's: compacted, so a group's last commit for each partition stays and the rest go (and a
+# new coordinator replays only that).
+OFFSETS_TOPIC_POLICY = {"cleanup.policy": "compact"}
 
 Answer = JoinAnswer | SyncAnswer | CommitAnswer
 
@@ -128,7 +123,8 @@ class GroupService:
                 OFFSETS_TOPIC,
                 num_partitions=config.offsets_topic_num_partitions,
                 replication_factor=replication_factor,
-                configs=OFFSETS_TOPIC_CONFIGS,
+                configs={**OFFSETS_TOPIC_POLICY,
+                         "segment.bytes": str(config.offsets_topic_segment_bytes)},
             )
             if asyncio.iscoroutine(created):
                 await created

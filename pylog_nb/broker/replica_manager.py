@@ -23,6 +23,8 @@ from .metadata import MetadataImage, MetadataStore, PartitionState, TopicState
 from .replication.actions import Action
 from .replication.follower import FollowerState
 from .replication.leader import LeaderState
+from .storage import cleaner
+from .storage.cleaner import FilterStats
 from .storage.log import Log
 
 
@@ -200,6 +202,17 @@ class ReplicaManager:
     def enforce_retention(self, now_ms: int) -> int:
         """Apply retention to every partition; return the number of segments deleted."""
         return sum(p.log.enforce_retention(now_ms) for p in self.partitions.values())
+
+    def clean(self, now_ms: int) -> list[tuple[str, FilterStats]]:
+        """One cleaner pass over each compacted log dirty enough; what each pass did."""
+        cleaned = []
+        for partition in self.partitions.values():
+            config = partition.log.config
+            if config.compact and partition.log.dirty_ratio() >= config.min_cleanable_dirty_ratio:
+                stats = cleaner.clean(partition.log, now_ms)
+                if stats is not None:
+                    cleaned.append((f"{partition.topic}-{partition.index}", stats))
+        return cleaned
 
     def flush(self) -> None:
         for partition in self.partitions.values():

@@ -56,6 +56,7 @@ class BrokerServer:
         self.node.port = self.server.sockets[0].getsockname()[1]
         self.timers = [
             asyncio.create_task(self._every(config.retention_check_interval_ms, self._retention)),
+            asyncio.create_task(self._every(config.log_cleaner_backoff_ms, self._clean)),
             asyncio.create_task(self._every(config.flush_interval_ms, self.node.replicas.flush)),
             asyncio.create_task(self._every(REPLICATION_TICK_MS, self._replication_tick)),
             asyncio.create_task(self._every(GROUP_TICK_MS, self.node.groups.tick)),
@@ -70,6 +71,12 @@ class BrokerServer:
         deleted = self.node.replicas.enforce_retention(self.node.now_ms())
         if deleted:
             log.info("retention deleted %d segment(s)", deleted)
+
+    def _clean(self) -> None:
+        for name, stats in self.node.replicas.clean(self.node.now_ms()):
+            log.info("cleaned %s: kept %d of %d records (%d of %d bytes), %d tombstone(s) "
+                     "removed", name, stats.records_kept, stats.records_read, stats.bytes_kept,
+                     stats.bytes_read, stats.tombstones_removed)
 
     async def _every(self, interval_ms: int, action) -> None:
         while True:

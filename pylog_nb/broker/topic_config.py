@@ -54,6 +54,21 @@ def _bool(text: str) -> bool:
     return lowered == "true"
 
 
+def _cleanup_policy(text: str) -> str:
+    """``delete``, ``compact`` or both (a comma-separated list, in any order)."""
+    policies = {p.strip() for p in text.split(",")}
+    if not policies or not policies <= {"delete", "compact"}:
+        raise ValueError("must be delete, compact or compact,delete")
+    return ",".join(sorted(policies))
+
+
+def _ratio(text: str) -> float:
+    value = float(text.strip())
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be between 0 and 1")
+    return value
+
+
 SEGMENT_BYTES_MIN = 14  # Kafka's lower bound: one record batch header must fit
 DEFINITIONS: dict[str, ConfigDef] = {
     d.name: d
@@ -73,7 +88,12 @@ DEFINITIONS: dict[str, ConfigDef] = {
             "Which timestamp records keep",
         ),
         ConfigDef("index.interval.bytes", "4096", _int_in(0, INT32_MAX), "Index density"),
-        ConfigDef("cleanup.policy", "delete", _choice("delete"), "Only delete is supported"),
+        ConfigDef("cleanup.policy", "delete", _cleanup_policy,
+                  "delete: by retention; compact: the last record of each key; or both"),
+        ConfigDef("delete.retention.ms", "86400000", _int_in(0, INT64_MAX),
+                  "How long a compacted topic keeps tombstones"),
+        ConfigDef("min.cleanable.dirty.ratio", "0.5", _ratio,
+                  "Share of uncleaned log that starts compaction"),
         ConfigDef(
             "unclean.leader.election.enable", "false", _bool, "Elect out-of-sync replicas"
         ),
@@ -117,4 +137,7 @@ def log_config(overrides: Mapping[str, str]) -> LogConfig:
         index_interval_bytes=values["index.interval.bytes"],
         max_message_bytes=values["max.message.bytes"],
         message_timestamp_type=values["message.timestamp.type"],
+        cleanup_policy=values["cleanup.policy"],
+        delete_retention_ms=values["delete.retention.ms"],
+        min_cleanable_dirty_ratio=values["min.cleanable.dirty.ratio"],
     )

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from pylog_nb.broker.records import codecs
 from pylog_nb.broker.records.header import (
+    CODEC_MASK,
     CONTROL_BIT,
     HEADER_BYTES,
     HEADER_STRUCT,
@@ -197,6 +198,40 @@ def encode_batch(
         base_sequence,
         len(specs),
     ]
+    return _sealed(header_fields, body)
+
+
+def encode_retained(header: BatchHeader, records: Sequence[Record]) -> bytes:
+    """The batch ``header`` describes, rewritten to hold only ``records`` (the log cleaner).
+
+    Like Kafka's ``MemoryRecords.filterTo``: the base offset, last offset delta, producer id,
+    epoch, base sequence, leader epoch, codec and attributes stay, so the batch still spans the
+    same offsets and sequences; each record keeps its offset delta. ``records`` may be empty
+    (a producer's last batch is kept for its sequence numbers).
+    """
+    assert all(header.base_offset <= r.offset <= header.last_offset for r in records)
+    base_timestamp = header.base_timestamp
+    plain = b"".join(
+        _encode_record(RecordSpec(r.key, r.value, r.headers, r.timestamp_ms),
+                       r.offset - header.base_offset, base_timestamp)
+        for r in records)
+    body = codecs.compress(header.codec, plain) if records else b""
+    # An empty batch is written uncompressed, as Kafka's writeEmptyHeader does.
+    attributes = header.attributes if records else header.attributes & ~CODEC_MASK
+    if header.is_log_append_time or not records:
+        max_timestamp = header.max_timestamp
+    else:
+        max_timestamp = max(r.timestamp_ms for r in records)
+    return _sealed([
+        header.base_offset, HEADER_BYTES - LOG_OVERHEAD_BYTES + len(body),
+        header.partition_leader_epoch, MAGIC_V2, 0, attributes, header.last_offset_delta,
+        base_timestamp, max_timestamp, header.producer_id, header.producer_epoch,
+        header.base_sequence, len(records),
+    ], body)
+
+
+def _sealed(header_fields: list[int], body: bytes) -> bytes:
+    """Header and body, with the CRC-32C computed over ``attributes..end``."""
     batch = bytearray(HEADER_STRUCT.pack(*header_fields) + body)
     header_fields[CRC_FIELD_INDEX] = compute_crc(batch, 0, len(batch))
     HEADER_STRUCT.pack_into(batch, 0, *header_fields)

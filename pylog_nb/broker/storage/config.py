@@ -22,6 +22,7 @@ INDEX_MIN_BYTES = 24
 MESSAGE_MAX_BYTES_DEFAULT = 1 * MIB + 12
 
 TimestampType = Literal["CreateTime", "LogAppendTime"]
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +44,11 @@ class LogConfig:
     # Deleted segments keep their file descriptors this long so in-flight reads and sendfile
     # calls finish on the old data (Kafka's file.delete.delay.ms).
     file_delete_delay_ms: int = 60_000
+    # "delete": retention by time and size; "compact": keep the last record of every key (the
+    # cleaner, cleaner.py); "compact,delete": both.
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = DAY_MS  # how long a compacted topic keeps a tombstone
+    min_cleanable_dirty_ratio: float = 0.5  # clean once this share of the log is dirty
 
     def __post_init__(self) -> None:
         _check_range("segment_bytes", self.segment_bytes, 1, SEGMENT_MAX_BYTES)
@@ -53,12 +59,26 @@ class LogConfig:
         _check_range("index_interval_bytes", self.index_interval_bytes, 0, 2**31 - 1)
         _check_range("max_message_bytes", self.max_message_bytes, 0, 2**31 - 1)
         _check_range("file_delete_delay_ms", self.file_delete_delay_ms, 0, 2**63 - 1)
+        _check_range("delete_retention_ms", self.delete_retention_ms, 0, 2**63 - 1)
+        if self.cleanup_policy not in CLEANUP_POLICIES:
+            raise ValueError(f"cleanup_policy {self.cleanup_policy!r} is invalid")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError(f"min_cleanable_dirty_ratio {self.min_cleanable_dirty_ratio} must be "
+                             "in [0, 1]")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ValueError(f"message_timestamp_type {self.message_timestamp_type!r} is invalid")
         if self.flush_messages is not None:
             _check_range("flush_messages", self.flush_messages, 1, 2**63 - 1)
         if self.flush_ms is not None:
             _check_range("flush_ms", self.flush_ms, 0, 2**63 - 1)
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
 
     @property
     def log_append_time(self) -> bool:

@@ -31,6 +31,7 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
 KAFKA_STORAGE_ERROR = 56
+INVALID_RECORD = 87
 
 
 class StorageError(Exception):
@@ -43,6 +44,12 @@ class CorruptRecordError(InvalidRecordError, StorageError):
     """A batch failed validation (length, magic, CRC, counts): CORRUPT_MESSAGE."""
 
     error_code = CORRUPT_MESSAGE
+
+
+class KeylessRecordError(StorageError):
+    """A record without a key sent to a compacted topic, which keeps records by key."""
+
+    error_code = INVALID_RECORD
 
 
 class OffsetOutOfRangeError(StorageError):

@@ -22,14 +22,16 @@ Not thread-safe: the asyncio broker calls it from its event loop only.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pylog_nb.broker.records.batch import decode_batch
 from pylog_nb.broker.records.header import (
     BatchHeader,
     InvalidRecordError,
@@ -48,6 +50,7 @@ from .epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, EpochEndOffset, LeaderEpo
 from .errors import (
     CorruptRecordError,
     KafkaStorageError,
+    KeylessRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
@@ -62,6 +65,7 @@ from .segment import (
     LogSegment,
     OffsetAndTimestamp,
     parse_segment_base_offset,
+    segment_file_name,
 )
 
 __all__ = [
@@ -76,6 +80,9 @@ __all__ = [
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 RECOVERY_POINT_FILE = "recovery-point"
 HIGH_WATERMARK_FILE = "high-watermark"
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+CLEANED_SUFFIX = ".cleaned"  # a cleaner's copy of a segment, being written
+SWAP_SUFFIX = ".swap"  # a cleaner's finished copy, replacing the segment of the same name
 LOG_START_OFFSET_FILE = "log-start-offset"
 
 # ListOffsets sentinels (Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP / LATEST_TIMESTAMP).
@@ -95,6 +102,17 @@ def _validated_headers(buf) -> Iterator[tuple[int, BatchHeader]]:
         header = read_header(buf, pos)
         yield pos, header
         pos += header.size_bytes
+
+
+def _check_keys(buf, pos: int) -> None:
+    """A compacted topic keeps records by key, so each needs one (Kafka's LogValidator); the
+    only place the broker decompresses what a producer sends."""
+    try:
+        _header, records = decode_batch(buf, pos)
+    except InvalidRecordError as error:
+        raise CorruptRecordError(str(error)) from error
+    if any(record.key is None for record in records):
+        raise KeylessRecordError("a compacted topic cannot accept a record without a key")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +180,8 @@ class Log:
         self._log_start_checkpoint = OffsetCheckpointFile(directory / LOG_START_OFFSET_FILE)
         self._recovery_point_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_FILE)
         self._high_watermark_checkpoint = OffsetCheckpointFile(directory / HIGH_WATERMARK_FILE)
+        self._cleaner_checkpoint = OffsetCheckpointFile(directory / CLEANER_CHECKPOINT_FILE)
+        self._first_dirty_offset = 0
         self.leader_epoch_cache = LeaderEpochFileCache(
             directory / LEADER_EPOCH_CHECKPOINT_FILE, lambda: self._log_end_offset
         )
@@ -188,6 +208,13 @@ class Log:
     def _load(self) -> None:
         for leftover in self.directory.glob(f"*{TMP_SUFFIX}"):
             leftover.unlink()
+        for leftover in self.directory.glob(f"*{CLEANED_SUFFIX}"):
+            leftover.unlink()  # a cleaner pass cut short before its commit point
+        for swap in self.directory.glob(f"*{SWAP_SUFFIX}"):  # a cleaner pass past its commit
+            log_name, end_offset = swap.name[: -len(SWAP_SUFFIX)].rsplit(".", 1)
+            base = parse_segment_base_offset(log_name, LOG_SUFFIX)
+            assert base is not None and end_offset.isdigit(), swap
+            self._finish_swap(base, int(end_offset)).close()
         marker = self.directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         # Known before recovery so that batches below it teach the epoch cache nothing.
@@ -208,6 +235,7 @@ class Log:
         self._recovery_point_checkpoint.write(self._recovery_point)
         self._log_start_checkpoint.write(self._log_start_offset)
         self._high_watermark = self._clamp(self._high_watermark_checkpoint.read() or 0)
+        self._first_dirty_offset = self._cleaner_checkpoint.read() or 0
         if clean:
             marker.unlink()
             fsync_dir(self.directory)
@@ -385,8 +413,8 @@ class Log:
     def append_as_follower(self, records) -> LogAppendInfo:
         """Append batches copied from the leader, offsets and epochs as they are.
 
-        CRCs are still checked. The first batch must start at the LEO and offsets must be
-        contiguous. A partial batch at the end (a fetch cut at max bytes) is ignored.
+        CRCs are still checked. Offsets must increase from the LEO on; they may skip, where the
+        leader's cleaner removed whole batches of a compacted topic. A partial batch at the end (a fetch cut at max bytes) is ignored.
         """
         self._check_open()
         buf = records if isinstance(records, bytearray) else bytearray(records)
@@ -414,11 +442,13 @@ class Log:
             raise
         except InvalidRecordError as error:
             raise CorruptRecordError(str(error)) from error
-        for _, header in batches:
+        for pos, header in batches:
             if header.records_count == 0 or header.records_count != header.last_offset_delta + 1:
                 raise CorruptRecordError("record count does not match last offset delta")
             if header.is_control:
                 raise CorruptRecordError("producers may not write control batches")
+            if self.config.compact:
+                _check_keys(buf, pos)
         return batches
 
     def _check_producers(self, batches: list[tuple[int, BatchHeader]]) -> LogAppendInfo | None:
@@ -462,9 +492,10 @@ class Log:
                 header = check_batch(buf, pos, len(buf))
             except InvalidRecordError as error:
                 raise CorruptRecordError(str(error)) from error
-            if header.base_offset != next_offset:
+            if header.base_offset < next_offset:  # a gap is a batch the cleaner removed
                 raise UnexpectedAppendOffsetError(
-                    f"follower batch starts at offset {header.base_offset}, expected {next_offset}"
+                    f"follower batch starts at offset {header.base_offset}, expected at least "
+                    f"{next_offset}"
                 )
             next_offset = header.next_offset
             pos += size_bytes
@@ -473,7 +504,7 @@ class Log:
     def _append(self, buf, append_time_ms: int, now_ms: int) -> LogAppendInfo:
         """Write validated batches with final offsets, rolling between chunks as needed."""
         first_offset = read_header(buf).base_offset
-        assert first_offset == self._log_end_offset, (first_offset, self._log_end_offset)
+        assert first_offset >= self._log_end_offset, (first_offset, self._log_end_offset)
         max_timestamp_ms, message_count = NO_TIMESTAMP, 0
         for chunk in self._chunks(buf):
             segment = self._maybe_roll(chunk, now_ms)
@@ -689,6 +720,98 @@ class Log:
         self.close_handlers()
         shutil.rmtree(self.directory, ignore_errors=True)
 
+    # == compaction (cleaner.py decides what to keep; the log swaps files) ========================
+
+    @property
+    def first_dirty_offset(self) -> int:
+        """Where records not yet seen by the cleaner begin."""
+        return min(max(self._first_dirty_offset, self._log_start_offset), self._log_end_offset)
+
+    def cleanable_segments(self) -> list[tuple[LogSegment, int]]:
+        """The inactive segments wholly below the HW, oldest first, each with the offset where
+        the next one begins: all the cleaner may touch."""
+        cleanable = []
+        for segment, next_segment in zip(self._segments, self._segments[1:], strict=False):
+            if next_segment.base_offset > self._high_watermark:
+                break
+            cleanable.append((segment, next_segment.base_offset))
+        return cleanable
+
+    def dirty_ratio(self) -> float:
+        """Share of the cleanable bytes at or above the first dirty offset."""
+        segments = self.cleanable_segments()
+        total = sum(s.size_bytes for s, _ in segments)
+        dirty = sum(s.size_bytes for s, end in segments if end > self.first_dirty_offset)
+        return dirty / total if total else 0.0
+
+    def replace_segments(self, group: list[LogSegment], end_offset: int,
+                         chunks: Iterable[bytes]) -> LogSegment:
+        """Swap in one cleaned segment for the consecutive ``group`` (which ends where
+        ``end_offset`` begins), written from ``chunks`` and based at the group's first offset.
+
+        Crash-safe like Kafka's: the copy is written and fsynced as ``.log.cleaned``, renamed
+        ``.log.<end offset>.swap`` (the commit point: ``_load`` finishes the swap from there),
+        the group's old files are removed and the copy is renamed over the first ``.log``, with
+        fresh indexes. Late readers keep the old files open for ``file_delete_delay_ms``.
+        """
+        self._check_open()
+        i = self._segments.index(group[0])
+        assert self._segments[i:i + len(group)] == group, "a group is consecutive"
+        assert i + len(group) < len(self._segments), "the active segment is never cleaned"
+        assert self._segments[i + len(group)].base_offset == end_offset, end_offset
+        path = group[0].log.path
+        cleaned = path.with_name(path.name + CLEANED_SUFFIX)
+        with cleaned.open("wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        cleaned.rename(path.with_name(f"{path.name}.{end_offset}{SWAP_SUFFIX}"))
+        fsync_dir(self.directory)
+        replacement = self._finish_swap(group[0].base_offset, end_offset)
+        self._segments[i:i + len(group)] = [replacement]
+        for segment in group:
+            self._retire(segment)
+        return replacement
+
+    def _finish_swap(self, base_offset: int, end_offset: int) -> LogSegment:
+        """Put ``<base>.log.<end>.swap`` in place of the segments in [base, end)."""
+        # Old files first: a crash after the rename then leaves a segment without indexes,
+        # which opening the log recovers, never new data with stale indexes or old segments.
+        for path in self.directory.iterdir():
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                base = parse_segment_base_offset(path.name, suffix)
+                if base is not None and base_offset <= base < end_offset and (
+                        suffix != LOG_SUFFIX or base != base_offset):
+                    path.unlink()
+        fsync_dir(self.directory)
+        log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX)
+        os.replace(log_path.with_name(f"{log_path.name}.{end_offset}{SWAP_SUFFIX}"), log_path)
+        fsync_dir(self.directory)
+        segment = LogSegment(self.directory, base_offset, self.config, created_ms=self._now_ms())
+        segment.recover()
+        segment.on_become_inactive()
+        return segment
+
+    def mark_cleaned(self, end_offset: int) -> None:
+        """Everything below ``end_offset`` has been through the cleaner."""
+        assert self._log_start_offset <= end_offset <= self._high_watermark, end_offset
+        self._first_dirty_offset = end_offset
+        self._cleaner_checkpoint.write(end_offset)
+
+    def _forget_cleaned_above(self, offset: int) -> None:
+        """Records written after a truncation to ``offset`` are dirty again."""
+        if self._first_dirty_offset > offset:
+            self._first_dirty_offset = offset
+            self._cleaner_checkpoint.write(offset)
+
+    def _retire(self, segment: LogSegment) -> None:
+        """Close a replaced segment's descriptors later; its files are already gone or reused."""
+        if self.config.file_delete_delay_ms == 0:
+            segment.close()
+            return
+        self._pending_close.append((self._now_ms() + self.config.file_delete_delay_ms, segment))
+
     # == truncation and deletion =================================================================
 
     def truncate_to(self, offset: int) -> bool:
@@ -722,6 +845,7 @@ class Log:
 
     def _after_truncation(self) -> None:
         leo = self._log_end_offset
+        self._forget_cleaned_above(leo)
         self.leader_epoch_cache.truncate_from_end(leo)
         self.producer_state.load(self._log_start_offset, leo, self._replay_headers)
         self._high_watermark = self._clamp(self._high_watermark)
@@ -741,6 +865,7 @@ class Log:
         self._log_start_offset = self._log_end_offset = self._high_watermark = offset
         self.leader_epoch_cache.clear()
         self.producer_state.clear()
+        self._forget_cleaned_above(offset)
         self._recovery_point = offset
         self._recovery_point_checkpoint.write(offset)
 
@@ -772,9 +897,9 @@ class Log:
         self._check_open()
         now = self._now_ms() if now_ms is None else now_ms
         deleted = 0
-        if self.config.retention_ms >= 0:
+        if self.config.delete and self.config.retention_ms >= 0:
             deleted += self._delete_segments(self._deletable_segments(self._expired(now)))
-        if self.config.retention_bytes >= 0:
+        if self.config.delete and self.config.retention_bytes >= 0:
             over_bytes = self.size_bytes - self.config.retention_bytes
             deleted += self._delete_segments(self._deletable_segments(self._oversize(over_bytes)))
         deleted += self._delete_segments(self._deletable_segments(self._below_log_start))

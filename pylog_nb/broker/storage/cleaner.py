@@ -1,0 +1,208 @@
+"""Log compaction (``cleanup.policy=compact``): keep at least the last record of every key.
+
+Theory of operation (Kafka's LogCleaner, for one log, one pass at a time):
+
+- The *first dirty offset* splits the log: below it every segment was cleaned before; above it
+  records arrived since. Only inactive segments wholly below the high watermark take part, so
+  the active segment and records consumers cannot see yet are never touched.
+- A pass maps each key of the dirty part to the offset of its last record (``OffsetMap``). The
+  map holds at most ``OFFSET_MAP_KEYS_MAX`` keys: a dirty part with more is cleaned in several
+  passes, each up to the end of the last segment it could map.
+- Every segment from the log start to the end of the mapped part is then filtered
+  (``filter_batches``): a record survives unless the map holds a later offset for its key; a
+  tombstone (null value) also goes once it was cleaned before and its segment is older than
+  ``delete.retention.ms``, which gives consumers that long to see the delete; a record without
+  a key is kept (the produce path refuses them on compacted topics). Each batch keeps its
+  offsets, producer id and sequence numbers (``encode_retained``); a batch left empty is
+  dropped, unless it is the last batch of its producer, which idempotent de-duplication needs.
+- Offsets never move: a consumer sees gaps, exactly as with Kafka. The ``Log`` swaps each
+  filtered segment in crash-safely (see ``Log.clean``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pylog_nb.broker.records.batch import Record, decode_batch, encode_retained
+from pylog_nb.broker.records.header import BatchHeader, iter_batches
+
+from .index import INT32_MAX
+
+if TYPE_CHECKING:
+    from .log import Log
+    from .segment import LogSegment
+
+OFFSET_MAP_KEYS_MAX = 1_000_000  # about 150 MB of Python dict at most for one pass
+READ_CHUNK_BYTES = 4 * 1024 * 1024  # a segment is read and rewritten this much at a time
+
+
+def clean(log: Log, now_ms: int, *, keys_max: int = OFFSET_MAP_KEYS_MAX) -> FilterStats | None:
+    """One cleaning pass over ``log``; None when no dirty record is cleanable yet."""
+    segments = log.cleanable_segments()
+    first_dirty = log.first_dirty_offset
+    offset_map = OffsetMap(keys_max)
+    for segment, end_offset in segments:
+        if end_offset <= first_dirty:
+            continue
+        if offset_map.full:
+            break
+        for data in _chunks(log, segment, end_offset):
+            offset_map.add_batches(data, first_dirty)
+        offset_map.end_offset = end_offset
+    if offset_map.end_offset <= first_dirty:
+        return None
+    producers_last = {e.last_offset for e in log.producer_state.producers.values()}
+    stats = FilterStats()
+    for group, end_offset in _groups(log, segments, offset_map.end_offset):
+        ends = [*(s.base_offset for s in group[1:]), end_offset]
+        chunks = (
+            filter_batches(data, offset_map, producers_last_offsets=producers_last,
+                           drop_tombstones_below=_tombstone_horizon(segment, first_dirty, now_ms,
+                                                                    log.config))
+            for segment, segment_end in zip(group, ends, strict=True)
+            for data in _chunks(log, segment, segment_end))
+        log.replace_segments(group, end_offset, _tallied(chunks, stats))
+        stats.segments_rewritten.append(group[0].base_offset)
+    log.mark_cleaned(offset_map.end_offset)
+    return stats
+
+
+def _tombstone_horizon(segment: LogSegment, first_dirty: int, now_ms: int, config) -> int:
+    """Below which offset this segment's tombstones may go: those cleaned once before, once
+    the segment is older than ``delete.retention.ms`` (-1: keep every tombstone)."""
+    expired = segment.largest_timestamp_ms < now_ms - config.delete_retention_ms
+    return first_dirty if expired else -1
+
+
+def _groups(log: Log, segments: list[tuple[LogSegment, int]],
+            end_offset: int) -> Iterator[tuple[list[LogSegment], int]]:
+    """Consecutive segments below ``end_offset`` whose sizes together fit one segment (Kafka's
+    groupSegmentsBySize): small cleaned segments merge instead of piling up."""
+    group: list[LogSegment] = []
+    group_bytes = group_end = 0
+    for segment, segment_end in segments:
+        if segment_end > end_offset:
+            break
+        if group and (group_bytes + segment.size_bytes > log.config.segment_bytes
+                      or segment_end - group[0].base_offset > INT32_MAX):
+            yield group, group_end
+            group, group_bytes = [], 0
+        group.append(segment)
+        group_bytes += segment.size_bytes
+        group_end = segment_end
+    if group:
+        yield group, group_end
+
+
+def _chunks(log: Log, segment: LogSegment, end_offset: int) -> Iterator[bytes]:
+    """The segment's batches, whole, about ``READ_CHUNK_BYTES`` at a time."""
+    offset = max(segment.base_offset, log.log_start_offset)
+    while offset < end_offset:
+        data = log.read(offset, READ_CHUNK_BYTES, max_offset=end_offset).read_bytes()
+        if not data:
+            return
+        last = None
+        for _, header in iter_batches(data):
+            last = header
+        assert last is not None and offset < last.next_offset <= end_offset, (offset, last)
+        yield data
+        offset = last.next_offset
+
+
+def _tallied(filtered: Iterable[tuple[bytes, FilterStats]], stats: FilterStats) -> Iterator[bytes]:
+    for data, chunk_stats in filtered:
+        stats.add(chunk_stats)
+        yield data
+
+
+class OffsetMap:
+    """Key -> offset of the last record with that key, over the dirty part of a log."""
+
+    def __init__(self, keys_max: int = OFFSET_MAP_KEYS_MAX) -> None:
+        assert keys_max > 0
+        self.keys_max = keys_max
+        self._last: dict[bytes, int] = {}
+        self.end_offset = -1  # where the mapped segments end
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+    @property
+    def full(self) -> bool:
+        return len(self._last) >= self.keys_max
+
+    def add_batches(self, data: bytes, start_offset: int) -> None:
+        """Map every keyed record of ``data`` (whole batches) at or after ``start_offset``."""
+        for _header, records in decoded_batches(data):
+            for record in records:
+                if record.key is not None and record.offset >= start_offset:
+                    self._last[record.key] = record.offset
+
+    def supersedes(self, record: Record) -> bool:
+        """True when a later record has the same key."""
+        return record.key is not None and self._last.get(record.key, -1) > record.offset
+
+
+@dataclass(slots=True)
+class FilterStats:
+    """What one pass read and kept."""
+
+    batches_read: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    bytes_read: int = 0
+    bytes_kept: int = 0
+    tombstones_removed: int = 0
+    segments_rewritten: list[int] = field(default_factory=list)
+
+    def add(self, other: FilterStats) -> None:
+        for name in ("batches_read", "records_read", "records_kept", "bytes_read", "bytes_kept",
+                     "tombstones_removed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.segments_rewritten += other.segments_rewritten
+
+
+def decoded_batches(data: bytes) -> Iterator[tuple[BatchHeader, list[Record]]]:
+    """Each batch of ``data`` with its records (none for a control batch)."""
+    for pos, header in iter_batches(data):
+        yield header, ([] if header.is_control else decode_batch(data, pos)[1])
+
+
+def filter_batches(data: bytes, offset_map: OffsetMap, *, drop_tombstones_below: int,
+                   producers_last_offsets: Iterable[int]) -> tuple[bytes, FilterStats]:
+    """The batches of one segment with superseded records (and old tombstones) removed.
+
+    ``drop_tombstones_below``: tombstones at lower offsets may go (-1: keep them all).
+    ``producers_last_offsets``: the last offset of each producer's last batch in the log.
+    """
+    keep_empty = set(producers_last_offsets)
+    stats = FilterStats(bytes_read=len(data))
+    kept: list[bytes] = []
+    for pos, header in iter_batches(data):
+        stats.batches_read += 1
+        if header.is_control:  # transaction markers: not written by this broker, kept as is
+            kept.append(bytes(data[pos:pos + header.size_bytes]))
+            continue
+        records = decode_batch(data, pos)[1]
+        retained = [r for r in records if _retained(r, offset_map, drop_tombstones_below, stats)]
+        stats.records_read += len(records)
+        stats.records_kept += len(retained)
+        if len(retained) == len(records):
+            kept.append(bytes(data[pos:pos + header.size_bytes]))
+        elif retained or header.last_offset in keep_empty:
+            kept.append(encode_retained(header, retained))
+    out = b"".join(kept)
+    stats.bytes_kept = len(out)
+    return out, stats
+
+
+def _retained(record: Record, offset_map: OffsetMap, drop_tombstones_below: int,
+              stats: FilterStats) -> bool:
+    if offset_map.supersedes(record):
+        return False
+    if record.key is not None and record.value is None and record.offset < drop_tombstones_below:
+        stats.tombstones_removed += 1
+        return False
+    return True
