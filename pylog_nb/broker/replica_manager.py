@@ -11,6 +11,7 @@ whenever the log end or the high watermark moves.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import time
 from collections.abc import Callable
@@ -203,15 +204,25 @@ class ReplicaManager:
         """Apply retention to every partition; return the number of segments deleted."""
         return sum(p.log.enforce_retention(now_ms) for p in self.partitions.values())
 
-    def clean(self, now_ms: int) -> list[tuple[str, FilterStats]]:
-        """One cleaner pass over each compacted log dirty enough; what each pass did."""
+    async def clean(self, now_ms: int) -> list[tuple[str, FilterStats]]:
+        """One cleaner pass over each compacted log dirty enough; what each pass did. The
+        event loop runs between the chunks a pass reads (``cleaner.clean_steps``)."""
         cleaned = []
-        for partition in self.partitions.values():
+        for partition in list(self.partitions.values()):
             config = partition.log.config
-            if config.compact and partition.log.dirty_ratio() >= config.min_cleanable_dirty_ratio:
-                stats = cleaner.clean(partition.log, now_ms)
-                if stats is not None:
-                    cleaned.append((f"{partition.topic}-{partition.index}", stats))
+            if partition.log.closed or not config.compact:
+                continue
+            if partition.log.dirty_ratio() < config.min_cleanable_dirty_ratio:
+                continue
+            steps = cleaner.clean_steps(partition.log, now_ms)
+            while True:
+                try:
+                    next(steps)
+                except StopIteration as done:
+                    if done.value is not None:
+                        cleaned.append((f"{partition.topic}-{partition.index}", done.value))
+                    break
+                await asyncio.sleep(0)
         return cleaned
 
     def flush(self) -> None:

@@ -72,8 +72,8 @@ class BrokerServer:
         if deleted:
             log.info("retention deleted %d segment(s)", deleted)
 
-    def _clean(self) -> None:
-        for name, stats in self.node.replicas.clean(self.node.now_ms()):
+    async def _clean(self) -> None:
+        for name, stats in await self.node.replicas.clean(self.node.now_ms()):
             log.info("cleaned %s: kept %d of %d records (%d of %d bytes), %d tombstone(s) "
                      "removed", name, stats.records_kept, stats.records_read, stats.bytes_kept,
                      stats.bytes_read, stats.tombstones_removed)
@@ -82,7 +82,9 @@ class BrokerServer:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                action()
+                result = action()
+                if inspect.isawaitable(result):
+                    await result
             except Exception:
                 log.exception("periodic %s failed", getattr(action, "__name__", action))
 

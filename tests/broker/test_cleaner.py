@@ -20,7 +20,7 @@ from pylog_nb.broker.records.batch import Record, decode_records, encode_batch
 from pylog_nb.broker.records.header import iter_batches
 from pylog_nb.broker.storage import KeylessRecordError, Log, OutOfOrderSequenceError
 from pylog_nb.broker.storage import log as log_module
-from pylog_nb.broker.storage.cleaner import clean
+from pylog_nb.broker.storage.cleaner import clean, clean_steps
 
 HOUR_MS = 3_600_000
 COMPACT = {"cleanup_policy": "compact", "segment_bytes": 400, "delete_retention_ms": HOUR_MS}
@@ -260,3 +260,20 @@ def test_a_crash_after_the_commit_point_finishes_the_swap_on_open(tmp_path, monk
     _check_contract(before, after, clean_below=0)
     assert len(after) < len(before)  # the first group's cleaned copy is in place
     reopened.close()
+
+
+def test_a_pass_that_the_log_outran_is_dropped_without_a_trace(tmp_path):
+    log = _filled(tmp_path / "l")
+    steps = clean_steps(log, now_ms=1_000_000)
+    next(steps)  # mapping the dirty part
+    cut_at = log.cleanable_segments()[1][0].base_offset + 1
+    log.truncate_to(cut_at)  # a follower told to truncate by its new leader
+    log.high_watermark = log.log_end_offset
+    truncated = _records(log)
+    with pytest.raises(StopIteration) as finished:
+        while True:
+            next(steps)
+    assert finished.value.value is None
+    assert _records(log) == truncated and log.first_dirty_offset == 0
+    assert not list(tmp_path.joinpath("l").glob("*.cleaned"))
+    log.close()

@@ -15,19 +15,24 @@ Theory of operation (Kafka's LogCleaner, for one log, one pass at a time):
   a key is kept (the produce path refuses them on compacted topics). Each batch keeps its
   offsets, producer id and sequence numbers (``encode_retained``); a batch left empty is
   dropped, unless it is the last batch of its producer, which idempotent de-duplication needs.
-- Offsets never move: a consumer sees gaps, exactly as with Kafka. The ``Log`` swaps each
-  filtered segment in crash-safely (see ``Log.clean``).
+- Offsets never move: a consumer sees gaps, exactly as with Kafka. Small segments are merged
+  into one while they fit ``segment.bytes``. The ``Log`` swaps each group's filtered copy in
+  crash-safely (``Log.replace_segments``).
+- ``clean_steps`` pauses after each chunk of at most ``READ_CHUNK_BYTES`` so the broker keeps
+  serving; a pass whose segments were truncated, deleted or closed meanwhile is dropped whole.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pylog_nb.broker.records.batch import Record, decode_batch, encode_retained
 from pylog_nb.broker.records.header import BatchHeader, iter_batches
 
+from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .index import INT32_MAX
 
 if TYPE_CHECKING:
@@ -35,11 +40,31 @@ if TYPE_CHECKING:
     from .segment import LogSegment
 
 OFFSET_MAP_KEYS_MAX = 1_000_000  # about 150 MB of Python dict at most for one pass
-READ_CHUNK_BYTES = 4 * 1024 * 1024  # a segment is read and rewritten this much at a time
+READ_CHUNK_BYTES = 1024 * 1024  # read and rewritten at a time; the broker runs between chunks
 
 
 def clean(log: Log, now_ms: int, *, keys_max: int = OFFSET_MAP_KEYS_MAX) -> FilterStats | None:
-    """One cleaning pass over ``log``; None when no dirty record is cleanable yet."""
+    """One whole cleaning pass over ``log``; None when no dirty record is cleanable yet, or
+    when the log changed under the pass."""
+    steps = clean_steps(log, now_ms, keys_max=keys_max)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def clean_steps(log: Log, now_ms: int, *,
+                keys_max: int = OFFSET_MAP_KEYS_MAX) -> Generator[None, None, FilterStats | None]:
+    """A cleaning pass that pauses (yields) after every chunk it reads, so the broker's event
+    loop runs between chunks; what it returns is ``clean``'s."""
+    try:
+        return (yield from _pass(log, now_ms, keys_max))
+    except (LogChangedError, OffsetOutOfRangeError, KafkaStorageError):
+        return None  # truncated, trimmed or closed meanwhile: the next pass starts over
+
+
+def _pass(log: Log, now_ms: int, keys_max: int) -> Generator[None, None, FilterStats | None]:
     segments = log.cleanable_segments()
     first_dirty = log.first_dirty_offset
     offset_map = OffsetMap(keys_max)
@@ -50,23 +75,45 @@ def clean(log: Log, now_ms: int, *, keys_max: int = OFFSET_MAP_KEYS_MAX) -> Filt
             break
         for data in _chunks(log, segment, end_offset):
             offset_map.add_batches(data, first_dirty)
+            yield
         offset_map.end_offset = end_offset
     if offset_map.end_offset <= first_dirty:
         return None
     producers_last = {e.last_offset for e in log.producer_state.producers.values()}
     stats = FilterStats()
     for group, end_offset in _groups(log, segments, offset_map.end_offset):
-        ends = [*(s.base_offset for s in group[1:]), end_offset]
-        chunks = (
-            filter_batches(data, offset_map, producers_last_offsets=producers_last,
-                           drop_tombstones_below=_tombstone_horizon(segment, first_dirty, now_ms,
-                                                                    log.config))
-            for segment, segment_end in zip(group, ends, strict=True)
-            for data in _chunks(log, segment, segment_end))
-        log.replace_segments(group, end_offset, _tallied(chunks, stats))
+        yield from _write_cleaned(log, group, end_offset, offset_map, producers_last, stats,
+                                  lambda s: _tombstone_horizon(s, first_dirty, now_ms, log.config))
+        if log.replace_segments(group, end_offset) is None:
+            raise LogChangedError(f"segments from {group[0].base_offset} changed")
         stats.segments_rewritten.append(group[0].base_offset)
     log.mark_cleaned(offset_map.end_offset)
     return stats
+
+
+def _write_cleaned(log: Log, group: list[LogSegment], end_offset: int, offset_map: OffsetMap,
+                   producers_last: set[int], stats: FilterStats,
+                   horizon: Callable[[LogSegment], int]) -> Iterator[None]:
+    """Write and fsync the filtered copy of ``group`` where ``replace_segments`` expects it."""
+    ends = [*(s.base_offset for s in group[1:]), end_offset]
+    path = log.cleaned_copy_path(group)
+    committed = False
+    try:
+        with path.open("wb") as out:
+            for segment, segment_end in zip(group, ends, strict=True):
+                for data in _chunks(log, segment, segment_end):
+                    kept, chunk_stats = filter_batches(
+                        data, offset_map, drop_tombstones_below=horizon(segment),
+                        producers_last_offsets=producers_last)
+                    out.write(kept)
+                    stats.add(chunk_stats)
+                    yield
+            out.flush()
+            os.fsync(out.fileno())
+        committed = True
+    finally:
+        if not committed:
+            path.unlink(missing_ok=True)
 
 
 def _tombstone_horizon(segment: LogSegment, first_dirty: int, now_ms: int, config) -> int:
@@ -100,6 +147,8 @@ def _chunks(log: Log, segment: LogSegment, end_offset: int) -> Iterator[bytes]:
     """The segment's batches, whole, about ``READ_CHUNK_BYTES`` at a time."""
     offset = max(segment.base_offset, log.log_start_offset)
     while offset < end_offset:
+        if not log.holds(segment):
+            raise LogChangedError(f"segment {segment.base_offset} left the log")
         data = log.read(offset, READ_CHUNK_BYTES, max_offset=end_offset).read_bytes()
         if not data:
             return
@@ -111,10 +160,8 @@ def _chunks(log: Log, segment: LogSegment, end_offset: int) -> Iterator[bytes]:
         offset = last.next_offset
 
 
-def _tallied(filtered: Iterable[tuple[bytes, FilterStats]], stats: FilterStats) -> Iterator[bytes]:
-    for data, chunk_stats in filtered:
-        stats.add(chunk_stats)
-        yield data
+class LogChangedError(Exception):
+    """The log lost segments a pass was working on; the pass is dropped."""
 
 
 class OffsetMap:

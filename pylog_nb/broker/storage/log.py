@@ -27,7 +27,7 @@ import shutil
 import time
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -744,28 +744,32 @@ class Log:
         dirty = sum(s.size_bytes for s, end in segments if end > self.first_dirty_offset)
         return dirty / total if total else 0.0
 
-    def replace_segments(self, group: list[LogSegment], end_offset: int,
-                         chunks: Iterable[bytes]) -> LogSegment:
-        """Swap in one cleaned segment for the consecutive ``group`` (which ends where
-        ``end_offset`` begins), written from ``chunks`` and based at the group's first offset.
+    def holds(self, segment: LogSegment) -> bool:
+        """True while ``segment`` is one of the log's segments (not truncated or replaced)."""
+        return not self._closed and any(s is segment for s in self._segments)
 
-        Crash-safe like Kafka's: the copy is written and fsynced as ``.log.cleaned``, renamed
-        ``.log.<end offset>.swap`` (the commit point: ``_load`` finishes the swap from there),
-        the group's old files are removed and the copy is renamed over the first ``.log``, with
-        fresh indexes. Late readers keep the old files open for ``file_delete_delay_ms``.
-        """
-        self._check_open()
-        i = self._segments.index(group[0])
-        assert self._segments[i:i + len(group)] == group, "a group is consecutive"
-        assert i + len(group) < len(self._segments), "the active segment is never cleaned"
-        assert self._segments[i + len(group)].base_offset == end_offset, end_offset
+    def cleaned_copy_path(self, group: list[LogSegment]) -> Path:
+        """Where the cleaner writes its copy of ``group`` before ``replace_segments``."""
         path = group[0].log.path
-        cleaned = path.with_name(path.name + CLEANED_SUFFIX)
-        with cleaned.open("wb") as out:
-            for chunk in chunks:
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
+        return path.with_name(path.name + CLEANED_SUFFIX)
+
+    def replace_segments(self, group: list[LogSegment], end_offset: int) -> LogSegment | None:
+        """Swap the cleaned copy (fsynced at ``cleaned_copy_path``) in for the consecutive
+        ``group``, which ends where ``end_offset`` begins; the new segment keeps the group's
+        first base offset.
+
+        Crash-safe like Kafka's: the copy is renamed ``.log.<end offset>.swap`` (the commit
+        point: ``_load`` finishes the swap from there), the group's old files are removed and the
+        copy is renamed over the first ``.log``, with fresh indexes. Late readers keep the old
+        files open for ``file_delete_delay_ms``. If the group changed while the copy was being
+        written (truncated, deleted, the log closed), the copy is dropped and None returned.
+        """
+        cleaned = self.cleaned_copy_path(group)
+        i = self._group_index(group, end_offset)
+        if i is None:
+            cleaned.unlink(missing_ok=True)
+            return None
+        path = group[0].log.path
         cleaned.rename(path.with_name(f"{path.name}.{end_offset}{SWAP_SUFFIX}"))
         fsync_dir(self.directory)
         replacement = self._finish_swap(group[0].base_offset, end_offset)
@@ -773,6 +777,18 @@ class Log:
         for segment in group:
             self._retire(segment)
         return replacement
+
+    def _group_index(self, group: list[LogSegment], end_offset: int) -> int | None:
+        """Where ``group`` still sits, consecutive, followed by a segment at ``end_offset``."""
+        if self._closed or group[0] not in self._segments:
+            return None
+        i = self._segments.index(group[0])
+        following = self._segments[i + len(group):i + len(group) + 1]
+        if self._segments[i:i + len(group)] != group or not following:
+            return None
+        if following[0].base_offset != end_offset or end_offset > self._high_watermark:
+            return None
+        return i
 
     def _finish_swap(self, base_offset: int, end_offset: int) -> LogSegment:
         """Put ``<base>.log.<end>.swap`` in place of the segments in [base, end)."""
@@ -795,7 +811,8 @@ class Log:
 
     def mark_cleaned(self, end_offset: int) -> None:
         """Everything below ``end_offset`` has been through the cleaner."""
-        assert self._log_start_offset <= end_offset <= self._high_watermark, end_offset
+        self._check_open()
+        assert end_offset <= self._high_watermark, (end_offset, self._high_watermark)
         self._first_dirty_offset = end_offset
         self._cleaner_checkpoint.write(end_offset)
 
