@@ -8,7 +8,8 @@ from ..cluster import LocalCluster
 
 PARTITION_COLUMNS = [
     "broker", "topic", "partition", "role", "leader", "leader_epoch", "isr", "log_start_offset",
-    "high_watermark", "log_end_offset", "size_bytes", "segments", "max_follower_lag_records",
+    "high_watermark", "log_end_offset", "size_bytes", "segments", "first_dirty_offset",
+    "max_follower_lag_records",
 ]
 EVENT_COLUMNS = ["time", "source", "kind", "topic", "partition"]
 
