@@ -26,12 +26,15 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from pylog_nb.broker.records import codecs
 from pylog_nb.broker.records.batch import (
     Record,
+    RecordKey,
     RecordSpec,
     decode_batch,
+    decode_keys,
     decode_records,
     decode_varint,
     decode_varlong,
     encode_batch,
+    encode_retained,
     encode_varint,
     encode_varlong,
 )
@@ -193,6 +196,30 @@ def test_varint_encoders_reject_values_outside_their_type():
 
 # ---------------------------------------------------------------------------------------------
 # Round trips
+
+
+@FUZZ
+@given(record_lists, codec_ids, st.integers(0, 2**40))
+def test_decode_keys_agrees_with_a_full_decode(specs, codec, base_offset):
+    batch = encode_batch(specs, base_offset=base_offset, codec=codec)
+    records = decode_batch(batch)[1]
+    assert decode_keys(batch) == [RecordKey(r.offset, r.key, r.value is None) for r in records]
+
+
+@FUZZ
+@given(record_lists, codec_ids, st.integers(0, 2**40), st.data())
+def test_a_retained_subset_decodes_to_exactly_those_records(specs, codec, base_offset, data):
+    batch = encode_batch(specs, base_offset=base_offset, codec=codec)
+    header, records = decode_batch(batch)
+    subset = data.draw(st.lists(st.sampled_from(records), unique_by=lambda r: r.offset))
+    subset.sort(key=lambda r: r.offset)
+    rewritten = encode_retained(header, subset)
+    new_header, kept = decode_batch(rewritten)
+    assert kept == subset
+    assert (new_header.base_offset, new_header.last_offset) == (header.base_offset,
+                                                                header.last_offset)
+    assert (new_header.producer_id, new_header.base_sequence) == (header.producer_id,
+                                                                  header.base_sequence)
 
 
 @FUZZ

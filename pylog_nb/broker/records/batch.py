@@ -39,6 +39,7 @@ from pylog_nb.broker.records.header import (
     batch_size_at,
     check_batch,
     compute_crc,
+    read_header,
 )
 
 # Kafka's RecordBatch.NO_TIMESTAMP / NO_PRODUCER_EPOCH / NO_SEQUENCE.
@@ -288,6 +289,48 @@ def decode_batch(
         finally:
             compressed.release()
     return header, _decode_records_body(header, body)
+
+
+class RecordKey(NamedTuple):
+    """What compaction needs of a record: its offset, its key, and whether it is a tombstone."""
+
+    offset: int
+    key: bytes | None
+    tombstone: bool
+
+
+def decode_keys(buf, pos: int = 0, *,
+                decompressed_bytes_max: int = codecs.DECOMPRESSED_BYTES_MAX) -> list[RecordKey]:
+    """Offset, key and null-value flag of each record of the batch at ``pos``, which
+    ``check_batch`` validated: the cleaner and a compacted topic's produce path read only
+    these, so values and headers are skipped, not decoded. Malformed data raises
+    ``InvalidRecordError``."""
+    header = read_header(buf, pos)
+    with memoryview(buf) as view:
+        compressed = view[pos + HEADER_BYTES : pos + header.size_bytes]
+        try:
+            body = codecs.decompress(header.codec, compressed,
+                                     decompressed_bytes_max=decompressed_bytes_max)
+        except codecs.CodecError as exc:
+            raise InvalidRecordError(f"batch at offset {header.base_offset}: {exc}") from exc
+        finally:
+            compressed.release()
+    keys = []
+    at = 0
+    for _ in range(header.records_count):
+        length, at = decode_varint(body, at)
+        end = at + length
+        if length < RECORD_BYTES_MIN - 1 or end > len(body):
+            raise InvalidRecordError(f"record of {length} bytes at {at} runs past the batch")
+        _timestamp_delta, field = decode_varlong(body, at + 1)  # after the attributes byte
+        offset_delta, field = decode_varint(body, field)
+        key, field = _decode_bytes(body, field, end)
+        value_length, _ = decode_varint(body, field)
+        keys.append(RecordKey(header.base_offset + offset_delta, key, value_length == NULL_LENGTH))
+        at = end
+    if at != len(body):
+        raise InvalidRecordError(f"{len(body) - at} bytes of trailing data after the records")
+    return keys
 
 
 def iter_batches_decoded(buf) -> Iterator[tuple[BatchHeader, list[Record]]]:

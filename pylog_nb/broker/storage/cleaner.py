@@ -29,8 +29,8 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pylog_nb.broker.records.batch import Record, decode_batch, encode_retained
-from pylog_nb.broker.records.header import BatchHeader, iter_batches
+from pylog_nb.broker.records.batch import RecordKey, decode_batch, decode_keys, encode_retained
+from pylog_nb.broker.records.header import iter_batches
 
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .index import INT32_MAX
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .segment import LogSegment
 
 OFFSET_MAP_KEYS_MAX = 1_000_000  # about 150 MB of Python dict at most for one pass
-READ_CHUNK_BYTES = 1024 * 1024  # read and rewritten at a time; the broker runs between chunks
+READ_CHUNK_BYTES = 128 * 1024  # read and rewritten at a time; the broker runs between chunks
 
 
 def clean(log: Log, now_ms: int, *, keys_max: int = OFFSET_MAP_KEYS_MAX) -> FilterStats | None:
@@ -182,12 +182,15 @@ class OffsetMap:
 
     def add_batches(self, data: bytes, start_offset: int) -> None:
         """Map every keyed record of ``data`` (whole batches) at or after ``start_offset``."""
-        for _header, records in decoded_batches(data):
-            for record in records:
+        last = self._last
+        for pos, header in iter_batches(data):
+            if header.is_control:
+                continue
+            for record in decode_keys(data, pos):
                 if record.key is not None and record.offset >= start_offset:
-                    self._last[record.key] = record.offset
+                    last[record.key] = record.offset
 
-    def supersedes(self, record: Record) -> bool:
+    def supersedes(self, record: RecordKey) -> bool:
         """True when a later record has the same key."""
         return record.key is not None and self._last.get(record.key, -1) > record.offset
 
@@ -211,45 +214,43 @@ class FilterStats:
         self.segments_rewritten += other.segments_rewritten
 
 
-def decoded_batches(data: bytes) -> Iterator[tuple[BatchHeader, list[Record]]]:
-    """Each batch of ``data`` with its records (none for a control batch)."""
-    for pos, header in iter_batches(data):
-        yield header, ([] if header.is_control else decode_batch(data, pos)[1])
-
-
 def filter_batches(data: bytes, offset_map: OffsetMap, *, drop_tombstones_below: int,
                    producers_last_offsets: Iterable[int]) -> tuple[bytes, FilterStats]:
     """The batches of one segment with superseded records (and old tombstones) removed.
 
     ``drop_tombstones_below``: tombstones at lower offsets may go (-1: keep them all).
     ``producers_last_offsets``: the last offset of each producer's last batch in the log.
+    Only a batch that loses records is decoded whole and rewritten; the rest are copied.
     """
     keep_empty = set(producers_last_offsets)
     stats = FilterStats(bytes_read=len(data))
     kept: list[bytes] = []
     for pos, header in iter_batches(data):
         stats.batches_read += 1
+        raw = bytes(data[pos:pos + header.size_bytes])
         if header.is_control:  # transaction markers: not written by this broker, kept as is
-            kept.append(bytes(data[pos:pos + header.size_bytes]))
+            kept.append(raw)
             continue
-        records = decode_batch(data, pos)[1]
-        retained = [r for r in records if _retained(r, offset_map, drop_tombstones_below, stats)]
-        stats.records_read += len(records)
+        keys = decode_keys(data, pos)
+        retained = {k.offset for k in keys if _retained(k, offset_map, drop_tombstones_below,
+                                                         stats)}
+        stats.records_read += len(keys)
         stats.records_kept += len(retained)
-        if len(retained) == len(records):
-            kept.append(bytes(data[pos:pos + header.size_bytes]))
+        if len(retained) == len(keys):
+            kept.append(raw)
         elif retained or header.last_offset in keep_empty:
-            kept.append(encode_retained(header, retained))
+            records = [r for r in decode_batch(data, pos)[1] if r.offset in retained]
+            kept.append(encode_retained(header, records))
     out = b"".join(kept)
     stats.bytes_kept = len(out)
     return out, stats
 
 
-def _retained(record: Record, offset_map: OffsetMap, drop_tombstones_below: int,
+def _retained(record: RecordKey, offset_map: OffsetMap, drop_tombstones_below: int,
               stats: FilterStats) -> bool:
     if offset_map.supersedes(record):
         return False
-    if record.key is not None and record.value is None and record.offset < drop_tombstones_below:
+    if record.key is not None and record.tombstone and record.offset < drop_tombstones_below:
         stats.tombstones_removed += 1
         return False
     return True

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pylog_nb.broker.records.batch import decode_batch
+from pylog_nb.broker.records.batch import decode_keys
 from pylog_nb.broker.records.header import (
     BatchHeader,
     InvalidRecordError,
@@ -108,7 +108,7 @@ def _check_keys(buf, pos: int) -> None:
     """A compacted topic keeps records by key, so each needs one (Kafka's LogValidator); the
     only place the broker decompresses what a producer sends."""
     try:
-        _header, records = decode_batch(buf, pos)
+        records = decode_keys(buf, pos)
     except InvalidRecordError as error:
         raise CorruptRecordError(str(error)) from error
     if any(record.key is None for record in records):
