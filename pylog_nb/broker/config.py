@@ -14,7 +14,7 @@ OFFSETS_TOPIC_SEGMENT_BYTES = 100 * MIB  # Kafka's offsets.topic.segment.bytes
 GROUP_INITIAL_REBALANCE_DELAY_MS = 3_000  # Kafka's: lets a starting fleet form one generation
 OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000  # Kafka's offsets.retention.minutes (7 days)
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 60_000  # Kafka: 10 min
-LOG_CLEANER_BACKOFF_MS = 5_000  # how often to look for dirty logs; Kafka: 15 s, a lab wants it sooner
+LOG_CLEANER_BACKOFF_MS = 5_000  # a look for dirty logs; Kafka: 15 s, a lab wants it sooner
 
 
 @dataclass(frozen=True, slots=True)

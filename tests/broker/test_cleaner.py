@@ -101,7 +101,8 @@ def test_reopening_a_cleaned_log_reads_the_same_records(tmp_path):
     reopened.close()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     writes=st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c", b"d", b"e"]),
                               st.one_of(st.none(), st.binary(min_size=0, max_size=30))),

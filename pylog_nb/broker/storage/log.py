@@ -414,7 +414,8 @@ class Log:
         """Append batches copied from the leader, offsets and epochs as they are.
 
         CRCs are still checked. Offsets must increase from the LEO on; they may skip, where the
-        leader's cleaner removed whole batches of a compacted topic. A partial batch at the end (a fetch cut at max bytes) is ignored.
+        leader's cleaner removed whole batches of a compacted topic. A partial batch at the end
+        (a fetch cut at max bytes) is ignored.
         """
         self._check_open()
         buf = records if isinstance(records, bytearray) else bytearray(records)
