@@ -13,7 +13,7 @@ from confluent_kafka.admin import NewTopic
 from pylog_nb import LocalCluster
 from pylog_nb.client.io import produce
 from pylog_nb.widgets import ClusterView, take_snapshot
-from pylog_nb.widgets.render import render_events, render_groups
+from pylog_nb.widgets.render import render_events, render_groups, render_partitions
 
 REFRESH_S = 0.2
 HOSTILE = '<img src=x onerror="alert(1)">'
@@ -49,6 +49,24 @@ def test_snapshot_merges_every_replica_of_a_partition(three, topic_name):
     assert roles == ["follower", "follower", "leader"]
     assert partition["replicas"][partition["leader"]]["role"] == "leader"
     assert {r["log_end_offset"] for r in partition["replicas"].values()} == {4}
+
+
+def test_a_compacted_topic_shows_how_far_each_replicas_cleaner_got(three, topic_name):
+    client = admin(three.bootstrap_servers)
+    client.create_topics([NewTopic(topic_name, 1, 3, config={
+        "cleanup.policy": "compact", "segment.bytes": "1024",
+        "min.cleanable.dirty.ratio": "0.01"})])[topic_name].result(TIMEOUT_S)
+    for round_ in range(20):
+        produce(three.bootstrap_servers, topic_name, [("k", f"v{round_}" * 20)])
+    wait_for(lambda: all(r["first_dirty_offset"] > 0 for r in _replicas(three, topic_name)),
+             "every replica to be cleaned (the cleaner looks every 5 s)")
+    snapshot = take_snapshot(three)
+    [partition] = [p for p in snapshot["partitions"] if p["topic"] == topic_name]
+    cleaned = {b: r["first_dirty_offset"] for b, r in partition["replicas"].items()}
+    assert all(offset > 0 for offset in cleaned.values())
+    html = render_partitions({**snapshot, "partitions": [partition]})
+    for offset in cleaned.values():
+        assert f"compacted · cleaned below {offset}" in html
 
 
 def _replicas(cluster, topic: str) -> list[dict]:

@@ -51,7 +51,15 @@ def _replica_cell(replica: dict, top: int, leads: bool) -> str:
            f"</div>")
     role = "★ leader" if leads else _e(replica["role"])
     return (f"{bar}<small>{role} · HW {_e(replica['high_watermark'])} · "
-            f"LEO {_e(replica['log_end_offset'])}</small>")
+            f"LEO {_e(replica['log_end_offset'])}{_compaction(replica)}</small>")
+
+
+def _compaction(replica: dict) -> str:
+    """For a compacted topic: how far this replica's cleaner got, and the bytes on disk."""
+    if not replica.get("compacted"):
+        return ""
+    return (f"<br>compacted · cleaned below {_e(replica['first_dirty_offset'])} · "
+            f"{_e(replica['size_bytes'])} B")
 
 
 def render_groups(snapshot: dict) -> str:

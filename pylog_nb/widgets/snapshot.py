@@ -34,7 +34,9 @@ def _partitions(replicas: dict[int, list[dict]]) -> list[dict]:
             entry = merged.setdefault(key, {"topic": key[0], "partition": key[1], "replicas": {}})
             entry["replicas"][broker_id] = {
                 "role": row["role"], "log_start_offset": row["log_start_offset"],
-                "high_watermark": row["high_watermark"], "log_end_offset": row["log_end_offset"]}
+                "high_watermark": row["high_watermark"], "log_end_offset": row["log_end_offset"],
+                "size_bytes": row["size_bytes"], "compacted": "compact" in row["cleanup_policy"],
+                "first_dirty_offset": row["first_dirty_offset"]}
             if row["role"] == "leader" or "leader" not in entry:
                 entry.update(leader=row["leader"], leader_epoch=row["leader_epoch"],
                              isr=list(row["isr"]), assigned=list(row["replicas"]))
