@@ -209,10 +209,7 @@ class ReplicaManager:
         event loop runs between the chunks a pass reads (``cleaner.clean_steps``)."""
         cleaned = []
         for partition in list(self.partitions.values()):
-            config = partition.log.config
-            if partition.log.closed or not config.compact:
-                continue
-            if partition.log.dirty_ratio() < config.min_cleanable_dirty_ratio:
+            if not cleaner.needs_cleaning(partition.log, now_ms):
                 continue
             steps = cleaner.clean_steps(partition.log, now_ms)
             while True:

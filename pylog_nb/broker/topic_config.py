@@ -94,6 +94,10 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "How long a compacted topic keeps tombstones"),
         ConfigDef("min.cleanable.dirty.ratio", "0.5", _ratio,
                   "Share of uncleaned log that starts compaction"),
+        ConfigDef("min.compaction.lag.ms", "0", _int_in(0, INT64_MAX),
+                  "Records stay uncompacted at least this long"),
+        ConfigDef("max.compaction.lag.ms", str(INT64_MAX), _int_in(1, INT64_MAX),
+                  "Dirty records are compacted at the latest after this long"),
         ConfigDef(
             "unclean.leader.election.enable", "false", _bool, "Elect out-of-sync replicas"
         ),
@@ -140,4 +144,6 @@ def log_config(overrides: Mapping[str, str]) -> LogConfig:
         cleanup_policy=values["cleanup.policy"],
         delete_retention_ms=values["delete.retention.ms"],
         min_cleanable_dirty_ratio=values["min.cleanable.dirty.ratio"],
+        min_compaction_lag_ms=values["min.compaction.lag.ms"],
+        max_compaction_lag_ms=values["max.compaction.lag.ms"],
     )

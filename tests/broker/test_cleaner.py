@@ -20,7 +20,7 @@ from pylog_nb.broker.records.batch import Record, decode_records, encode_batch
 from pylog_nb.broker.records.header import iter_batches
 from pylog_nb.broker.storage import KeylessRecordError, Log, OutOfOrderSequenceError
 from pylog_nb.broker.storage import log as log_module
-from pylog_nb.broker.storage.cleaner import clean, clean_steps
+from pylog_nb.broker.storage.cleaner import clean, clean_steps, needs_cleaning
 
 HOUR_MS = 3_600_000
 COMPACT = {"cleanup_policy": "compact", "segment_bytes": 400, "delete_retention_ms": HOUR_MS}
@@ -149,6 +149,36 @@ def test_a_tombstone_stays_for_delete_retention_then_goes(tmp_path):
 def _append_fillers(log: Log, count: int) -> None:
     for i in range(count):
         _append(log, [(b"filler", b"x%d" % i)])
+
+
+# == when a pass runs ============================================================================
+
+
+def test_min_compaction_lag_keeps_young_records_uncompacted(tmp_path):
+    clock = FakeClock(1_000_000)
+    log = _open(tmp_path / "l", clock, min_compaction_lag_ms=HOUR_MS)
+    for i in range(60):
+        _append(log, [(b"k%d" % (i % 3), b"v%d" % i)], timestamp_ms=clock.now_ms)
+    before = _records(log)
+    assert clean(log, now_ms=clock.now_ms + HOUR_MS // 2) is None  # every segment too young
+    assert _records(log) == before
+    assert clean(log, now_ms=clock.now_ms + 2 * HOUR_MS) is not None
+    assert len(_records(log)) < len(before)
+    log.close()
+
+
+def test_a_pass_is_due_by_dirty_ratio_or_by_max_compaction_lag(tmp_path):
+    clock = FakeClock(1_000_000)
+    log = _open(tmp_path / "l", clock, max_compaction_lag_ms=HOUR_MS)
+    for i in range(60):
+        _append(log, [(b"k%d" % i, b"v%d" % i)], timestamp_ms=clock.now_ms)  # all kept
+    assert needs_cleaning(log, clock.now_ms)  # all of it is dirty
+    clean(log, now_ms=clock.now_ms)
+    _append_fillers(log, 10)  # a little dirt: under min.cleanable.dirty.ratio (0.5)
+    assert 0 < log.dirty_ratio() < 0.5
+    assert not needs_cleaning(log, clock.now_ms + HOUR_MS // 2)
+    assert needs_cleaning(log, clock.now_ms + 2 * HOUR_MS)  # waited past the max lag
+    log.close()
 
 
 # == producers, followers, policy ================================================================

@@ -54,6 +54,28 @@ def clean(log: Log, now_ms: int, *, keys_max: int = OFFSET_MAP_KEYS_MAX) -> Filt
             return done.value
 
 
+def needs_cleaning(log: Log, now_ms: int) -> bool:
+    """Whether a pass is due: ``min.cleanable.dirty.ratio`` of the log is dirty, or its oldest
+    dirty record has waited longer than ``max.compaction.lag.ms``."""
+    config = log.config
+    if not config.compact or log.closed:
+        return False
+    dirty_ratio = log.dirty_ratio()
+    if dirty_ratio > 0 and dirty_ratio >= config.min_cleanable_dirty_ratio:
+        return True
+    first_dirty = log.first_dirty_offset
+    dirty = [s for s, end in log.cleanable_segments() if end > first_dirty]
+    oldest_ms = dirty[0].rolling_based_timestamp_ms if dirty else None
+    return oldest_ms is not None and now_ms - oldest_ms > config.max_compaction_lag_ms
+
+
+def _too_young(segment: LogSegment, now_ms: int, config) -> bool:
+    """A dirty segment holding records newer than ``min.compaction.lag.ms`` waits: consumers
+    are promised that long to see every update."""
+    lag_ms = config.min_compaction_lag_ms
+    return lag_ms > 0 and now_ms - segment.largest_timestamp_ms < lag_ms
+
+
 def clean_steps(log: Log, now_ms: int, *,
                 keys_max: int = OFFSET_MAP_KEYS_MAX) -> Generator[None, None, FilterStats | None]:
     """A cleaning pass that pauses (yields) after every chunk it reads, so the broker's event
@@ -71,7 +93,7 @@ def _pass(log: Log, now_ms: int, keys_max: int) -> Generator[None, None, FilterS
     for segment, end_offset in segments:
         if end_offset <= first_dirty:
             continue
-        if offset_map.full:
+        if offset_map.full or _too_young(segment, now_ms, log.config):
             break
         for data in _chunks(log, segment, end_offset):
             offset_map.add_batches(data, first_dirty)

@@ -49,6 +49,8 @@ class LogConfig:
     cleanup_policy: str = "delete"
     delete_retention_ms: int = DAY_MS  # how long a compacted topic keeps a tombstone
     min_cleanable_dirty_ratio: float = 0.5  # clean once this share of the log is dirty
+    min_compaction_lag_ms: int = 0  # a record stays uncompacted at least this long
+    max_compaction_lag_ms: int = 2**63 - 1  # ...and is compacted once dirty this long
 
     def __post_init__(self) -> None:
         _check_range("segment_bytes", self.segment_bytes, 1, SEGMENT_MAX_BYTES)
@@ -60,6 +62,8 @@ class LogConfig:
         _check_range("max_message_bytes", self.max_message_bytes, 0, 2**31 - 1)
         _check_range("file_delete_delay_ms", self.file_delete_delay_ms, 0, 2**63 - 1)
         _check_range("delete_retention_ms", self.delete_retention_ms, 0, 2**63 - 1)
+        _check_range("min_compaction_lag_ms", self.min_compaction_lag_ms, 0, 2**63 - 1)
+        _check_range("max_compaction_lag_ms", self.max_compaction_lag_ms, 1, 2**63 - 1)
         if self.cleanup_policy not in CLEANUP_POLICIES:
             raise ValueError(f"cleanup_policy {self.cleanup_policy!r} is invalid")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
