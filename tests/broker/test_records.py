@@ -37,6 +37,7 @@ from pylog_nb.broker.records.batch import (
     encode_retained,
     encode_varint,
     encode_varlong,
+    has_keyless_record,
 )
 from pylog_nb.broker.records.codecs import CodecError, compress, decompress
 from pylog_nb.broker.records.header import (
@@ -204,6 +205,7 @@ def test_decode_keys_agrees_with_a_full_decode(specs, codec, base_offset):
     batch = encode_batch(specs, base_offset=base_offset, codec=codec)
     records = decode_batch(batch)[1]
     assert decode_keys(batch) == [RecordKey(r.offset, r.key, r.value is None) for r in records]
+    assert has_keyless_record(batch) == any(r.key is None for r in records)
 
 
 @FUZZ

@@ -306,15 +306,7 @@ def decode_keys(buf, pos: int = 0, *,
     these, so values and headers are skipped, not decoded. Malformed data raises
     ``InvalidRecordError``."""
     header = read_header(buf, pos)
-    with memoryview(buf) as view:
-        compressed = view[pos + HEADER_BYTES : pos + header.size_bytes]
-        try:
-            body = codecs.decompress(header.codec, compressed,
-                                     decompressed_bytes_max=decompressed_bytes_max)
-        except codecs.CodecError as exc:
-            raise InvalidRecordError(f"batch at offset {header.base_offset}: {exc}") from exc
-        finally:
-            compressed.release()
+    body = _body(buf, pos, header, decompressed_bytes_max)
     keys = []
     at = 0
     for _ in range(header.records_count):
@@ -331,6 +323,39 @@ def decode_keys(buf, pos: int = 0, *,
     if at != len(body):
         raise InvalidRecordError(f"{len(body) - at} bytes of trailing data after the records")
     return keys
+
+
+def has_keyless_record(buf, pos: int = 0, *,
+                       decompressed_bytes_max: int = codecs.DECOMPRESSED_BYTES_MAX) -> bool:
+    """Whether a record of the (validated) batch at ``pos`` has a null key: what a compacted
+    topic's produce path asks, reading only each record's lengths up to its key."""
+    header = read_header(buf, pos)
+    body = _body(buf, pos, header, decompressed_bytes_max)
+    at = 0
+    for _ in range(header.records_count):
+        length, at = decode_varint(body, at)
+        end = at + length
+        if length < RECORD_BYTES_MIN - 1 or end > len(body):
+            raise InvalidRecordError(f"record of {length} bytes at {at} runs past the batch")
+        _timestamp_delta, field = decode_varlong(body, at + 1)  # after the attributes byte
+        _offset_delta, field = decode_varint(body, field)
+        if decode_varint(body, field)[0] == NULL_LENGTH:
+            return True
+        at = end
+    return False
+
+
+def _body(buf, pos: int, header: BatchHeader, decompressed_bytes_max: int) -> bytes:
+    """The batch's records, decompressed with a bounded output."""
+    with memoryview(buf) as view:
+        compressed = view[pos + HEADER_BYTES : pos + header.size_bytes]
+        try:
+            return codecs.decompress(header.codec, compressed,
+                                     decompressed_bytes_max=decompressed_bytes_max)
+        except codecs.CodecError as exc:
+            raise InvalidRecordError(f"batch at offset {header.base_offset}: {exc}") from exc
+        finally:
+            compressed.release()
 
 
 def iter_batches_decoded(buf) -> Iterator[tuple[BatchHeader, list[Record]]]:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pylog_nb.broker.records.batch import decode_keys
+from pylog_nb.broker.records.batch import has_keyless_record
 from pylog_nb.broker.records.header import (
     BatchHeader,
     InvalidRecordError,
@@ -108,10 +108,10 @@ def _check_keys(buf, pos: int) -> None:
     """A compacted topic keeps records by key, so each needs one (Kafka's LogValidator); the
     only place the broker decompresses what a producer sends."""
     try:
-        records = decode_keys(buf, pos)
+        keyless = has_keyless_record(buf, pos)
     except InvalidRecordError as error:
         raise CorruptRecordError(str(error)) from error
-    if any(record.key is None for record in records):
+    if keyless:
         raise KeylessRecordError("a compacted topic cannot accept a record without a key")
 
 
