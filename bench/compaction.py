@@ -85,6 +85,17 @@ def produce_keyed(bootstrap: str, topic: str, records: int, keys: int) -> float:
     return time.perf_counter() - started
 
 
+def produce_both(args: argparse.Namespace, bootstrap: str,
+                 out: dict[str, list]) -> tuple[str, str]:
+    """The same keyed records into a compacted and a delete topic; their names."""
+    topics = []
+    for name, config in (("produce compact", COMPACT), ("produce delete", DELETE)):
+        topic = create_topic(bootstrap, config=config)
+        out[name].append(args.records / produce_keyed(bootstrap, topic, args.records, args.keys))
+        topics.append(topic)
+    return topics[0], topics[1]
+
+
 def replay_count(bootstrap: str, topic: str) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-replay",
                          "enable.partition.eof": True, "fetch.wait.max.ms": 100})
@@ -134,12 +145,7 @@ def ours_repeat(args: argparse.Namespace, out: dict[str, list]) -> None:
             brokers=1, data_dir=data_dir,
             broker_args=("--log-cleaner-backoff-ms", str(CLEANER_BACKOFF_MS))) as cluster:
         bootstrap = cluster.bootstrap_servers
-        compacted = create_topic(bootstrap, config=COMPACT)
-        out["produce compact"].append(args.records / produce_keyed(bootstrap, compacted,
-                                                                    args.records, args.keys))
-        deleted = create_topic(bootstrap, config=DELETE)
-        out["produce delete"].append(args.records / produce_keyed(bootstrap, deleted,
-                                                                   args.records, args.keys))
+        compacted, deleted = produce_both(args, bootstrap, out)
         probe_topic = create_topic(bootstrap)
         prober = Prober(bootstrap, probe_topic)
         idle_until = time.monotonic() + PROBE_IDLE_S
@@ -176,8 +182,8 @@ def _wait_cleaned(cluster, topic: str) -> None:
     deadline = time.monotonic() + CLEAN_TIMEOUT_S
     while True:
         replica = _replica(cluster, topic)
-        last_inactive = replica["segments"][-1]["base_offset"]
-        if replica["first_dirty_offset"] >= last_inactive > 0:
+        active_base = replica["segments"][-1]["base_offset"]  # all below it was cleanable
+        if replica["first_dirty_offset"] >= active_base > 0:
             return
         assert time.monotonic() < deadline, f"{topic} not cleaned in {CLEAN_TIMEOUT_S} s"
         time.sleep(POLL_S)
@@ -185,15 +191,9 @@ def _wait_cleaned(cluster, topic: str) -> None:
 
 def tansu_repeat(args: argparse.Namespace, out: dict[str, list]) -> None:
     with start_tansu() as broker:
-        bootstrap = broker.bootstrap_servers
-        compacted = create_topic(bootstrap, config=COMPACT)
-        out["produce compact"].append(args.records / produce_keyed(bootstrap, compacted,
-                                                                    args.records, args.keys))
-        deleted = create_topic(bootstrap, config=DELETE)
-        out["produce delete"].append(args.records / produce_keyed(bootstrap, deleted,
-                                                                   args.records, args.keys))
+        compacted, _deleted = produce_both(args, broker.bootstrap_servers, out)
         time.sleep(TANSU_WAIT_S)
-        out["replay"].append(replay_count(bootstrap, compacted))
+        out["replay"].append(replay_count(broker.bootstrap_servers, compacted))
 
 
 def summary(out: dict[str, list]) -> dict[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 TIMEOUT_S = 30
@@ -60,6 +60,25 @@ def consume_all(bootstrap: str, topic: str, count: int, partition: int = 0,
     finally:
         consumer.close()
     return messages
+
+
+def read_to_end(bootstrap: str, topic: str, partition: int = 0) -> list:
+    """Every message of one partition from offset 0 to its end, however far apart their
+    offsets are (a compacted topic has gaps): reading stops at librdkafka's end-of-partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tests",
+                         "enable.partition.eof": True, "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    messages = []
+    try:
+        while True:
+            message = consumer.poll(TIMEOUT_S)
+            assert message is not None, f"no end of partition after {len(messages)} messages"
+            if message.error():
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return messages
+            messages.append(message)
+    finally:
+        consumer.close()
 
 
 WAIT_S = 30

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from clients import TIMEOUT_S, admin, consume_all, produce, wait_for
+from clients import TIMEOUT_S, admin, consume_all, produce, read_to_end, wait_for
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 
@@ -63,20 +63,7 @@ def _all_cleaned(cluster: LocalCluster, topic: str, brokers) -> bool:
 
 
 def _read_from_start(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
-                         "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    read = []
-    try:
-        while True:
-            message = consumer.poll(TIMEOUT_S)
-            assert message is not None, f"no end of partition after {len(read)} records"
-            if message.error():
-                assert message.error().code() == message.error()._PARTITION_EOF, message.error()
-                return read
-            read.append((message.offset(), message.key(), message.value()))
-    finally:
-        consumer.close()
+    return [(m.offset(), m.key(), m.value()) for m in read_to_end(bootstrap, topic)]
 
 
 def _check_compacted(read: list[tuple[int, bytes, bytes]],

@@ -12,8 +12,8 @@ import time
 import uuid
 
 import pytest
-from clients import TIMEOUT_S, admin, consume_all, produce, wait_for
-from confluent_kafka import Consumer, TopicPartition
+from clients import TIMEOUT_S, admin, consume_all, produce, read_to_end, wait_for
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -152,31 +152,13 @@ def test_a_compacted_topic_reads_with_its_gaps_in_any_split(spark, three, topic)
                          for r in rows if r["topic"] == topic), "every replica to be cleaned")
     high = max(r["high_watermark"] for rows in three.describe().values() for r in rows
                if r["topic"] == topic)
-    expected = [(m.offset(), m.key(), m.value()) for m in
-                _consume_to(three.bootstrap_servers, topic, high)]
+    expected = [(m.offset(), m.key(), m.value())
+                for m in read_to_end(three.bootstrap_servers, topic) if m.offset() < high]
     assert len(expected) < 240 and expected[-1][0] == 239  # compacted: gaps in the offsets
     for options in ({}, {"minPartitions": "7"}):
         frame = _read(spark, three, subscribe=topic, **options)
         got = sorted((r.offset, bytes(r.key), bytes(r.value)) for r in frame.collect())
         assert got == expected, options
-
-
-def _consume_to(bootstrap: str, topic: str, end_offset: int) -> list:
-    """Every record of partition 0 below ``end_offset``, however far apart their offsets."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-tests",
-                         "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    read = []
-    try:
-        while True:
-            message = consumer.poll(TIMEOUT_S)
-            assert message is not None, "no end of partition"
-            if message.error():
-                return read
-            if message.offset() < end_offset:
-                read.append(message)
-    finally:
-        consumer.close()
 
 
 def test_deleted_records_fail_the_read_unless_fail_on_data_loss_is_false(spark, three, topic):

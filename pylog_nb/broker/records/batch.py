@@ -302,26 +302,15 @@ class RecordKey(NamedTuple):
 def decode_keys(buf, pos: int = 0, *,
                 decompressed_bytes_max: int = codecs.DECOMPRESSED_BYTES_MAX) -> list[RecordKey]:
     """Offset, key and null-value flag of each record of the batch at ``pos``, which
-    ``check_batch`` validated: the cleaner and a compacted topic's produce path read only
-    these, so values and headers are skipped, not decoded. Malformed data raises
-    ``InvalidRecordError``."""
+    ``check_batch`` validated: the cleaner reads only these, so values and headers are
+    skipped, not decoded. Malformed data raises ``InvalidRecordError``."""
     header = read_header(buf, pos)
     body = _body(buf, pos, header, decompressed_bytes_max)
     keys = []
-    at = 0
-    for _ in range(header.records_count):
-        length, at = decode_varint(body, at)
-        end = at + length
-        if length < RECORD_BYTES_MIN - 1 or end > len(body):
-            raise InvalidRecordError(f"record of {length} bytes at {at} runs past the batch")
-        _timestamp_delta, field = decode_varlong(body, at + 1)  # after the attributes byte
-        offset_delta, field = decode_varint(body, field)
+    for offset_delta, field, end in _key_fields(body, header.records_count):
         key, field = _decode_bytes(body, field, end)
         value_length, _ = decode_varint(body, field)
         keys.append(RecordKey(header.base_offset + offset_delta, key, value_length == NULL_LENGTH))
-        at = end
-    if at != len(body):
-        raise InvalidRecordError(f"{len(body) - at} bytes of trailing data after the records")
     return keys
 
 
@@ -331,18 +320,24 @@ def has_keyless_record(buf, pos: int = 0, *,
     topic's produce path asks, reading only each record's lengths up to its key."""
     header = read_header(buf, pos)
     body = _body(buf, pos, header, decompressed_bytes_max)
+    return any(decode_varint(body, field)[0] == NULL_LENGTH
+               for _delta, field, _end in _key_fields(body, header.records_count))
+
+
+def _key_fields(body: bytes, count: int) -> Iterator[tuple[int, int, int]]:
+    """Offset delta, position of the key and end of each of the ``count`` records."""
     at = 0
-    for _ in range(header.records_count):
+    for _ in range(count):
         length, at = decode_varint(body, at)
         end = at + length
         if length < RECORD_BYTES_MIN - 1 or end > len(body):
             raise InvalidRecordError(f"record of {length} bytes at {at} runs past the batch")
         _timestamp_delta, field = decode_varlong(body, at + 1)  # after the attributes byte
-        _offset_delta, field = decode_varint(body, field)
-        if decode_varint(body, field)[0] == NULL_LENGTH:
-            return True
+        offset_delta, field = decode_varint(body, field)
+        yield offset_delta, field, end
         at = end
-    return False
+    if at != len(body):
+        raise InvalidRecordError(f"{len(body) - at} bytes of trailing data after the records")
 
 
 def _body(buf, pos: int, header: BatchHeader, decompressed_bytes_max: int) -> bytes:
