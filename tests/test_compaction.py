@@ -11,15 +11,22 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from clients import TIMEOUT_S, admin, consume_all, produce, read_to_end, wait_for
+from clients import (
+    TIMEOUT_S,
+    admin,
+    cleaned_to_active_segment,
+    consume_all,
+    produce,
+    read_to_end,
+    wait_for,
+)
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.group.records import partition_for
 
-CLEANER_ARGS = ("--log-cleaner-backoff-ms", "200", "--group-initial-rebalance-delay-ms", "0",
-                "--offsets-topic-segment-bytes", "4096")
+CLEANER_ARGS = ("--log-cleaner-backoff-ms", "200", "--offsets-topic-segment-bytes", "4096")
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "2048",
            "min.cleanable.dirty.ratio": "0.01"}
 KEYS = 8
@@ -147,9 +154,9 @@ def test_a_coordinator_rebuilds_groups_from_a_compacted_offsets_log(three, topic
         member.commit(offsets=[TopicPartition(topic, 0, i)], asynchronous=False)
     member.close()
     offsets_partition = partition_for(topic, _offsets_replicas(three, 0)[0])
-    wait_for(lambda: all(r["first_dirty_offset"] > 0
+    wait_for(lambda: all(cleaned_to_active_segment(r)
                          for r in _offsets_replicas(three, offsets_partition)[1]),
-             "every replica of the group's offsets partition to be cleaned")
+             "each replica of the offsets partition to be cleaned up to its active segment")
     replicas = _offsets_replicas(three, offsets_partition)[1]
     coordinator = replicas[0]["leader"]
     assert all(r["log_end_offset"] >= commits for r in replicas)

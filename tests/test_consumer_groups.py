@@ -12,20 +12,20 @@ import time
 from concurrent.futures import Future
 
 import pytest
-from clients import NO_GROUP_DELAY, TIMEOUT_S, admin, create_topic, produce, wait_for
+from clients import TIMEOUT_S, admin, create_topic, produce, wait_for
 from confluent_kafka import Consumer, TopicPartition
 
 from pylog_nb import LocalCluster
 
 PARTITIONS = 6
+INITIAL_REBALANCE_DELAY_MS = 3_000  # Kafka's broker default
 WAIT_S = 30
 POLL_S = 0.1
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("groups"),
-                      broker_args=NO_GROUP_DELAY) as running:
+    with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("groups")) as running:
         yield running
 
 
@@ -125,6 +125,29 @@ def test_three_members_share_six_partitions_and_one_leaving_hands_its_share_over
             member.close()
 
 
+def test_an_initial_rebalance_delay_lets_members_starting_together_form_one_generation(
+    tmp_path, topic_name
+):
+    """group.initial.rebalance.delay.ms (0 by default here): three members subscribing within
+    the delay get their shares in the group's first generation, nobody assigned and revoked."""
+    delay = ("--group-initial-rebalance-delay-ms", str(INITIAL_REBALANCE_DELAY_MS))
+    with LocalCluster(brokers=1, data_dir=tmp_path, broker_args=delay) as delayed:
+        bootstrap = delayed.bootstrap_servers
+        create_topic(bootstrap, topic_name, partitions=PARTITIONS)
+        group = f"g-{topic_name}"
+        members = [Member(bootstrap, group, topic_name) for _ in range(3)]
+        try:
+            owned = wait_for(lambda: balanced(members), "three members to split six partitions")
+            [row] = [g for g in delayed.groups() if g["group"] == group]
+            revoked = [r for m in members for r in m.revocations if r]  # before close() revokes
+        finally:
+            for member in members:
+                member.close()
+    assert sorted(len(s) for s in owned) == [2, 2, 2]
+    assert row["generation"] == 1
+    assert revoked == []
+
+
 def test_cooperative_sticky_keeps_unaffected_partitions_through_a_rebalance(cluster, topic_name):
     bootstrap = cluster.bootstrap_servers
     create_topic(bootstrap, topic_name, partitions=PARTITIONS)
@@ -209,8 +232,8 @@ RETENTION_MS = 1_000
 def forgetful(tmp_path_factory):
     """A broker that expires the offsets of empty groups after a second."""
     with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("forgetful"), broker_args=(
-            *NO_GROUP_DELAY, "--offsets-retention-ms",
-            str(RETENTION_MS), "--offsets-retention-check-interval-ms", "200")) as running:
+            "--offsets-retention-ms", str(RETENTION_MS),
+            "--offsets-retention-check-interval-ms", "200")) as running:
         yield running
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from clients import NO_GROUP_DELAY, create_topic
+from clients import create_topic
 from wire import call, connect
 
 from pylog_nb import LocalCluster
@@ -25,8 +25,7 @@ WAIT_S = 30
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("bad-groups"),
-                      broker_args=NO_GROUP_DELAY) as running:
+    with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("bad-groups")) as running:
         yield running
 
 

@@ -2,8 +2,7 @@
 
 kafka-python, aiokafka, kcat -G (librdkafka 2.0.2) and confluent-kafka each join groups, split
 partitions, commit and resume; the admin APIs list, describe, alter and delete groups; a member
-that dies is expired; committed offsets survive the death of the group's coordinator. Brokers
-run with ``--group-initial-rebalance-delay-ms 0`` so a lone joiner is not held for 3 s.
+that dies is expired; committed offsets survive the death of the group's coordinator.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ from kafka.admin import KafkaAdminClient
 
 from pylog_nb import LocalCluster
 
-NO_INITIAL_DELAY = ("--group-initial-rebalance-delay-ms", "0")
 PARTITIONS = 4
 FIRST = 120  # records produced before the first consumers commit
 LATER = 30  # records produced after the commit; a resumed consumer reads only these
@@ -50,15 +48,13 @@ REPLICAS = 3
 
 @pytest.fixture(scope="module")
 def group_cluster(tmp_path_factory):
-    with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("groups"),
-                      broker_args=NO_INITIAL_DELAY) as running:
+    with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("groups")) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def replicated_cluster(tmp_path_factory):
-    with LocalCluster(brokers=REPLICAS, data_dir=tmp_path_factory.mktemp("groups3"),
-                      broker_args=NO_INITIAL_DELAY) as running:
+    with LocalCluster(brokers=REPLICAS, data_dir=tmp_path_factory.mktemp("groups3")) as running:
         yield running
 
 

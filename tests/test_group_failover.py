@@ -20,9 +20,8 @@ POLL_S = 0.1
 
 @pytest.fixture
 def three(tmp_path):
-    with LocalCluster(brokers=3, data_dir=tmp_path, broker_args=(
-            "--group-initial-rebalance-delay-ms", "0", "--replica-lag-time-max-ms", "2000",
-    )) as cluster:
+    with LocalCluster(brokers=3, data_dir=tmp_path,
+                      broker_args=("--replica-lag-time-max-ms", "2000")) as cluster:
         yield cluster
 
 

@@ -21,7 +21,6 @@ from pylog_nb.client import groups_frame, lag_frame
 from pylog_nb.client.groups import GROUP_COLUMNS, LAG_COLUMNS
 from pylog_nb.client.io import through_failover
 
-NO_REBALANCE_DELAY = ("--group-initial-rebalance-delay-ms", "0")
 WAIT_S = 30  # a bound on waiting for a group to settle or a leader to move, never a measure
 POLL_S = 0.05
 HOST = "/127.0.0.1"  # how the broker reports a member's address, as Kafka does
@@ -35,8 +34,7 @@ GROUP_TYPES = {"group": "string", "state": "string", "protocol": "string", "memb
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("groups"),
-                      broker_args=NO_REBALANCE_DELAY) as running:
+    with LocalCluster(brokers=1, data_dir=tmp_path_factory.mktemp("groups")) as running:
         yield running
 
 
@@ -255,7 +253,7 @@ def _wait_for_leaders_other_than(cluster: LocalCluster, broker_id: int) -> None:
 
 
 def test_committed_offsets_survive_the_coordinators_death(tmp_path, group_id, topic_name):
-    with LocalCluster(brokers=3, data_dir=tmp_path, broker_args=NO_REBALANCE_DELAY) as three:
+    with LocalCluster(brokers=3, data_dir=tmp_path) as three:
         bootstrap = three.bootstrap_servers
         client = admin(bootstrap)  # keep a reference: futures fail if the client is destroyed
         client.create_topics([NewTopic(topic_name, 2, 3)])[topic_name].result(TIMEOUT_S)

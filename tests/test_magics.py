@@ -14,8 +14,7 @@ def shell(tmp_path_factory):
     ipython = InteractiveShell.instance()
     ipython.run_line_magic("load_ext", "pylog_nb")
     data_dir = tmp_path_factory.mktemp("magics")
-    ipython.run_line_magic("log_cluster", f"start --brokers 1 --data-dir {data_dir} "
-                                          '--broker-args "--group-initial-rebalance-delay-ms 0"')
+    ipython.run_line_magic("log_cluster", f"start --brokers 1 --data-dir {data_dir}")
     yield ipython
     ipython.run_line_magic("log_cluster", "stop")
 

@@ -12,7 +12,15 @@ import time
 import uuid
 
 import pytest
-from clients import TIMEOUT_S, admin, consume_all, produce, read_to_end, wait_for
+from clients import (
+    TIMEOUT_S,
+    admin,
+    cleaned_to_active_segment,
+    consume_all,
+    produce,
+    read_to_end,
+    wait_for,
+)
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 from IPython.core.error import UsageError
@@ -148,7 +156,7 @@ def test_a_compacted_topic_reads_with_its_gaps_in_any_split(spark, three, topic)
     for round_ in range(60):  # one batch per call: 1 KiB segments roll, the cleaner has work
         produce(three.bootstrap_servers, topic, [(b"k%d" % k, b"v%d-%d" % (k, round_))
                                                  for k in range(4)])
-    wait_for(lambda: all(r["first_dirty_offset"] > 0 for rows in three.describe().values()
+    wait_for(lambda: all(cleaned_to_active_segment(r) for rows in three.describe().values()
                          for r in rows if r["topic"] == topic), "every replica to be cleaned")
     high = max(r["high_watermark"] for rows in three.describe().values() for r in rows
                if r["topic"] == topic)

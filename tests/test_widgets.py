@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from clients import NO_GROUP_DELAY, TIMEOUT_S, admin, wait_for
+from clients import TIMEOUT_S, admin, wait_for
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
@@ -21,8 +21,7 @@ HOSTILE = '<img src=x onerror="alert(1)">'
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory):
-    with LocalCluster(brokers=3, data_dir=tmp_path_factory.mktemp("view"),
-                      broker_args=NO_GROUP_DELAY) as cluster:
+    with LocalCluster(brokers=3, data_dir=tmp_path_factory.mktemp("view")) as cluster:
         yield cluster
 
 

@@ -46,7 +46,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--offsets-topic-segment-bytes", type=int,
                         default=OFFSETS_TOPIC_SEGMENT_BYTES)
     parser.add_argument("--group-initial-rebalance-delay-ms", type=int,
-                        default=GROUP_INITIAL_REBALANCE_DELAY_MS)
+                        default=GROUP_INITIAL_REBALANCE_DELAY_MS,
+                        help="hold a new group's first rebalance this long for more joiners "
+                             "(Kafka's broker default: 3000)")
     parser.add_argument("--group-min-session-timeout-ms", type=int, default=6_000)
     parser.add_argument("--offsets-retention-ms", type=int, default=OFFSETS_RETENTION_MS)
     parser.add_argument("--offsets-retention-check-interval-ms", type=int,

@@ -11,7 +11,10 @@ REPLICA_LAG_TIME_MAX_MS = 10_000  # Kafka: 30 s; a lab wants to see ISR shrink s
 OFFSETS_TOPIC_PARTITIONS = 10
 OFFSETS_TOPIC_REPLICATION_FACTOR = 3  # capped at the live brokers when the topic is created
 OFFSETS_TOPIC_SEGMENT_BYTES = 100 * MIB  # Kafka's offsets.topic.segment.bytes
-GROUP_INITIAL_REBALANCE_DELAY_MS = 3_000  # Kafka's: lets a starting fleet form one generation
+# Kafka's broker default is 3 s (a starting fleet forms one generation), but the
+# config/server.properties Kafka ships for development sets 0, as a lab wants: a lone consumer
+# is assigned at once. --group-initial-rebalance-delay-ms 3000 shows the fleet behaviour.
+GROUP_INITIAL_REBALANCE_DELAY_MS = 0
 OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000  # Kafka's offsets.retention.minutes (7 days)
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 60_000  # Kafka: 10 min
 LOG_CLEANER_BACKOFF_MS = 5_000  # a look for dirty logs; Kafka: 15 s, a lab wants it sooner
