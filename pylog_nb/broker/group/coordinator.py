@@ -24,8 +24,9 @@ Theory of operation (Kafka's GroupCoordinator.scala, kfake's groups.go):
 - KIP-345 static membership: a joiner whose group.instance.id is known takes over the old member
   id; if the group is Stable and the selected protocol would not change, no rebalance happens
   (the group record is rewritten first). The old member id is answered FENCED_INSTANCE_ID.
-- Offsets: see ``offsets.py``. Commits are answered (``CommitAnswer``) only after their records
-  are appended; ``load`` rebuilds everything from the partition's records after a failover.
+- Offsets: rules in ``offsets.py``. Commits are answered (``CommitAnswer``) only after their
+  records are appended; ``load`` rebuilds everything from the partition's records after a
+  failover (``storage.py``: state as records and back).
 
 Time only enters as ``now_ms`` arguments; every reaction returns its ``actions``.
 """
@@ -48,13 +49,13 @@ from .actions import (
     MemberRemoved,
     SyncAnswer,
 )
+from .describe import GroupDescription, dead_group, describe_group, listed
 from .errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
     FENCED_INSTANCE_ID,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
-    GROUP_SUBSCRIBED_TO_TOPIC,
     INCONSISTENT_GROUP_PROTOCOL,
     INVALID_GROUP_ID,
     INVALID_SESSION_TIMEOUT,
@@ -67,26 +68,17 @@ from .errors import (
     offset_store_error,
 )
 from .group import Group, GroupState, Member
-from .records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    MemberMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_value,
-    subscribed_topics,
+from .records import OffsetCommitValue
+from .storage import (
+    Record,
+    group_record,
+    group_tombstone,
+    offset_records,
+    offset_tombstones,
+    rebuild_groups,
 )
 
-__all__ = [
-    "NEW_MEMBER_JOIN_TIMEOUT_MS",
-    "GroupCoordinator",
-    "GroupDescription",
-    "LeaveResult",
-    "MemberDescription",
-]
+__all__ = ["NEW_MEMBER_JOIN_TIMEOUT_MS", "GroupCoordinator", "LeaveResult"]
 
 S = GroupState
 Protocols = Iterable[tuple[str, bytes]]
@@ -94,31 +86,8 @@ OffsetTriple = tuple[int, int, str | None]
 
 # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a first join may wait this long at most.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-CONSUMER_PROTOCOL_TYPE = "consumer"  # the protocol type whose metadata lists subscribed topics
 # JoinGroup carries the member's protocols; consumers send 1-3 assignors.
 PROTOCOLS_PER_MEMBER_MAX = 64
-
-
-@dataclass(frozen=True, slots=True)
-class MemberDescription:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class GroupDescription:
-    """DescribeGroups' answer for one group (metadata and assignments only when Stable)."""
-
-    group_id: str
-    error_code: int
-    state: str
-    protocol_type: str
-    protocol_data: str
-    members: tuple[MemberDescription, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,7 +359,7 @@ class GroupCoordinator:
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
             member.session_timeout_ms = request.session_timeout_ms
             if group.select_protocol() == group.protocol_name:
-                self._append(group, undo, [self._group_record(group)], now_ms, actions)
+                self._append(group, undo, [group_record(group)], now_ms, actions)
                 return
         self._update_member_and_rebalance(group, member, request, now_ms, actions)
 
@@ -449,7 +418,7 @@ class GroupCoordinator:
             group.leader_id = None
             self._transition(group, S.EMPTY, now_ms, "no members rejoined", actions)
             self._append(
-                group, _Untracked(group.group_id), [self._group_record(group)], now_ms, actions
+                group, _Untracked(group.group_id), [group_record(group)], now_ms, actions
             )
             return
         group.protocol_name = group.select_protocol()
@@ -526,7 +495,7 @@ class GroupCoordinator:
         if member_id == group.leader_id:
             complete = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
             store = _SyncStore(group_id, group.generation, complete)
-            self._append(group, store, [self._group_record(group, complete)], now_ms, actions)
+            self._append(group, store, [group_record(group, complete)], now_ms, actions)
         return actions
 
     def _sync_success(self, group: Group, member: Member, sync_id: int, now_ms: int) -> SyncAnswer:
@@ -728,25 +697,11 @@ class GroupCoordinator:
         if member_id in group.members:
             member = group.members[member_id]
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-        errors: dict[tuple[str, int], int] = {}
-        values: dict[tuple[str, int], OffsetCommitValue] = {}
-        for (topic, partition), (offset, leader_epoch, metadata) in offsets.items():
-            errors[(topic, partition)] = offset_rules.metadata_error(
-                metadata, self.offset_metadata_bytes_max
-            )
-            if errors[(topic, partition)] == NONE:
-                values[(topic, partition)] = OffsetCommitValue(
-                    offset, leader_epoch, metadata or "", now_ms
-                )
+        errors, values = offset_rules.commit_values(offsets, self.offset_metadata_bytes_max, now_ms)
         if not values:
             return answer(errors)
-        records = [
-            (encode_key(OffsetCommitKey(group_id, topic, partition)), encode_value(value))
-            for (topic, partition), value in values.items()
-        ]
-        self._append(
-            group, _OffsetStore(group_id, commit_id, values, errors), records, now_ms, actions
-        )
+        store = _OffsetStore(group_id, commit_id, values, errors)
+        self._append(group, store, offset_records(group_id, values), now_ms, actions)
         return actions
 
     def fetch_offsets(
@@ -765,31 +720,12 @@ class GroupCoordinator:
 
     def describe(self, group_ids: Iterable[str]) -> list[GroupDescription]:
         """DescribeGroups; an unknown group is reported Dead with no error, as Kafka does."""
+        if self.loading:
+            return [dead_group(group_id, COORDINATOR_LOAD_IN_PROGRESS) for group_id in group_ids]
         answer = []
         for group_id in group_ids:
             group = self._groups.get(group_id)
-            if self.loading or group is None:
-                error = COORDINATOR_LOAD_IN_PROGRESS if self.loading else NONE
-                answer.append(GroupDescription(group_id, error, S.DEAD.value, "", "", ()))
-                continue
-            stable = group.is_(S.STABLE)
-            members = tuple(
-                MemberDescription(
-                    m.member_id,
-                    m.group_instance_id,
-                    m.client_id,
-                    m.client_host,
-                    m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
-                    m.assignment if stable else b"",
-                )
-                for m in group.members.values()
-            )
-            protocol = group.protocol_name or "" if stable else ""
-            answer.append(
-                GroupDescription(
-                    group_id, NONE, group.state.value, group.protocol_type or "", protocol, members
-                )
-            )
+            answer.append(dead_group(group_id) if group is None else describe_group(group))
         return answer
 
     def list_groups(
@@ -798,12 +734,7 @@ class GroupCoordinator:
         """ListGroups: (error_code, [(group_id, protocol_type, state)]); filter is case-blind."""
         if self.loading:
             return COORDINATOR_LOAD_IN_PROGRESS, []
-        wanted = {state.lower() for state in states_filter} if states_filter else None
-        return NONE, [
-            (group.group_id, group.protocol_type or "", group.state.value)
-            for group in self._groups.values()
-            if wanted is None or group.state.value.lower() in wanted
-        ]
+        return NONE, listed(self._groups.values(), states_filter)
 
     def delete_groups(
         self, group_ids: Iterable[str], now_ms: int
@@ -823,10 +754,8 @@ class GroupCoordinator:
                 errors[group_id] = NON_EMPTY_GROUP
             else:
                 errors[group_id] = NONE
-                tombstones = [(encode_key(GroupMetadataKey(group_id)), None)] + [
-                    (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
-                    for topic, partition in sorted(group.offsets)
-                ]
+                tombstones = [group_tombstone(group_id), *offset_tombstones(group_id,
+                                                                            sorted(group.offsets))]
                 self._transition(group, S.DEAD, now_ms, "deleted", actions)
                 self._append(group, _Untracked(group_id), tombstones, now_ms, actions)
                 del self._groups[group_id]
@@ -837,9 +766,7 @@ class GroupCoordinator:
     ) -> tuple[int, dict[tuple[str, int], int], list[Action]]:
         """OffsetDelete: (group error, error per partition, actions), as Kafka decides it.
 
-        An Empty group may lose any offset. A live ``consumer`` group may lose only offsets of
-        topics no member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC otherwise); another live group
-        none (NON_EMPTY_GROUP).
+        Rules in ``offsets.py``.
         """
         actions: list[Action] = []
         group = self._groups.get(group_id)
@@ -847,47 +774,22 @@ class GroupCoordinator:
             return COORDINATOR_LOAD_IN_PROGRESS, {}, actions
         if group is None or group.is_(S.DEAD):
             return GROUP_ID_NOT_FOUND, {}, actions
-        subscribed = self._subscribed_topics(group)
-        if subscribed is None:
-            return NON_EMPTY_GROUP, {}, actions
-        errors = {
-            (topic, partition): GROUP_SUBSCRIBED_TO_TOPIC if topic in subscribed else NONE
-            for topic, partition in partitions
-        }
+        group_error, errors = offset_rules.deletable(group, partitions)
         deleted = sorted(
             tp for tp, error in errors.items() if error == NONE and tp in group.offsets
         )
         for topic_partition in deleted:
             del group.offsets[topic_partition]
         if deleted:
-            tombstones: list[tuple[bytes, bytes | None]] = [
-                (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
-                for topic, partition in deleted
-            ]
+            tombstones = offset_tombstones(group_id, deleted)
             self._append(group, _Untracked(group_id), tombstones, now_ms, actions)
-        return NONE, errors, actions
-
-    @staticmethod
-    def _subscribed_topics(group: Group) -> set[str] | None:
-        """Topics the members subscribe to; None when that is unknowable (not deletable)."""
-        if not group.members:
-            return set()
-        if group.protocol_type != CONSUMER_PROTOCOL_TYPE or group.protocol_name is None:
-            return None
-        topics: set[str] = set()
-        for member in group.members.values():
-            member_topics = subscribed_topics(member.metadata(group.protocol_name))
-            if member_topics is None:
-                return None
-            topics |= member_topics
-        return topics
+        return group_error, errors, actions
 
     def expire_offsets(self, now_ms: int, retention_ms: int) -> list[Action]:
         """Drop the offsets of memberless groups older than ``retention_ms``, then the groups.
 
-        KIP-211: an offset of an Empty group expires ``retention_ms`` after the later of its
-        commit and the moment the group became Empty; a group left with neither members nor
-        offsets is deleted. Tombstones go to the log so a new coordinator forgets them too.
+        Rules in ``offsets.py``; a group left with neither members nor offsets is deleted.
+        Tombstones go to the log so a new coordinator forgets them too.
         """
         actions: list[Action] = []
         if self.loading:
@@ -895,20 +797,12 @@ class GroupCoordinator:
         for group in list(self._groups.values()):
             if group.members or group.pending_members or not group.is_(S.EMPTY):
                 continue
-            expired = sorted(
-                topic_partition
-                for topic_partition, value in group.offsets.items()
-                if max(value.commit_timestamp_ms, group.state_timestamp_ms) + retention_ms
-                <= now_ms
-            )
-            tombstones: list[tuple[bytes, bytes | None]] = [
-                (encode_key(OffsetCommitKey(group.group_id, topic, partition)), None)
-                for topic, partition in expired
-            ]
+            expired = offset_rules.expired(group, now_ms, retention_ms)
+            tombstones = offset_tombstones(group.group_id, expired)
             for topic_partition in expired:
                 del group.offsets[topic_partition]
             if not group.offsets:
-                tombstones.append((encode_key(GroupMetadataKey(group.group_id)), None))
+                tombstones.append(group_tombstone(group.group_id))
                 self._transition(group, S.DEAD, now_ms, "offsets expired", actions)
                 del self._groups[group.group_id]
             if tombstones:
@@ -993,35 +887,14 @@ class GroupCoordinator:
         """The partition is being read: answer COORDINATOR_LOAD_IN_PROGRESS until ``load``."""
         self.loading = True
 
-    def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:
+    def load(self, records: Iterable[Record], now_ms: int) -> None:
         """Rebuild every group and offset from the partition's records (oldest first).
 
         The latest record per key wins and tombstones delete, as compaction would. Groups with
         members come back Stable, their sessions restarting at ``now_ms``.
         """
-        latest: dict[object, object] = {}
-        for key_bytes, value_bytes in records:
-            key = decode_key(key_bytes)
-            if key is not None:
-                latest.pop(key, None)  # re-insert: keep log order of the latest records
-                latest[key] = decode_value(key, value_bytes)
-        self._groups = {}
+        self._groups = rebuild_groups(records, now_ms)
         self._pending_appends = {}
-        for key, value in latest.items():
-            if value is None:
-                continue
-            if isinstance(key, OffsetCommitKey):
-                assert isinstance(value, OffsetCommitValue)
-                group = self._groups.setdefault(
-                    key.group, Group(key.group, state_timestamp_ms=now_ms)
-                )
-                group.offsets[(key.topic, key.partition)] = value
-            else:
-                assert isinstance(key, GroupMetadataKey) and isinstance(value, GroupMetadataValue)
-                group = self._groups.setdefault(
-                    key.group, Group(key.group, state_timestamp_ms=now_ms)
-                )
-                _restore_group(group, value, now_ms)
         self.loading = False
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -1030,7 +903,7 @@ class GroupCoordinator:
         self,
         group: Group,
         pending: _PendingAppend,
-        records: list[tuple[bytes, bytes | None]],
+        records: list[Record],
         now_ms: int,
         actions: list[Action],
     ) -> None:
@@ -1046,34 +919,6 @@ class GroupCoordinator:
                 records=tuple(records),
             )
         )
-
-    def _group_record(
-        self, group: Group, assignments: Mapping[str, bytes] | None = None
-    ) -> tuple[bytes, bytes]:
-        """GroupMetadata for ``group`` as it is (Kafka's storeGroup)."""
-        protocol = group.protocol_name
-        members = tuple(
-            MemberMetadataValue(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.rebalance_timeout_ms,
-                m.session_timeout_ms,
-                m.metadata(protocol) if protocol else b"",
-                assignments.get(m.member_id, b"") if assignments is not None else m.assignment,
-            )
-            for m in group.members.values()
-        )
-        value = GroupMetadataValue(
-            group.protocol_type or "",
-            group.generation,
-            protocol,
-            group.leader_id,
-            group.state_timestamp_ms,
-            members,
-        )
-        return encode_key(GroupMetadataKey(group.group_id)), encode_value(value)
 
     def _transition(
         self, group: Group, state: GroupState, now_ms: int, reason: str, actions: list[Action]
@@ -1157,34 +1002,6 @@ def _session_expired(member: Member, now_ms: int) -> bool:
     if member.join_id is not None:
         return member.is_new and now_ms >= member.joined_at_ms + NEW_MEMBER_JOIN_TIMEOUT_MS
     return now_ms >= member.heartbeat_deadline_ms
-
-
-def _restore_group(group: Group, value: GroupMetadataValue, now_ms: int) -> None:
-    group.generation = value.generation
-    group.protocol_type = value.protocol_type
-    group.protocol_name = value.protocol
-    group.leader_id = value.leader
-    group.state_timestamp_ms = value.current_state_timestamp_ms
-    group.members = {}
-    group.static_members = {}
-    for record in value.members:
-        protocols = ((value.protocol, record.subscription),) if value.protocol else ()
-        member = Member(
-            member_id=record.member_id,
-            group_instance_id=record.group_instance_id,
-            client_id=record.client_id,
-            client_host=record.client_host,
-            rebalance_timeout_ms=record.rebalance_timeout_ms,
-            session_timeout_ms=record.session_timeout_ms,
-            protocol_type=value.protocol_type,
-            protocols=protocols,
-            assignment=record.assignment,
-            heartbeat_deadline_ms=now_ms + record.session_timeout_ms,
-        )
-        group.members[member.member_id] = member
-        if member.group_instance_id is not None:
-            group.static_members[member.group_instance_id] = member.member_id
-    group.state = S.STABLE if group.members else S.EMPTY
 
 
 def _answer_parked_sync(

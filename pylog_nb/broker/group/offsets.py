@@ -10,6 +10,11 @@ Theory of operation (Kafka's GroupCoordinator.handleCommitOffsets / handleFetchO
   while the group has no members; it creates the group (Empty) if needed.
 - Offsets become visible to OffsetFetch only once their ``__consumer_offsets`` append succeeded;
   the coordinator keeps them aside until ``on_appended``.
+- KIP-211: an offset of an Empty group expires ``retention_ms`` after the later of its commit and
+  the moment the group became Empty; offsets of a group with members never expire.
+- OffsetDelete: an Empty group may lose any offset; a live ``consumer`` group only offsets of
+  topics no member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC otherwise); another live group none
+  (NON_EMPTY_GROUP).
 """
 
 from __future__ import annotations
@@ -19,14 +24,16 @@ from collections.abc import Iterable, Mapping
 from .errors import (
     COORDINATOR_NOT_AVAILABLE,
     FENCED_INSTANCE_ID,
+    GROUP_SUBSCRIBED_TO_TOPIC,
     ILLEGAL_GENERATION,
+    NON_EMPTY_GROUP,
     NONE,
     OFFSET_METADATA_TOO_LARGE,
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
 )
 from .group import Group, GroupState
-from .records import OffsetCommitValue
+from .records import OffsetCommitValue, subscribed_topics
 
 __all__ = [
     "OFFSET_METADATA_BYTES_MAX",
@@ -34,6 +41,9 @@ __all__ = [
     "UNKNOWN_OFFSET",
     "check_commit",
     "check_member",
+    "commit_values",
+    "deletable",
+    "expired",
     "fetch",
     "metadata_error",
 ]
@@ -45,6 +55,8 @@ PARTITIONS_PER_COMMIT_MAX = 10_000
 UNKNOWN_OFFSET = (-1, -1, "")  # OffsetFetch's answer for a partition with no commit
 
 OffsetTriple = tuple[int, int, str]  # offset, leader_epoch, metadata
+TopicPartition = tuple[str, int]
+CONSUMER_PROTOCOL_TYPE = "consumer"  # the protocol type whose metadata lists subscribed topics
 
 
 def check_member(
@@ -106,3 +118,57 @@ def fetch(
             UNKNOWN_OFFSET if value is None else (value.offset, value.leader_epoch, value.metadata)
         )
     return answer
+
+
+def commit_values(
+    offsets: Mapping[TopicPartition, tuple[int, int, str | None]],
+    metadata_bytes_max: int,
+    now_ms: int,
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, OffsetCommitValue]]:
+    """An accepted OffsetCommit's (error per partition, values to store for the good ones)."""
+    errors: dict[TopicPartition, int] = {}
+    values: dict[TopicPartition, OffsetCommitValue] = {}
+    for topic_partition, (offset, leader_epoch, metadata) in offsets.items():
+        errors[topic_partition] = metadata_error(metadata, metadata_bytes_max)
+        if errors[topic_partition] == NONE:
+            value = OffsetCommitValue(offset, leader_epoch, metadata or "", now_ms)
+            values[topic_partition] = value
+    return errors, values
+
+
+def expired(group: Group, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+    """The offsets of an Empty ``group`` whose retention has run out, sorted (KIP-211)."""
+    assert group.is_(GroupState.EMPTY) and not group.members, group.state
+    return sorted(
+        topic_partition
+        for topic_partition, value in group.offsets.items()
+        if max(value.commit_timestamp_ms, group.state_timestamp_ms) + retention_ms <= now_ms
+    )
+
+
+def deletable(
+    group: Group, partitions: Iterable[TopicPartition]
+) -> tuple[int, dict[TopicPartition, int]]:
+    """OffsetDelete's (group error, error per partition) for a live or Empty ``group``."""
+    subscribed = _subscribed_topics(group)
+    if subscribed is None:
+        return NON_EMPTY_GROUP, {}
+    return NONE, {
+        (topic, partition): GROUP_SUBSCRIBED_TO_TOPIC if topic in subscribed else NONE
+        for topic, partition in partitions
+    }
+
+
+def _subscribed_topics(group: Group) -> set[str] | None:
+    """Topics the members subscribe to; None when that is unknowable (not deletable)."""
+    if not group.members:
+        return set()
+    if group.protocol_type != CONSUMER_PROTOCOL_TYPE or group.protocol_name is None:
+        return None
+    topics: set[str] = set()
+    for member in group.members.values():
+        member_topics = subscribed_topics(member.metadata(group.protocol_name))
+        if member_topics is None:
+            return None
+        topics |= member_topics
+    return topics
