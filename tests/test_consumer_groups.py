@@ -16,6 +16,7 @@ from clients import TIMEOUT_S, admin, create_topic, produce, wait_for
 from confluent_kafka import Consumer, TopicPartition
 
 from pylog_nb import LocalCluster
+from pylog_nb.broker.group.records import partition_for
 
 PARTITIONS = 6
 INITIAL_REBALANCE_DELAY_MS = 3_000  # Kafka's broker default
@@ -211,6 +212,34 @@ def test_commit_close_reopen_resumes_after_the_last_commit(cluster, topic_name):
     resumed = _take(second, 60)
     assert [m.value() for m in resumed] == [b"%d" % i for i in range(40, 100)]
     second.close()
+
+
+@pytest.mark.parametrize(("flags", "replicas"), [
+    ((), 2),  # RF min(3, live brokers) by default
+    (("--offsets-topic-replication-factor", "1"), 1),
+])
+def test_the_offsets_topic_takes_its_partitions_and_replication_factor_from_the_brokers(
+    tmp_path, topic_name, flags, replicas
+):
+    partitions = 4
+    broker_args = ("--offsets-topic-partitions", str(partitions), *flags)
+    with LocalCluster(brokers=2, data_dir=tmp_path, broker_args=broker_args) as two:
+        bootstrap = two.bootstrap_servers
+        produce(bootstrap, topic_name, [(None, b"x")] * 3)
+        group = f"g-{topic_name}"
+        member = _consumer(bootstrap, group)  # its first coordinator look-up creates the topic
+        member.commit(offsets=[TopicPartition(topic_name, 0, 3)], asynchronous=False)
+        member.close()
+        topic = admin(bootstrap).list_topics(timeout=TIMEOUT_S).topics["__consumer_offsets"]
+        coordinators = {g["group"]: g["coordinator"] for g in two.groups()}
+        successor = _consumer(bootstrap, group)
+        committed = successor.committed([TopicPartition(topic_name, 0)], timeout=TIMEOUT_S)
+        successor.close()
+    assert sorted(topic.partitions) == list(range(partitions))
+    assert {len(p.replicas) for p in topic.partitions.values()} == {replicas}
+    leader = topic.partitions[partition_for(group, partitions)].leader
+    assert coordinators[group] == leader
+    assert committed[0].offset == 3
 
 
 def test_committed_metadata_is_kept(cluster, topic_name):
