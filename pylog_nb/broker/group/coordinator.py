@@ -754,8 +754,8 @@ class GroupCoordinator:
                 errors[group_id] = NON_EMPTY_GROUP
             else:
                 errors[group_id] = NONE
-                tombstones = [group_tombstone(group_id), *offset_tombstones(group_id,
-                                                                            sorted(group.offsets))]
+                offsets = offset_tombstones(group_id, sorted(group.offsets))
+                tombstones = [group_tombstone(group_id), *offsets]
                 self._transition(group, S.DEAD, now_ms, "deleted", actions)
                 self._append(group, _Untracked(group_id), tombstones, now_ms, actions)
                 del self._groups[group_id]
