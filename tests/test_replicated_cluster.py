@@ -421,3 +421,40 @@ def test_a_fenced_broker_leaves_metadata_so_cluster_wide_requests_do_not_wait_on
     three.restart(2)
     _wait_for(lambda: sorted(client.list_topics(timeout=10).brokers) == [1, 2, 3],
               "broker 2 to be listed again once it is back")
+
+
+LONG_PAUSE_S = 12  # past the broker session timeout (2.5 s) and the controller RPC timeout (10 s)
+
+
+def test_leader_paused_past_its_session_steps_down_and_loses_no_acknowledged_write(
+        three, topic_name):
+    """Issue 9: a leader SIGSTOPped for longer than its session (and than the RPC timeout that
+    once ended its metadata loop) comes back, catches up with the metadata before serving,
+    follows the new leader at the new epoch, and every acks=all write survives."""
+    _create(three, topic_name)
+    before = _produce(_producer(three), topic_name, [b"before%d" % i for i in range(200)])
+    old = _partition(three, topic_name)
+    three.pause(old["leader"])
+    new = _wait_for(lambda: (p := _partition(three, topic_name))["leader"] != old["leader"] and p,
+                    "the controller to elect a new leader")
+    during = _produce(_producer(three), topic_name, [b"during%d" % i for i in range(200)])
+    time.sleep(max(0.0, LONG_PAUSE_S - 3))
+    three.resume(old["leader"])
+
+    def consistent(replicas):
+        """every replica acts on the controller's leader and epoch, in the ISR again"""
+        now = _partition(three, topic_name)
+        return sorted(now["isr"]) == [1, 2, 3] and all(
+            (r["leader"], r["leader_epoch"], r["role"] == "leader")
+            == (now["leader"], now["leader_epoch"], b == now["leader"])
+            for b, r in replicas.items())
+
+    _replicas_when(three, topic_name, consistent)
+    resumed = three.describe()[old["leader"]]
+    assert [p for p in resumed if p["topic"] == topic_name][0]["role"] == "follower"
+    assert _partition(three, topic_name)["leader_epoch"] >= new["leader_epoch"]
+    acked = {**before, **during}
+    assert len(acked) == 400
+    received = consume_all(three.bootstrap_servers, topic_name, max(acked) + 1)
+    by_offset = {m.offset(): m.value() for m in received}
+    assert {o: by_offset.get(o) for o in acked} == acked

@@ -48,6 +48,11 @@ def test_snapshot_merges_every_replica_of_a_partition(three, topic_name):
     assert roles == ["follower", "follower", "leader"]
     assert partition["replicas"][partition["leader"]]["role"] == "leader"
     assert {r["log_end_offset"] for r in partition["replicas"].values()} == {4}
+    [truth] = next(t["partitions"] for t in three.controller_describe()["topics"]
+                   if t["name"] == topic_name)
+    assert (partition["leader"], partition["leader_epoch"]) == (truth["leader"],
+                                                                truth["leader_epoch"])
+    assert all(r["disagreement"] == "" for r in partition["replicas"].values())
 
 
 def test_a_compacted_topic_shows_how_far_each_replicas_cleaner_got(three, topic_name):
@@ -74,12 +79,15 @@ def _replicas(cluster, topic: str) -> list[dict]:
 
 def test_buttons_break_and_heal_the_chosen_broker(three, view, topic_name):
     _create(three, topic_name)
-    wait_for(lambda: topic_name in view.panes["partitions"].value, "the topic to show")
+    wait_for(lambda: len(_shown_replicas(view, topic_name)) == 3, "every replica to show")
     view.broker.value = 3
     view.buttons["pause"].click()
     assert "pause broker 3: done" in view.status.value
     wait_for(lambda: "broker 3 <b" in view.panes["brokers"].value
              and ">paused<" in view.panes["brokers"].value, "broker 3 shown paused")
+    kept = _shown_replicas(view, topic_name)  # a paused broker's replica stays, greyed
+    assert sorted(kept) == [1, 2, 3] and kept[3]["last_known"] and not kept[1]["last_known"]
+    assert "last known · broker paused" in view.panes["partitions"].value
     view.buttons["resume"].click()
     view.buttons["kill"].click()
     assert not three.is_running(3)
@@ -91,6 +99,11 @@ def test_buttons_break_and_heal_the_chosen_broker(three, view, topic_name):
     wait_for(lambda: ">isolated<" in view.panes["brokers"].value, "broker 3 shown isolated")
     view.buttons["heal"].click()
     wait_for(lambda: ">isolated<" not in view.panes["brokers"].value, "broker 3 healed")
+
+
+def _shown_replicas(view, topic: str) -> dict[int, dict]:
+    return next((p["replicas"] for p in view.snapshot.get("partitions", [])
+                 if p["topic"] == topic), {})
 
 
 def test_group_ids_and_client_ids_are_escaped(three, view, topic_name):
@@ -105,7 +118,7 @@ def test_group_ids_and_client_ids_are_escaped(three, view, topic_name):
     snapshot = {"events": [{"now_ms": 0, "source": HOSTILE, "text": HOSTILE}]}
     assert HOSTILE not in render_events(snapshot)
     groups = {"groups": [{"group": "g", "state": "Stable", "generation": 1, "coordinator": 1,
-                          "members": [HOSTILE], "offsets": []}]}
+                          "members": [HOSTILE], "offsets": [], "disagreement": HOSTILE}]}
     assert HOSTILE not in render_groups(groups)
 
 

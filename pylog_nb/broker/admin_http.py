@@ -12,7 +12,9 @@ leader epoch, segments), so each broker answers:
                            "followers": [{"broker_id", "in_isr", "log_end_offset",
                                           "lag_records", "lag_ms", ...}] (on the leader)}]
     GET /v1/broker       {"broker_id", "host", "port", "cluster_id", "partitions", "live_brokers",
-                          "isolated"}
+                          "isolated", "lifecycle": {"state": "running" | "recovering" |
+                          "registering", "fenced", "applied_offset", "catch_up_offset",
+                          "stall_count", ...} (null for a broker running alone)}
     GET /v1/events       [{"kind", "now_ms", ...}] replication and consumer-group events
     GET /v1/groups       [{"group", "coordinator_partition", "state", "generation",
                            "protocol_type", "protocol", "leader",
@@ -96,6 +98,7 @@ def broker_view(node: BrokerNode) -> dict:
         "partitions": len(node.replicas.partitions),
         "live_brokers": node.live_broker_ids(),
         "isolated": node.isolated,
+        "lifecycle": node.lifecycle_view() if node.lifecycle_view is not None else None,
     }
 
 

@@ -1,13 +1,14 @@
-"""A broker's link to the controller: registration, heartbeats, the metadata log, ISR requests.
+"""The asyncio shell around a broker's link to the controller: sockets and timers only.
 
-Theory of operation (KRaft's shape): the broker registers with a fresh incarnation id, then keeps
-two loops running. The heartbeat loop renews its lease every ``HEARTBEAT_INTERVAL_MS``; a broker
-that stops (SIGKILL, SIGSTOP, isolation) is fenced by the controller when the lease runs out. The
-metadata loop long-polls the controller's metadata log from the last offset it applied, folds the
-records into a ClusterImage, and publishes it: the store's MetadataImage (what Metadata answers)
-and the ReplicaManager's partition roles. Replica fetchers are then kept one per leader broker.
-Admin requests and ISR changes go to the controller; a caller that needs its own change to be
-visible waits until the applied offset reaches the one the controller returned.
+The decisions live in synchronous parts the seeded simulation drives as well:
+``BrokerLifecycleManager`` (registration, heartbeats, stalls, when to serve),
+``MetadataFollower`` (the metadata log folded into an image), ``AlterPartitionManager`` (ISR
+changes in flight) and one ``FetcherState`` per leader broker. This module only runs their
+loops: a lifecycle poll every ``LIFECYCLE_POLL_MS`` that sends what the manager asks for, a
+long poll of the metadata log that publishes each new image to the ReplicaManager, AlterPartition
+calls, and the replica fetchers (kept one per leader broker). A failed or timed-out call is
+reported to its part and retried; no loop ends on an error (a loop that died silently after a
+long pause is how a broker once went on leading at an old epoch forever).
 """
 
 from __future__ import annotations
@@ -16,44 +17,26 @@ import asyncio
 import logging
 import uuid
 
-from .controller.image import ClusterImage, apply
+from .alter_partition import NO_ANSWER, AlterPartitionManager, AlterPartitionRequest
+from .broker_lifecycle import (
+    LIFECYCLE_POLL_MS,
+    BrokerLifecycleManager,
+    SendHeartbeat,
+    SendRegistration,
+)
 from .controller.rpc import ControllerClient, ControllerRpcError, decode_records
-from .metadata import BrokerEndpoint, MetadataImage, PartitionState, TopicState
+from .metadata_follower import MetadataFollower
 from .node import BrokerNode
-from .replica_fetcher import ReplicaFetcher
+from .replica_fetcher import FetcherState, ReplicaFetcher
 from .replication.actions import RequestIsrChange
 
 log = logging.getLogger("pylog.broker")
 
-HEARTBEAT_INTERVAL_MS = 500
 METADATA_WAIT_MS = 500  # long-poll of the metadata log
 METADATA_RECORDS_MAX = 1000  # per metadata fetch
 RETRY_BACKOFF_MS = 200
 APPLY_WAIT_TIMEOUT_S = 10.0
-CLUSTER_ID = "pylog-local-cluster"
-
-
-def to_metadata_image(image: ClusterImage, controller_id: int) -> MetadataImage:
-    """The controller's ClusterImage in the shape the request handlers read."""
-    topics = {
-        name: TopicState(
-            name=name,
-            topic_id=topic.topic_id,
-            partitions=tuple(
-                PartitionState(p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch)
-                for p in topic.partitions
-            ),
-            configs=dict(topic.configs),
-        )
-        for name, topic in image.topics.items()
-    }
-    # Fenced brokers stay listed, as their replicas do: librdkafka drops the leader of every
-    # partition a vanished broker led and waits a whole metadata refresh before using the new one.
-    brokers = tuple(
-        BrokerEndpoint(b.broker_id, b.host, b.port, b.fenced)
-        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
-    )
-    return MetadataImage(CLUSTER_ID, topics, image.next_producer_id, brokers, controller_id)
+REGISTRATION_TIMEOUT_S = 30.0  # start-up gives up after this
 
 
 class ClusterLink:
@@ -61,83 +44,145 @@ class ClusterLink:
         self.node = node
         self.calls = ControllerClient(controller_host, controller_port)
         self.polls = ControllerClient(controller_host, controller_port)  # long-polls apart
-        self.incarnation_id = uuid.uuid4().hex
-        self.image = ClusterImage.empty()
-        self.applied_offset = 0
+        self.lifecycle = BrokerLifecycleManager(
+            node.broker_id, uuid.uuid4().hex, now_ms=node.now_ms())
+        self.metadata = MetadataFollower()
+        self.alter = AlterPartitionManager(node.replicas)
         self.applied = asyncio.Condition()
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.tasks: list[asyncio.Task] = []
+        self._calls: set[asyncio.Task] = set()
+        self._was_serving = False
         self.producer_ids: list[int] = []  # the rest of the block the controller handed us
         node.isr_change_sink = self._send_isr_change
+        node.replicas.serving = self.lifecycle.serving
+        node.lifecycle_view = self.lifecycle.snapshot
+
+    @property
+    def incarnation_id(self) -> str:
+        return self.lifecycle.incarnation_id
+
+    @property
+    def applied_offset(self) -> int:
+        return self.metadata.next_offset
 
     async def start(self) -> None:
-        """Register, then follow the metadata log and heartbeat until stopped."""
-        config = self.node.config
-        await self.calls.call("register_broker", broker_id=config.broker_id, host=config.host,
-                              port=self.node.port, incarnation_id=self.incarnation_id)
-        self.tasks = [asyncio.create_task(self._heartbeats()),
+        """Register (retrying while the controller starts), then run the loops until stopped."""
+        async with asyncio.timeout(REGISTRATION_TIMEOUT_S):
+            while self.lifecycle.fenced and self.lifecycle.catch_up_offset is None:
+                for request in self.lifecycle.poll(self.node.now_ms()):
+                    await self._send(request)
+                await asyncio.sleep(RETRY_BACKOFF_MS / 1000 if self.lifecycle.fenced else 0)
+        self.tasks = [asyncio.create_task(self._lifecycle_loop()),
                       asyncio.create_task(self._follow_metadata())]
 
     async def stop(self) -> None:
         for fetcher in self.fetchers.values():
             fetcher.stop()
-        for task in self.tasks:
+        for task in [*self.tasks, *self._calls]:
             task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await asyncio.gather(*self.tasks, *self._calls, return_exceptions=True)
         await self.calls.close()
         await self.polls.close()
 
-    # == loops ===================================================================================
+    # == lifecycle ================================================================================
 
-    async def _heartbeats(self) -> None:
+    async def _lifecycle_loop(self) -> None:
         while True:
-            if self.node.isolated:
-                await asyncio.sleep(HEARTBEAT_INTERVAL_MS / 1000)
-                continue
             try:
-                await self.calls.call("heartbeat", broker_id=self.node.broker_id,
-                                      incarnation_id=self.incarnation_id, caught_up=True)
-            except (ConnectionError, ControllerRpcError) as error:
-                log.warning("heartbeat failed: %s", error)
-            await asyncio.sleep(HEARTBEAT_INTERVAL_MS / 1000)
+                now_ms = self.node.now_ms()
+                for request in self.lifecycle.poll(now_ms):
+                    self._spawn(self._send(request))
+                for retry in self.alter.due(now_ms):
+                    self._spawn(self._alter_partition(retry))
+                self._notice_serving()
+            except Exception:  # noqa: BLE001 - the loop must outlive any one failure
+                log.exception("lifecycle poll failed")
+            await asyncio.sleep(LIFECYCLE_POLL_MS / 1000)
+
+    async def _send(self, request: SendRegistration | SendHeartbeat) -> None:
+        node, lifecycle = self.node, self.lifecycle
+        if node.isolated:
+            lifecycle.on_failed(None, node.now_ms())
+            return
+        try:
+            if isinstance(request, SendRegistration):
+                answer = await self.calls.call(
+                    "register_broker", broker_id=node.broker_id, host=node.config.host,
+                    port=node.port, incarnation_id=request.incarnation_id)
+                lifecycle.on_registered(answer["metadata_end_offset"], node.now_ms())
+            else:
+                answer = await self.calls.call(
+                    "heartbeat", broker_id=node.broker_id, incarnation_id=request.incarnation_id,
+                    metadata_offset=request.metadata_offset)
+                lifecycle.on_heartbeat_answer(request.sent_ms, answer["fenced"],
+                                              answer["metadata_end_offset"], node.now_ms())
+        except ControllerRpcError as error:
+            log.warning("%s refused: %s", type(request).__name__, error)
+            lifecycle.on_failed(error.error_code, node.now_ms())
+        except (OSError, TimeoutError) as error:
+            if not node.isolated:
+                log.info("%s failed: %s", type(request).__name__, error)
+            lifecycle.on_failed(None, node.now_ms())
+        self._notice_serving()
+
+    def _notice_serving(self) -> None:
+        """Back to serving after catching up: fetchers and long polls look again at once."""
+        serving = self.lifecycle.serving(self.node.now_ms())
+        if serving and not self._was_serving:
+            log.info("serving (metadata applied up to offset %d)", self.applied_offset)
+            for fetcher in self.fetchers.values():
+                fetcher.poke()
+            for partition in self.node.replicas.partitions.values():
+                partition.wake_waiters()
+        elif self._was_serving and not serving:
+            log.warning("not serving until caught up with the metadata (%s)",
+                        self.lifecycle.state.value)
+        self._was_serving = serving
+
+    # == metadata =================================================================================
 
     async def _follow_metadata(self) -> None:
         while True:
-            if self.node.isolated:
+            follow = self.lifecycle.may_follow_metadata and not self.node.isolated
+            request = self.metadata.poll(self.node.now_ms()) if follow else None
+            if request is None:
                 await asyncio.sleep(RETRY_BACKOFF_MS / 1000)
                 continue
             try:
                 answer = await self.polls.call(
-                    "fetch_metadata", from_offset=self.applied_offset,
+                    "fetch_metadata", from_offset=request.from_offset,
                     max_records=METADATA_RECORDS_MAX, max_wait_ms=METADATA_WAIT_MS)
-            except (ConnectionError, ControllerRpcError) as error:
-                log.warning("metadata fetch failed: %s", error)
-                await asyncio.sleep(RETRY_BACKOFF_MS / 1000)
+                records = decode_records(answer)
+            except Exception as error:  # noqa: BLE001 - timeouts after a pause included
+                log.info("metadata fetch failed: %s", str(error) or type(error).__name__)
+                self.metadata.on_fetch_failed(self.node.now_ms())
                 continue
-            records = decode_records(answer)
-            if records:
-                for record in records:
-                    self.image = apply(self.image, record)
-                self._publish()
-            async with self.applied:
-                self.applied_offset = answer["next_offset"]
-                self.applied.notify_all()
+            self._apply_metadata(request.from_offset, records, answer["next_offset"],
+                                 answer["end_offset"])
+
+    def _apply_metadata(self, from_offset: int, records: list, next_offset: int,
+                        end_offset: int) -> None:
+        if self.metadata.on_records(from_offset, records, next_offset, end_offset):
+            self._publish()
+        self.lifecycle.on_metadata_applied(self.metadata.next_offset)
+        self._notice_serving()
+        self._spawn(self._notify_applied())
+
+    async def _notify_applied(self) -> None:
+        async with self.applied:
+            self.applied.notify_all()
 
     def _publish(self) -> None:
-        image = to_metadata_image(self.image, controller_id=self._controller_id())
+        image = self.metadata.metadata_image(self.node.broker_id)
         self.node.store.image = image
-        self.node.replicas.apply_image(image)
-        self._reconcile_fetchers(image)
+        self.node.on_actions(self.node.replicas.apply_image(image))
+        self._reconcile_fetchers()
 
-    def _controller_id(self) -> int:
-        live = [b.broker_id for b in self.node.store.image.brokers if not b.fenced]
-        live = live or [self.node.broker_id]
-        return min(live)  # clients only need some broker to send admin requests to
-
-    def _reconcile_fetchers(self, image: MetadataImage) -> None:
+    def _reconcile_fetchers(self) -> None:
         leaders = {p.follower.leader_id for p in self.node.replicas.partitions.values()
                    if p.follower is not None}
-        endpoints = {b.broker_id: b for b in image.brokers if not b.fenced}
+        endpoints = {b.broker_id: b for b in self.node.store.image.brokers if not b.fenced}
         for leader_id in list(self.fetchers):
             fetcher = self.fetchers[leader_id]
             endpoint = endpoints.get(leader_id)
@@ -148,13 +193,16 @@ class ClusterLink:
         for leader_id in leaders - set(self.fetchers):
             endpoint = endpoints.get(leader_id)
             if endpoint is not None:
-                fetcher = ReplicaFetcher(self.node, leader_id, endpoint.host, endpoint.port)
+                state = FetcherState(self.node.replicas, leader_id, self.lifecycle.serving)
+                fetcher = ReplicaFetcher(state, endpoint.host, endpoint.port,
+                                         self.node.on_actions, self.node.now_ms,
+                                         lambda: self.node.isolated)
                 self.fetchers[leader_id] = fetcher
                 fetcher.start()
         for fetcher in self.fetchers.values():
             fetcher.poke()
 
-    # == requests to the controller =============================================================
+    # == requests to the controller ===============================================================
 
     async def call(self, method: str, **params) -> dict:
         """Call the controller and wait until this broker has applied what the call wrote."""
@@ -162,7 +210,8 @@ class ClusterLink:
             raise ConnectionError("broker is isolated from the controller (fault injection)")
         result = await self.calls.call(method, **params)
         beat = await self.calls.call("heartbeat", broker_id=self.node.broker_id,
-                                     incarnation_id=self.incarnation_id, caught_up=True)
+                                     incarnation_id=self.incarnation_id,
+                                     metadata_offset=self.applied_offset)
         await self.wait_applied(beat["metadata_end_offset"])
         return result
 
@@ -181,22 +230,26 @@ class ClusterLink:
         return self.producer_ids.pop()
 
     def _send_isr_change(self, change: RequestIsrChange) -> None:
-        asyncio.ensure_future(self._alter_partition(change))
-
-    async def _alter_partition(self, change: RequestIsrChange) -> None:
         topic = self.node.store.image.topics.get(change.topic)
-        partition = self.node.replicas.partitions.get((change.topic, change.partition))
-        if topic is None or partition is None:
-            return
-        try:
-            await self.call("alter_partition", broker_id=self.node.broker_id,
-                            topic_id=topic.topic_id, partition=change.partition,
-                            leader_epoch=change.leader_epoch, new_isr=list(change.new_isr),
-                            partition_epoch=change.partition_epoch)
-        except (ConnectionError, ControllerRpcError, TimeoutError) as error:
-            if not self.node.isolated:  # isolated, it retries every tick: keep the log readable
-                log.warning("ISR change %s-%d refused: %s", change.topic, change.partition, error)
-            leader = partition.leader
-            if leader is not None and leader.leader_epoch == change.leader_epoch:
-                self.node.on_actions(leader.on_isr_change_rejected(self.node.now_ms()))
+        request = self.alter.submit(change, None if topic is None else topic.topic_id)
+        if request is not None:
+            self._spawn(self._alter_partition(request))
 
+    async def _alter_partition(self, request: AlterPartitionRequest) -> None:
+        error_code = 0
+        try:
+            if self.node.isolated:
+                raise ConnectionError("broker is isolated from the controller (fault injection)")
+            await self.calls.call("alter_partition", **request.params())
+        except ControllerRpcError as error:
+            error_code = error.error_code
+            log.warning("ISR change %s-%d refused: %s", request.change.topic,
+                        request.change.partition, error)
+        except (OSError, TimeoutError):
+            error_code = NO_ANSWER  # outcome unknown: it is sent again while still proposed
+        self.node.on_actions(self.alter.on_answer(request, error_code, self.node.now_ms()))
+
+    def _spawn(self, work) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)

@@ -26,9 +26,11 @@ import asyncio
 import itertools
 import logging
 import random
-from collections.abc import Coroutine
+from collections import deque
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 
+from .config import BrokerConfig
 from .errors import TOPIC_ALREADY_EXISTS
 from .group import (
     Action,
@@ -40,10 +42,10 @@ from .group import (
     partition_for,
 )
 from .group.errors import COORDINATOR_NOT_AVAILABLE, NONE
-from .leader_append import ACKS_ALL, append_records
-from .metadata import OFFSETS_TOPIC
+from .metadata import OFFSETS_TOPIC, MetadataImage
+from .purgatory import ProduceDone
 from .records.batch import encode_batch, iter_batches_decoded
-from .replica_manager import Partition
+from .replica_manager import ACKS_ALL, Partition, ReplicaManager
 from .topics import AdminError
 
 log = logging.getLogger("pylog.broker")
@@ -66,10 +68,28 @@ class Coordinator:
 
 
 class GroupService:
-    """Every coordinator this broker runs, one per ``__consumer_offsets`` partition it leads."""
+    """Every coordinator this broker runs, one per ``__consumer_offsets`` partition it leads.
 
-    def __init__(self, node) -> None:
-        self.node = node
+    Its dependencies are explicit: the broker config, the ReplicaManager (to read a partition's
+    log), the current metadata, the broker endpoints, the topic admin, an acks=all ``append``
+    and the events deque.
+    """
+
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, *,
+                 metadata: Callable[[], MetadataImage], endpoints: Callable[[], list[dict]],
+                 live_broker_ids: Callable[[], list[int]], admin: Callable[[], object],
+                 append: Callable[..., tuple[dict, int | None]], events: deque,
+                 now_ms: Callable[[], int]) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.metadata = metadata
+        self.endpoints = endpoints
+        self.live_broker_ids = live_broker_ids
+        self.admin = admin
+        self.append = append
+        self.events = events
+        self.now_ms = now_ms
+        self.watch: Callable[[list[int]], asyncio.Future] | None = None  # set by the node
         self.cores: dict[int, GroupCoordinator] = {}
         self._parked: dict[int, tuple[int, asyncio.Future]] = {}  # request id -> partition, answer
         self._request_ids = itertools.count()
@@ -80,7 +100,7 @@ class GroupService:
     # == routing =================================================================================
 
     def partition_count(self) -> int | None:
-        topic = self.node.store.image.topics.get(OFFSETS_TOPIC)
+        topic = self.metadata().topics.get(OFFSETS_TOPIC)
         return len(topic.partitions) if topic is not None else None
 
     def route(self, group_id: str) -> Coordinator | None:
@@ -96,13 +116,13 @@ class GroupService:
         """FindCoordinator: (error code, broker endpoint) for ``group_id``."""
         if self.partition_count() is None:
             await self._ensure_topic()
-        topic = self.node.store.image.topics.get(OFFSETS_TOPIC)
+        topic = self.metadata().topics.get(OFFSETS_TOPIC)
         if topic is None:
             return COORDINATOR_NOT_AVAILABLE, None
         leader = topic.partitions[partition_for(group_id, len(topic.partitions))].leader
-        if leader not in self.node.live_broker_ids():
+        if leader not in self.live_broker_ids():
             return COORDINATOR_NOT_AVAILABLE, None
-        endpoint = next((b for b in self.node.brokers() if b["node_id"] == leader), None)
+        endpoint = next((b for b in self.endpoints() if b["node_id"] == leader), None)
         if endpoint is None:
             return COORDINATOR_NOT_AVAILABLE, None
         return NONE, endpoint
@@ -114,12 +134,12 @@ class GroupService:
         await asyncio.shield(self._creating)
 
     async def _create_topic(self) -> None:
-        config = self.node.config
+        config = self.config
         replication_factor = min(
-            config.offsets_topic_replication_factor, len(self.node.live_broker_ids())
+            config.offsets_topic_replication_factor, len(self.live_broker_ids())
         )
         try:
-            created = self.node.admin.create_topic(
+            created = self.admin().create_topic(
                 OFFSETS_TOPIC,
                 num_partitions=config.offsets_topic_num_partitions,
                 replication_factor=replication_factor,
@@ -136,15 +156,12 @@ class GroupService:
 
     # == role changes ============================================================================
 
-    def on_role_change(self, partition: Partition) -> None:
-        """The ReplicaManager's report: ``partition`` became leader, follower or went away."""
-        if partition.topic != OFFSETS_TOPIC:
-            return
-        index = partition.index
+    def on_role_change(self, index: int, partition: Partition | None) -> None:
+        """Partition ``index`` of ``__consumer_offsets`` changed role (None: removed here)."""
         self._resign(index)
-        if partition.leader is None or partition.log.closed:
+        if partition is None or partition.leader is None or partition.log.closed:
             return
-        config = self.node.config
+        config = self.config
         core = GroupCoordinator(
             index,
             session_timeout_ms_min=config.group_min_session_timeout_ms,
@@ -168,7 +185,7 @@ class GroupService:
 
     async def _load(self, partition: Partition, core: GroupCoordinator) -> None:
         """Replay the partition's log into ``core``, yielding to the loop between reads."""
-        started_ms = self.node.now_ms()
+        started_ms = self.now_ms()
         records: list[tuple[bytes, bytes | None]] = []
         offset, end = partition.log.log_start_offset, partition.log.log_end_offset
         while offset < end:
@@ -181,10 +198,10 @@ class GroupService:
             await asyncio.sleep(0)
             if self.cores.get(partition.index) is not core:
                 return  # lost the leadership meanwhile
-        core.load(records, self.node.now_ms())
+        core.load(records, self.now_ms())
         log.info("group coordinator of %s-%d loaded %d records (%d groups) in %d ms",
                  OFFSETS_TOPIC, partition.index, len(records), len(core.groups),
-                 self.node.now_ms() - started_ms)
+                 self.now_ms() - started_ms)
 
     # == parked requests =========================================================================
 
@@ -213,7 +230,7 @@ class GroupService:
         """Carry out what the core asked for, in order."""
         for action in actions:
             if action.EVENT:
-                self.node.events.append(action)
+                self.events.append(action)
             if isinstance(action, JoinAnswer):
                 self._answer(action.join_id, action)
             elif isinstance(action, SyncAnswer):
@@ -225,44 +242,44 @@ class GroupService:
 
     def _append(self, coordinator: Coordinator, action: AppendRecords) -> None:
         assert action.partition == coordinator.partition, action
-        now_ms = self.node.now_ms()
+        now_ms = self.now_ms()
         batch = encode_batch([(key, value, (), now_ms) for key, value in action.records])
-        result, waiting = append_records(
-            self.node, OFFSETS_TOPIC, action.partition, batch, ACKS_ALL,
-            OFFSET_COMMIT_TIMEOUT_MS, now_ms,
-        )
-        if waiting is None:
+        result, produce_id = self.append(
+            OFFSETS_TOPIC, action.partition, batch, ACKS_ALL, OFFSET_COMMIT_TIMEOUT_MS)
+        if produce_id is None:
             self._appended(coordinator, action.append_id, result["error_code"])
-        elif waiting.done():  # an ISR of one: committed already, answer without a task
-            self._appended(coordinator, action.append_id, waiting.result())
+            return
+        waiting = self.watch([produce_id])
+        if waiting.done():  # an ISR of one: committed already, answer without a task
+            self._appended(coordinator, action.append_id, _error_code(waiting.result()))
         else:
             self._spawn(self._await_append(coordinator, action.append_id, waiting))
 
     async def _await_append(
         self, coordinator: Coordinator, append_id: int, waiting: asyncio.Future
     ) -> None:
-        self._appended(coordinator, append_id, await waiting)
+        self._appended(coordinator, append_id, _error_code(await waiting))
 
     def _appended(self, coordinator: Coordinator, append_id: int, error_code: int) -> None:
         if self.cores.get(coordinator.partition) is not coordinator.core:
             return  # a successor reloads the log; this core's parked requests were answered
         self.run(coordinator, coordinator.core.on_appended(append_id, error_code,
-                                                           self.node.now_ms()))
+                                                           self.now_ms()))
 
     # == timers ==================================================================================
 
     def tick(self) -> None:
         """Expire sessions and rebalances; now and then expire old offsets of empty groups."""
-        now_ms = self.node.now_ms()
+        now_ms = self.now_ms()
         expire = now_ms >= self._next_expiry_ms
         if expire:
-            self._next_expiry_ms = now_ms + self.node.config.offsets_retention_check_interval_ms
+            self._next_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms
         for index, core in list(self.cores.items()):
             coordinator = Coordinator(index, core)
             self.run(coordinator, core.tick(now_ms))
             if expire:
                 self.run(coordinator, core.expire_offsets(now_ms,
-                                                          self.node.config.offsets_retention_ms))
+                                                          self.config.offsets_retention_ms))
 
     def _spawn(self, work: Coroutine) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -279,3 +296,9 @@ class GroupService:
             task.cancel()
         for index in list(self.cores):
             self._resign(index)
+
+
+def _error_code(done: ProduceDone) -> int:
+    """The one append's error code."""
+    (code,) = done.error_codes.values()
+    return code

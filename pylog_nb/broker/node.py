@@ -1,11 +1,12 @@
-"""One broker's state, assembled: config, metadata, hosted partitions, topic admin, and the
-shell side of replication: futures for acks=all produces, the event stream, ISR change requests.
+"""One broker's parts, assembled for the asyncio shell: what the request handlers are given.
 
-Theory of operation: the replication cores return actions; ``on_actions`` is the one place that
-carries them out. Produce handlers park acks=all requests as futures keyed by a produce id; a
-Complete/FailDelayedProduce action resolves them. ISR changes go to ``isr_change_sink`` (the
-controller client in a cluster; applied locally when the broker runs alone). Events go to a
-bounded deque the introspection endpoint serves.
+Theory of operation: the synchronous parts (``ReplicaManager``, ``ProducePurgatory``, and in a
+cluster the lifecycle, metadata follower and AlterPartition manager of ``cluster_link.py``)
+return actions; ``on_actions`` is the one place in the shell that carries them out: events go to
+a bounded deque the introspection endpoint serves, answered acks=all requests resolve their
+futures, a moved HW wakes long-polling fetches, ISR change requests go to ``isr_change_sink``
+(the controller link in a cluster; applied to the broker's own metadata when it runs alone), and
+role changes of ``__consumer_offsets`` partitions start or stop group coordinators.
 """
 
 from __future__ import annotations
@@ -14,19 +15,19 @@ import asyncio
 import contextvars
 import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from .config import BrokerConfig
 from .group_service import GroupService
-from .metadata import MetadataStore
-from .replica_manager import ReplicaManager, wall_clock_ms
+from .metadata import OFFSETS_TOPIC, MetadataStore
+from .purgatory import ProduceDone, ProducePurgatory
+from .replica_manager import ACKS_ALL, ReplicaManager, wall_clock_ms
 from .replication.actions import (
     Action,
-    CompleteDelayedProduce,
-    FailDelayedProduce,
     HighWatermarkAdvanced,
     RequestIsrChange,
+    RoleChanged,
 )
 from .topics import TopicAdmin
 
@@ -43,29 +44,38 @@ class BrokerNode:
     config: BrokerConfig
     store: MetadataStore
     replicas: ReplicaManager
-    admin: TopicAdmin
+    admin: object  # TopicAdmin alone, ControllerAdmin in a cluster
     port: int = 0  # the bound port, known once the server listens
     now_ms: Callable[[], int] = field(default=wall_clock_ms)
     events: deque = field(default_factory=lambda: deque(maxlen=EVENTS_MAX))
-    pending_produces: dict[int, asyncio.Future] = field(default_factory=dict)
+    purgatory: ProducePurgatory = field(default_factory=ProducePurgatory)
     isr_change_sink: Callable[[RequestIsrChange], None] | None = None
     producer_id_source: Callable | None = None  # async, in a cluster: blocks from the controller
+    lifecycle_view: Callable[[], dict] | None = None  # the controller link's state, if any
     isolated: bool = False  # fault injection: cut off from peers and controller, not clients
     groups: GroupService = field(init=False)
-    _produce_ids: itertools.count = field(default_factory=itertools.count)
+    _produce_waiters: dict[int, asyncio.Future] = field(default_factory=dict)
+    _request_ids: itertools.count = field(default_factory=itertools.count)
     _fenced_since_ms: dict[int, int] = field(default_factory=dict)  # first reported fenced
 
     @classmethod
     def open(cls, config: BrokerConfig) -> BrokerNode:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         store = MetadataStore(config.data_dir)
-        replicas = ReplicaManager(config.broker_id, config.data_dir, store,
+        replicas = ReplicaManager(config.broker_id, config.data_dir,
                                   replica_lag_time_max_ms=config.replica_lag_time_max_ms)
-        node = cls(config, store, replicas, TopicAdmin(config, replicas), config.port)
-        replicas.on_actions = node.on_actions
-        replicas.on_role_change = node.groups.on_role_change
-        replicas.apply_image(store.image)
+        node = cls(config, store, replicas, None, config.port)
+        node.admin = TopicAdmin(config, store, replicas, node.on_actions)
+        node.on_actions(replicas.apply_image(store.image))
         return node
+
+    def __post_init__(self) -> None:
+        self.groups = GroupService(
+            self.config, self.replicas, metadata=lambda: self.store.image,
+            endpoints=self.brokers, live_broker_ids=self.live_broker_ids,
+            admin=lambda: self.admin, append=self.append, events=self.events,
+            now_ms=self.now_ms)
+        self.groups.watch = self.watch
 
     @property
     def broker_id(self) -> int:
@@ -109,32 +119,48 @@ class BrokerNode:
             return await self.producer_id_source()
         return self.store.allocate_producer_id()
 
-    # == acks=all ================================================================================
+    # == appends and acks=all =====================================================================
 
-    def expect_produce(self) -> tuple[int, asyncio.Future]:
-        """A produce id and the future its Complete/FailDelayedProduce action resolves."""
-        produce_id = next(self._produce_ids)
+    def append(self, topic: str, index: int, records: bytes | None, acks: int,
+               timeout_ms: int) -> tuple[dict, int | None]:
+        """Append one partition as leader; its response and, for acks=all, its produce id."""
+        produce_id = self.purgatory.new_produce_id() if acks == ACKS_ALL else None
+        result, actions = self.replicas.append_records(
+            topic, index, records, acks, timeout_ms, produce_id)
+        self.on_actions(actions)
+        return result, produce_id if result["error_code"] == 0 else None
+
+    def watch(self, produce_ids: Sequence[int]) -> asyncio.Future:
+        """A future for the ProduceDone of these acks=all appends (resolved once all are)."""
         future = asyncio.get_running_loop().create_future()
-        self.pending_produces[produce_id] = future
-        return produce_id, future
+        request_id = next(self._request_ids)
+        done = self.purgatory.watch(request_id, produce_ids)
+        if done is not None:
+            future.set_result(done)
+        else:
+            self._produce_waiters[request_id] = future
+        return future
 
-    # == actions =================================================================================
+    # == actions ==================================================================================
 
     def on_actions(self, actions: list[Action]) -> None:
         for action in actions:
             if action.EVENT:
                 self.events.append(action)
-            if isinstance(action, CompleteDelayedProduce | FailDelayedProduce):
-                self._resolve_produce(action)
-            elif isinstance(action, HighWatermarkAdvanced):
+            if isinstance(action, HighWatermarkAdvanced):
                 self._wake(action.topic, action.partition)
             elif isinstance(action, RequestIsrChange):
                 self._request_isr_change(action)
+            elif isinstance(action, RoleChanged) and action.topic == OFFSETS_TOPIC:
+                partition = self.replicas.partitions.get((action.topic, action.partition))
+                self.groups.on_role_change(action.partition, partition)
+        for done in self.purgatory.on_actions(actions):
+            self._resolve(done)
 
-    def _resolve_produce(self, action: CompleteDelayedProduce | FailDelayedProduce) -> None:
-        future = self.pending_produces.pop(action.produce_id, None)
+    def _resolve(self, done: ProduceDone) -> None:
+        future = self._produce_waiters.pop(done.request_id, None)
         if future is not None and not future.done():
-            future.set_result(getattr(action, "error_code", 0))
+            future.set_result(done)
 
     def _wake(self, topic: str, index: int) -> None:
         partition = self.replicas.partitions.get((topic, index))
@@ -153,10 +179,7 @@ class BrokerNode:
             old, isr=action.new_isr, partition_epoch=old.partition_epoch + 1
         )
         self.store.put_topic(replace(topic, partitions=tuple(states)))
-        self.replicas.apply_image(self.store.image)
-
-    def __post_init__(self) -> None:
-        self.groups = GroupService(self)
+        self.on_actions(self.replicas.apply_image(self.store.image))
 
     def close(self) -> None:
         self.groups.close()

@@ -1,12 +1,25 @@
-"""The partitions this broker hosts: their logs and their leader or follower replication state.
+"""The partitions this broker hosts: reconciliation with metadata, leader appends, the fetch read.
 
-Theory of operation: ``apply_image`` reconciles the hosted partitions with a MetadataImage, the
-single source of truth (the broker's own store when it runs alone, the controller's metadata log
-in a cluster). A partition this broker leads gets a ``LeaderState`` for its leader epoch; one it
-follows gets a ``FollowerState``; a new epoch replaces either, an ISR committed by the controller
-is handed to the leader. The cores return actions; ``on_actions`` (set by the broker) carries them
-out. Anyone waiting for data (a long-polling Fetch) registers a wake-up callable that runs
-whenever the log end or the high watermark moves.
+Theory of operation (Kafka's ``ReplicaManager`` and ``Partition``, synchronous and sans-IO):
+
+- ``apply_image`` reconciles the hosted partitions with a MetadataImage, the single source of
+  truth (the broker's own store when it runs alone, the controller's metadata log in a cluster).
+  A partition this broker leads gets a ``LeaderState`` for its leader epoch; one it follows gets
+  a ``FollowerState``; a new epoch replaces either, an ISR committed by the controller is handed
+  to the leader. Every role change is reported as a ``RoleChanged`` action.
+- ``append_records`` is Produce's (and the group coordinator's) append as leader: checks, append
+  with the leader's epoch, then the leader core's reaction. An acks=all append names a produce id;
+  its Complete/FailDelayedProduce action comes back now or later (see ``purgatory.py``).
+- ``read_for_fetch`` is the read path of Fetch for one partition (Kafka's ``fetchRecords``): the
+  KIP-320 epoch check, the leader check, for a follower the divergingEpoch check (KIP-595), the
+  read (followers up to the LEO, consumers up to the HW; the HW as it was before this fetch),
+  then for a follower ``on_follower_fetch``.
+- ``serving`` gates every leader and follower duty: a broker back from a pause, or told by the
+  controller that it was fenced, serves nothing until it has caught up with the metadata (see
+  ``broker_lifecycle.py``). Requests meanwhile get NOT_LEADER_OR_FOLLOWER, so clients move on.
+
+Nothing here opens a socket or waits: time comes from the injected ``now_ms`` clock, and every
+method returns the actions it produced for the shell (or the simulation) to carry out.
 """
 
 from __future__ import annotations
@@ -18,38 +31,49 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import topic_config
+from . import errors, topic_config
 from .config import REPLICA_LAG_TIME_MAX_MS
-from .metadata import MetadataImage, MetadataStore, PartitionState, TopicState
-from .replication.actions import Action
+from .metadata import MetadataImage, PartitionState, TopicState
+from .replication.actions import Action, RoleChanged
+from .replication.divergence import diverging_epoch
 from .replication.follower import FollowerState
 from .replication.leader import LeaderState
 from .storage import cleaner
 from .storage.cleaner import FilterStats
 from .storage.log import Log
 
+ACKS_NONE, ACKS_LEADER, ACKS_ALL = 0, 1, -1
+NO_EPOCH = -1
+CONSUMER_REPLICA_ID = -1
+
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def always_serving(now_ms: int) -> bool:
+    del now_ms
+    return True
+
+
 class UnknownTopicOrPartitionError(LookupError):
-    error_code = 3  # UNKNOWN_TOPIC_OR_PARTITION
+    error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
 class NotLeaderOrFollowerError(LookupError):
-    error_code = 6  # NOT_LEADER_OR_FOLLOWER
+    error_code = errors.NOT_LEADER_OR_FOLLOWER
 
 
 class FencedLeaderEpochError(LookupError):
-    error_code = 74  # FENCED_LEADER_EPOCH
+    error_code = errors.FENCED_LEADER_EPOCH
 
 
 class UnknownLeaderEpochError(LookupError):
-    error_code = 75  # UNKNOWN_LEADER_EPOCH
+    error_code = errors.UNKNOWN_LEADER_EPOCH
 
 
-NO_EPOCH = -1
+class NotEnoughReplicasError(Exception):
+    error_code = errors.NOT_ENOUGH_REPLICAS
 
 
 @dataclass(slots=True)
@@ -67,6 +91,10 @@ class Partition:
     @property
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
+
+    @property
+    def role(self) -> str:
+        return "leader" if self.leader else "follower" if self.follower else "offline"
 
     def check_epoch(self, client_epoch: int) -> None:
         """KIP-320: refuse a request carrying a leader epoch other than ours."""
@@ -93,6 +121,18 @@ class Partition:
         return self.log.high_watermark
 
 
+@dataclass(slots=True)
+class FetchTarget:
+    """One partition of a Fetch request, whatever its version."""
+
+    topic: str
+    index: int
+    fetch_offset: int
+    current_leader_epoch: int = NO_EPOCH
+    last_fetched_epoch: int = NO_EPOCH
+    replica_id: int = CONSUMER_REPLICA_ID  # >= 0: a follower broker replicating
+
+
 class ReplicaManager:
     """Owns every Partition on this broker, keyed by (topic, partition index)."""
 
@@ -100,26 +140,24 @@ class ReplicaManager:
         self,
         broker_id: int,
         data_dir: Path,
-        store: MetadataStore,
+        *,
         now_ms: Callable[[], int] = wall_clock_ms,
         replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
+        serving: Callable[[int], bool] = always_serving,
     ) -> None:
         self.broker_id = broker_id
         self.data_dir = data_dir
-        self.store = store
         self.now_ms = now_ms
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.serving = serving
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.on_actions: Callable[[list[Action]], None] = lambda actions: None
-        # Told after a partition changes role (leader, follower, removed): group coordinators.
-        self.on_role_change: Callable[[Partition], None] = lambda partition: None
 
     def _partition_dir(self, topic: str, index: int) -> Path:
         return self.data_dir / f"{topic}-{index}"
 
     # == reconciliation ===========================================================================
 
-    def apply_image(self, image: MetadataImage) -> None:
+    def apply_image(self, image: MetadataImage) -> list[Action]:
         """Open, reconfigure, re-role or remove partitions so they match ``image``."""
         wanted = {
             (topic.name, index): (topic, state)
@@ -127,36 +165,39 @@ class ReplicaManager:
             for index, state in enumerate(topic.partitions)
             if self.broker_id in state.replicas
         }
+        actions: list[Action] = []
         for key in [k for k in self.partitions if k not in wanted]:
-            self._remove(key)
+            actions += self._remove(key)
         for key, (topic, state) in wanted.items():
-            self._reconcile(topic, key[1], state)
+            actions += self._reconcile(topic, key[1], state)
+        return actions
 
-    def _reconcile(self, topic: TopicState, index: int, state: PartitionState) -> None:
+    def _reconcile(self, topic: TopicState, index: int, state: PartitionState) -> list[Action]:
         config = topic_config.log_config(topic.configs)
         partition = self.partitions.get((topic.name, index))
         if partition is None:
             log = Log.open(self._partition_dir(topic.name, index), config, now_ms=self.now_ms)
             partition = Partition(topic.name, index, log, state)
             self.partitions[(topic.name, index)] = partition
-            self._become(partition, topic, state)
-            return
+            return self._become(partition, topic, state)
         partition.log.config = config
         previous, partition.state = partition.state, state
+        actions: list[Action] = []
         if (state.leader, state.leader_epoch) != (previous.leader, previous.leader_epoch):
-            self._become(partition, topic, state)
-        elif partition.leader is not None and state.isr != partition.leader.isr:
+            actions = self._become(partition, topic, state)
+        elif partition.leader is not None and (
+                state.partition_epoch != partition.leader.partition_epoch
+                or state.isr != partition.leader.isr):
             actions = partition.leader.on_isr_change_committed(
                 state.isr, state.partition_epoch, self.now_ms()
             )
-            self.on_actions(actions)
         if partition.leader is not None:
             partition.leader.min_insync_replicas = _min_insync(topic)
+        return actions
 
-    def _become(self, partition: Partition, topic: TopicState, state: PartitionState) -> None:
+    def _become(self, partition: Partition, topic: TopicState, state: PartitionState) -> list:
         now_ms = self.now_ms()
-        if partition.leader is not None:
-            self.on_actions(partition.leader.resign(now_ms))
+        actions = partition.leader.resign(now_ms) if partition.leader is not None else []
         partition.leader = partition.follower = None
         if state.leader == self.broker_id:
             partition.leader = LeaderState(
@@ -170,19 +211,26 @@ class ReplicaManager:
                 partition.log,
             )
         partition.wake_waiters()
-        self.on_role_change(partition)
+        return [*actions, self._role_changed(partition, now_ms)]
 
-    def _remove(self, key: tuple[str, int]) -> None:
+    def _remove(self, key: tuple[str, int]) -> list[Action]:
         partition = self.partitions.pop(key)
-        if partition.leader is not None:
-            self.on_actions(partition.leader.resign(self.now_ms()))
+        now_ms = self.now_ms()
+        actions = partition.leader.resign(now_ms) if partition.leader is not None else []
         partition.leader = partition.follower = None
         partition.log.close()
         shutil.rmtree(self._partition_dir(*key), ignore_errors=True)
         partition.wake_waiters()
-        self.on_role_change(partition)
+        return [*actions, self._role_changed(partition, now_ms, removed=True)]
 
-    # == lookups and housekeeping =================================================================
+    def _role_changed(self, partition: Partition, now_ms: int, removed: bool = False) -> Action:
+        return RoleChanged(
+            topic=partition.topic, partition=partition.index, now_ms=now_ms,
+            broker_id=self.broker_id, role="removed" if removed else partition.role,
+            leader_id=partition.state.leader, leader_epoch=partition.state.leader_epoch,
+        )
+
+    # == lookups ==================================================================================
 
     def get(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
@@ -190,15 +238,99 @@ class ReplicaManager:
             raise UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
         return partition
 
+    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = NO_EPOCH):
+        """The partition if this broker leads it now at the client's epoch; else the error a
+        client should see (unknown partition, fenced or unknown epoch, not the leader)."""
+        partition = self.get(topic, index)
+        partition.check_epoch(current_leader_epoch)
+        partition.require_leader()
+        if not self.serving(self.now_ms()):
+            raise NotLeaderOrFollowerError(
+                f"{topic}-{index}: broker {self.broker_id} is catching up with the metadata")
+        return partition
+
     def followers_of(self, leader_id: int) -> list[Partition]:
         return [p for p in self.partitions.values()
                 if p.follower is not None and p.follower.leader_id == leader_id]
 
-    def tick(self, now_ms: int) -> None:
+    # == produce ==================================================================================
+
+    def append_records(
+        self, topic: str, index: int, records: bytes | None, acks: int, timeout_ms: int,
+        produce_id: int | None = None,
+    ) -> tuple[dict, list[Action]]:
+        """Append one partition's records as leader; its response, and the actions it caused.
+
+        For acks=all, ``produce_id`` names the append: exactly one Complete or
+        FailDelayedProduce for it follows, in these actions or later ones, unless the response
+        already carries an error (then nothing was written and nothing follows).
+        """
+        result = {"index": index, "base_offset": -1, "log_start_offset": -1}
+        assert acks != ACKS_ALL or produce_id is not None, "acks=all needs a produce id"
+        now_ms = self.now_ms()
+        try:
+            partition = self.leader_partition(topic, index)
+            leader = partition.leader
+            if records is None:
+                raise ValueError("produce request without records")
+            if acks == ACKS_ALL and leader.check_acks_all(now_ms) != errors.NONE:
+                raise NotEnoughReplicasError(
+                    f"ISR {list(leader.isr)} is smaller than "
+                    f"min.insync.replicas={leader.min_insync_replicas}")
+            info = partition.log.append_as_leader(
+                bytearray(records), leader_epoch=leader.leader_epoch, now_ms=now_ms)
+        except Exception as error:  # every failure becomes this partition's error code
+            code = errors.error_code_of(error)
+            if isinstance(error, ValueError) and not hasattr(error, "error_code"):
+                code = errors.CORRUPT_MESSAGE
+            return {**result, "error_code": code, "error_message": str(error)[:200]}, []
+        result.update(error_code=errors.NONE, base_offset=info.first_offset,
+                      log_append_time=info.log_append_time_ms,
+                      log_start_offset=info.log_start_offset)
+        partition.wake_waiters()  # followers long-polling at the old LEO
+        actions = leader.after_leader_append(
+            info.last_offset, produce_id if acks == ACKS_ALL else None, acks, timeout_ms, now_ms)
+        return result, actions
+
+    # == fetch ====================================================================================
+
+    def read_for_fetch(self, target: FetchTarget, budget_bytes: int, min_one: bool):
+        """One partition of a Fetch: its response fields and the actions the read caused.
+
+        ``records`` in the response is a lazy file range (``None`` when nothing is read); a
+        follower whose log diverges gets ``diverging_epoch`` instead of records.
+        """
+        result = {"partition_index": target.index, "high_watermark": -1,
+                  "last_stable_offset": -1, "log_start_offset": -1, "records": None}
+        try:
+            partition = self.leader_partition(
+                target.topic, target.index, target.current_leader_epoch)
+            if target.replica_id >= 0:
+                diverging = diverging_epoch(
+                    partition.log, target.fetch_offset, target.last_fetched_epoch)
+                if diverging is not None:
+                    return {**result, **_offsets(partition), "error_code": errors.NONE,
+                            "diverging_epoch": {"epoch": diverging.epoch,
+                                                "end_offset": diverging.end_offset}}, []
+            result.update(_offsets(partition))  # as read: before this fetch moves the HW
+            result["records"] = _read_records(partition, target, budget_bytes, min_one)
+            actions: list[Action] = []
+            if target.replica_id >= 0:  # Kafka's updateFollowerFetchState, after the read
+                actions = partition.leader.on_follower_fetch(
+                    target.replica_id, target.fetch_offset, self.now_ms())
+        except Exception as error:  # the partition's error code; the others still answer
+            return {**result, "error_code": errors.error_code_of(error), "records": None}, []
+        return {**result, "error_code": errors.NONE}, actions
+
+    # == housekeeping =============================================================================
+
+    def tick(self, now_ms: int) -> list[Action]:
         """Let leaders expire produces and shrink the ISR."""
+        actions: list[Action] = []
         for partition in self.partitions.values():
             if partition.leader is not None:
-                self.on_actions(partition.leader.on_tick(now_ms))
+                actions += partition.leader.on_tick(now_ms)
+        return actions
 
     def enforce_retention(self, now_ms: int) -> int:
         """Apply retention to every partition; return the number of segments deleted."""
@@ -229,6 +361,29 @@ class ReplicaManager:
     def close(self) -> None:
         for partition in self.partitions.values():
             partition.log.close()
+
+    def close_handlers(self) -> None:
+        """Drop every file handle without a clean shutdown (a simulated SIGKILL)."""
+        for partition in self.partitions.values():
+            partition.log.close_handlers()
+        self.partitions.clear()
+
+
+def _offsets(partition: Partition) -> dict:
+    hw = partition.high_watermark
+    return {"high_watermark": hw, "last_stable_offset": hw,
+            "log_start_offset": partition.log.log_start_offset}
+
+
+def _read_records(partition: Partition, target: FetchTarget, budget: int, min_one: bool):
+    """Consumers read below the HW; followers read up to the log end."""
+    log = partition.log
+    upper = log.log_end_offset if target.replica_id >= 0 else partition.high_watermark
+    if target.fetch_offset < upper or budget == 0:
+        return log.read(target.fetch_offset, budget, max_offset=upper, min_one_message=min_one)
+    if target.fetch_offset > log.log_end_offset:
+        log.read(target.fetch_offset, 0, max_offset=upper)  # raises OffsetOutOfRange
+    return None
 
 
 def _min_insync(topic: TopicState) -> int:

@@ -18,11 +18,11 @@ import struct
 from .admin_http import AdminHttpServer
 from .config import BrokerConfig
 from .handlers import HANDLERS
-from .lifecycle import arrange_shutdown
 from .node import CLIENT_HOST, BrokerNode
 from .protocol import codec
 from .protocol.fetch_response import FileRange
 from .protocol.versions import API_VERSIONS_KEY, FETCH_KEY, PRODUCE_KEY
+from .shutdown import arrange_shutdown
 
 log = logging.getLogger("pylog.broker")
 

@@ -7,7 +7,7 @@ the admin handlers only translate. With ``validate_only`` nothing is written.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from . import errors, topic_config
@@ -15,6 +15,7 @@ from .config import BrokerConfig
 from .metadata import (
     PARTITIONS_MAX,
     InvalidTopicError,
+    MetadataStore,
     PartitionState,
     TopicState,
     check_topic_name,
@@ -36,13 +37,16 @@ class AdminError(Exception):
 class TopicAdmin:
     """Applies topic changes to this broker's metadata and partitions."""
 
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager) -> None:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, replicas: ReplicaManager,
+                 on_actions: Callable[[list], None]) -> None:
         self.config = config
+        self.store = store
         self.replicas = replicas
+        self.on_actions = on_actions
 
     @property
     def topics(self) -> Mapping[str, TopicState]:
-        return self.replicas.store.image.topics
+        return self.store.image.topics
 
     @property
     def live_broker_ids(self) -> list[int]:
@@ -50,8 +54,8 @@ class TopicAdmin:
 
     def _commit(self, topic: TopicState) -> None:
         """Persist the topic's new state, then bring the hosted partitions in line with it."""
-        self.replicas.store.put_topic(topic)
-        self.replicas.apply_image(self.replicas.store.image)
+        self.store.put_topic(topic)
+        self.on_actions(self.replicas.apply_image(self.store.image))
 
     def existing(self, name: str) -> TopicState:
         topic = self.topics.get(name)
@@ -134,8 +138,8 @@ class TopicAdmin:
 
     def delete_topic(self, name: str) -> TopicState:
         topic = self.existing(name)
-        self.replicas.store.remove_topic(name)
-        self.replicas.apply_image(self.replicas.store.image)
+        self.store.remove_topic(name)
+        self.on_actions(self.replicas.apply_image(self.store.image))
         return topic
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:

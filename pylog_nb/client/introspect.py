@@ -1,28 +1,91 @@
-"""Cluster introspection as pandas DataFrames, for notebooks and widgets."""
+"""Cluster introspection as pandas DataFrames, for notebooks and widgets.
+
+Theory of operation: each broker reports its own replicas (``/v1/partitions``): the role it acts
+in, the leader epoch it acts at, and the leader and ISR its metadata names. Under faults these
+views disagree. A paused or isolated broker goes on acting as leader at an epoch the controller
+has superseded; a leader may still list an ISR the controller has shrunk. So one broker's answer
+is never the partition's state. The authority is the controller's image (KRaft's metadata log):
+every replica row carries the authority's leader, epoch and ISR beside its own, and a
+``disagreement`` text naming what differs, empty when they agree. Without a controller the
+authority is the next best thing, and says so in its ``source``:
+
+- ``controller``: the controller's image (a multi-broker cluster),
+- ``broker``: the broker's own view (a one-broker cluster has no controller process),
+- ``newest claim``: the controller does not answer; per partition, the view of the replica that
+  acts as leader at the highest epoch any broker reports.
+
+The widget snapshot and the consumer-group list use the same authority, so the view shows one
+leader per partition and one coordinator per group, with stale claims marked, not repeated.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
-from ..cluster import LocalCluster
+from ..cluster import ClusterError, LocalCluster
 
 PARTITION_COLUMNS = [
-    "broker", "topic", "partition", "role", "leader", "leader_epoch", "isr", "log_start_offset",
-    "high_watermark", "log_end_offset", "size_bytes", "segments", "first_dirty_offset",
-    "max_follower_lag_records",
+    "broker", "topic", "partition", "role", "leader", "leader_epoch", "isr",
+    "controller_leader", "controller_leader_epoch", "controller_isr", "disagreement",
+    "log_start_offset", "high_watermark", "log_end_offset", "size_bytes", "segments",
+    "first_dirty_offset", "max_follower_lag_records",
 ]
 EVENT_COLUMNS = ["time", "source", "kind", "topic", "partition"]
+OFFSETS_TOPIC = "__consumer_offsets"  # a group's coordinator is the leader of its partition here
+NO_LEADER = -1  # Kafka's leader id while no replica can lead
+
+Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PartitionTruth:
+    """One partition as the authority has it."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Authority:
+    """Whose leaders and ISRs count (``source``: controller, broker or newest claim, see the
+    module docstring) and every partition as that source has it."""
+
+    source: str
+    partitions: dict[Key, PartitionTruth]
+
+
+# == DataFrames =================================================================================
 
 
 def partitions_frame(cluster: LocalCluster) -> pd.DataFrame:
-    """One row per (broker, partition replica) with offsets, epoch, ISR and segment count."""
-    rows = [
-        {**p, "broker": broker_id, "segments": len(p["segments"]),
-         "max_follower_lag_records": _max_lag(p["followers"])}
-        for broker_id, partitions in cluster.describe().items()
-        for p in partitions
-    ]
-    return pd.DataFrame(rows, columns=PARTITION_COLUMNS)
+    """One row per (broker, partition replica): offsets, the epoch and ISR this broker acts on,
+    the controller's leader, epoch and ISR beside them, and what differs in ``disagreement``.
+
+    With the controller unreachable the controller columns are empty and ``disagreement``
+    compares with the newest leader epoch any broker reports.
+    """
+    replicas = cluster.describe()
+    truth = authority_of(cluster, replicas)
+    isolated = {b for b, state in cluster.broker_states().items() if state == "isolated"}
+    rows = []
+    for broker_id, partitions in replicas.items():
+        for p in partitions:
+            known = truth.partitions.get((p["topic"], p["partition"]))
+            shown = known if truth.source != "newest claim" else None
+            rows.append({
+                **p, "broker": broker_id, "segments": len(p["segments"]),
+                "max_follower_lag_records": _max_lag(p["followers"]),
+                "controller_leader": None if shown is None else shown.leader,
+                "controller_leader_epoch": None if shown is None else shown.leader_epoch,
+                "controller_isr": None if shown is None else list(shown.isr),
+                "disagreement": disagreement(broker_id, p, known, truth.source,
+                                             broker_id in isolated)})
+    frame = pd.DataFrame(rows, columns=PARTITION_COLUMNS)
+    return frame.astype({"controller_leader": "Int64", "controller_leader_epoch": "Int64"})
 
 
 def _max_lag(followers: list[dict]) -> int | None:
@@ -39,3 +102,129 @@ def events_frame(cluster: LocalCluster) -> pd.DataFrame:
         return pd.DataFrame(columns=EVENT_COLUMNS)
     rest = [c for c in frame.columns if c not in EVENT_COLUMNS]
     return frame[[c for c in EVENT_COLUMNS if c in frame.columns] + rest]
+
+
+# == the authority ==============================================================================
+
+
+def authority_of(cluster: LocalCluster, replicas: dict[int, list[dict]]) -> Authority:
+    """The controller's image of every partition, or a fallback named in ``source``.
+
+    ``replicas`` is ``cluster.describe()``, read by the caller so that every view it builds
+    compares the same answers.
+    """
+    if cluster.controller is None:
+        return authority_from_brokers(replicas, "broker")
+    from pylog_nb.broker.controller.rpc import ControllerRpcError
+
+    try:
+        described = cluster.controller_describe()
+    except (OSError, ValueError, ClusterError, ControllerRpcError):  # killed, restarting
+        return authority_from_brokers(replicas, "newest claim")
+    return authority_from_controller(described)
+
+
+def authority_from_controller(described: dict) -> Authority:
+    """The partitions of ``controller_describe()``'s image."""
+    return Authority("controller", {
+        (topic["name"], index): PartitionTruth(
+            p["leader"], p["leader_epoch"], tuple(p["isr"]), tuple(p["replicas"]))
+        for topic in described["topics"] for index, p in enumerate(topic["partitions"])})
+
+
+def authority_from_brokers(replicas: dict[int, list[dict]], source: str) -> Authority:
+    """Per partition, the view of the replica acting as leader at the highest epoch (ties: the
+    lowest broker id); when none acts as leader, the view at the highest epoch."""
+    assert source in ("broker", "newest claim"), source
+    best: dict[Key, tuple[tuple, PartitionTruth]] = {}
+    for broker_id, rows in replicas.items():
+        for row in rows:
+            key = (row["topic"], row["partition"])
+            acts = row["role"] == "leader"  # a claimant leads in its own view, whatever the image
+            rank = (acts, row["leader_epoch"], -broker_id)
+            if key not in best or rank > best[key][0]:
+                best[key] = (rank, PartitionTruth(
+                    broker_id if acts else row["leader"], row["leader_epoch"],
+                    tuple(row["isr"]), tuple(row["replicas"])))
+    return Authority(source, {key: known for key, (_rank, known) in best.items()})
+
+
+# == disagreements ==============================================================================
+
+
+def disagreement(broker_id: int, row: dict, truth: PartitionTruth | None, source: str,
+                 isolated: bool = False) -> str:
+    """What broker ``broker_id``'s view ``row`` of a partition gets wrong compared with
+    ``truth`` (the authority's, from ``source``); empty when they agree.
+
+    The ISR is compared only on the row of the replica acting as leader at the authority's
+    epoch: a follower's ISR is hearsay, and a stale leader's is already named stale.
+    """
+    if truth is None:
+        return f"unknown to the {source} (a deleted topic?)"
+    role, epoch = row["role"], row["leader_epoch"]
+    leads = "no leader" if truth.leader == NO_LEADER else f"broker {truth.leader} leads"
+    if role == "leader" and (truth.leader != broker_id or epoch != truth.leader_epoch):
+        kind = "stale leader" if epoch <= truth.leader_epoch else "leader ahead"
+        text = (f"{kind}: acts as leader at epoch {epoch}, "
+                f"{source}: {leads} at epoch {truth.leader_epoch}")
+        return text + ("; isolated broker still claims leadership" if isolated else "")
+    if role == "leader":
+        if set(row["isr"]) != set(truth.isr):
+            return (f"ISR: broker sees {_ids(row['isr'])}, "
+                    f"{source} committed {_ids(truth.isr)}")
+        return ""
+    acting = "follows" if role == "follower" else f"is {role}"
+    if broker_id not in truth.replicas:
+        return f"not a replica: {acting}, {source} assigns {_ids(truth.replicas)}"
+    if epoch != truth.leader_epoch:
+        return f"stale epoch: {acting} at epoch {epoch}, {source} epoch {truth.leader_epoch}"
+    if truth.leader == broker_id:
+        return f"not leading yet: {acting} at epoch {epoch}, {source}: it leads"
+    return ""
+
+
+def _ids(broker_ids) -> str:
+    return "[" + ",".join(str(b) for b in broker_ids) + "]"
+
+
+# == consumer groups ============================================================================
+
+
+def merge_groups(groups: list[dict], truth: Authority,
+                 replicas: dict[int, list[dict]]) -> list[dict]:
+    """One row per group out of every broker's claim to coordinate it (``cluster.groups()``).
+
+    The row is the claim of the broker that leads the group's ``__consumer_offsets`` partition
+    by ``truth``; any other claim (an isolated or paused broker that has not heard it lost the
+    partition) is named in the row's ``disagreement`` and listed in ``stale_coordinators``.
+    Without a claim from that leader (it is still loading the group, or does not answer), the
+    claim at the highest epoch of the partition stands in, marked stale too.
+    """
+    claims: dict[str, list[dict]] = {}
+    for group in groups:
+        claims.setdefault(group["group"], []).append(group)
+    return [_one_group(claims[g], truth, replicas) for g in sorted(claims)]
+
+
+def _one_group(claims: list[dict], truth: Authority, replicas: dict[int, list[dict]]) -> dict:
+    partition = claims[0]["coordinator_partition"]
+    known = truth.partitions.get((OFFSETS_TOPIC, partition))
+    epochs = {b: row["leader_epoch"] for b, rows in replicas.items() for row in rows
+              if (row["topic"], row["partition"]) == (OFFSETS_TOPIC, partition)}
+
+    def rank(claim: dict) -> tuple:
+        coordinator = claim["coordinator"]
+        return (known is not None and coordinator == known.leader,
+                epochs.get(coordinator, -1), -coordinator)
+
+    chosen = max(claims, key=rank)
+    stale = sorted(c["coordinator"] for c in claims if c is not chosen)
+    notes = [f"broker {b} still claims it (stale)" for b in stale]
+    if known is not None and chosen["coordinator"] != known.leader:
+        notes.insert(0, f"broker {chosen['coordinator']}'s claim is stale")
+    if notes and known is not None:
+        leads = "no leader" if known.leader == NO_LEADER else f"broker {known.leader} leads"
+        notes.append(f"{truth.source}: {leads} {OFFSETS_TOPIC}-{partition} "
+                     f"at epoch {known.leader_epoch}")
+    return {**chosen, "stale_coordinators": stale, "disagreement": "; ".join(notes)}

@@ -3,8 +3,10 @@
 Theory of operation: a background thread takes a snapshot (``snapshot.py``) every
 ``refresh_s`` and stores it in the ``snapshot`` trait only when it differs from the last one; an
 observer re-renders the HTML panes, and a pane is sent to the browser only when its HTML
-changed. An idle cluster therefore costs no widget messages. Buttons act on the broker chosen
-in the dropdown; what they do and any failure show on one status line.
+changed. An idle cluster therefore costs no widget messages. Each snapshot is taken with the
+last one, so a broker that stops answering (paused, killed) keeps its replicas on screen,
+greyed, as it last reported them. Buttons act on the broker chosen in the dropdown; what they
+do and any failure show on one status line.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class ClusterView(widgets.VBox):
         """Take a snapshot now; the panes follow if anything changed."""
         with self._lock:
             try:
-                snapshot = take_snapshot(self.cluster)
+                snapshot = take_snapshot(self.cluster, previous=self.snapshot)
             except (OSError, ClusterError, KeyError) as error:
                 self._say(f"cannot read the cluster: {error}")
                 self._unreadable = True

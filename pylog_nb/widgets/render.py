@@ -8,6 +8,8 @@ from html import escape
 
 BAR_WIDTH_PX = 120
 STATE_COLOURS = {"up": "#2e7d32", "paused": "#f9a825", "isolated": "#ef6c00", "down": "#c62828"}
+WARNING_COLOUR = "#b71c1c"  # a replica's own view contradicts the controller's
+STALE_COLOUR = "#999"
 
 
 def render_brokers(snapshot: dict) -> str:
@@ -19,39 +21,84 @@ def render_brokers(snapshot: dict) -> str:
 
 
 def render_partitions(snapshot: dict) -> str:
-    """One row per partition: leader, epoch, ISR, then each replica's LEO/HW as a bar."""
-    brokers = [b["broker_id"] for b in snapshot["brokers"]]
-    head = "".join(f"<th>broker {_e(b)}</th>" for b in brokers)
-    rows = "".join(_partition_row(p, brokers) for p in snapshot["partitions"])
+    """One row per partition: the controller's leader, epoch and ISR, then each replica's own
+    role and LEO/HW as a bar, with a ⚠ and the text where its view disagrees."""
+    states = {b["broker_id"]: b["state"] for b in snapshot["brokers"]}
+    head = "".join(f"<th>broker {_e(b)}</th>" for b in states)
+    rows = "".join(_partition_row(p, states) for p in snapshot["partitions"])
     if not rows:
-        rows = f'<tr><td colspan="{4 + len(brokers)}">no topics yet</td></tr>'
-    return (f"<table><tr><th>partition</th><th>leader</th><th>epoch</th><th>ISR</th>{head}</tr>"
+        rows = f'<tr><td colspan="{4 + len(states)}">no topics yet</td></tr>'
+    return (f"{_authority_note(snapshot.get('authority', 'controller'))}"
+            f"<table><tr><th>partition</th><th>leader</th><th>epoch</th><th>ISR</th>{head}</tr>"
             f"{rows}</table>")
 
 
-def _partition_row(partition: dict, brokers: list[int]) -> str:
+def _authority_note(source: str) -> str:
+    if source != "newest claim":  # the controller's image, or a one-broker cluster's own view
+        return ""
+    return (f'<div style="color:{WARNING_COLOUR}">⚠ the controller does not answer: leader, '
+            "epoch and ISR are the newest any broker claims</div>")
+
+
+def _partition_row(partition: dict, states: dict[int, str]) -> str:
     replicas = partition["replicas"]
     top = max([r["log_end_offset"] for r in replicas.values()] + [1])
-    cells = "".join(
-        f"<td>{_replica_cell(replicas[b], top, b == partition['leader'])}</td>" if b in replicas
-        else "<td></td>" for b in brokers)
+    cells = "".join(f"<td>{_replica_slot(partition, b, state, top)}</td>"
+                    for b, state in states.items())
     leader = partition["leader"] if partition["leader"] >= 0 else "none"
+    epoch = "?" if partition["leader_epoch"] is None else partition["leader_epoch"]
     return (f"<tr><td>{_e(partition['topic'])}-{_e(partition['partition'])}</td>"
-            f"<td>{_e(leader)}</td><td>{_e(partition['leader_epoch'])}</td>"
+            f"<td>{_e(leader)}</td><td>{_e(epoch)}</td>"
             f"<td>{_e(partition['isr'])}</td>{cells}</tr>")
 
 
-def _replica_cell(replica: dict, top: int, leads: bool) -> str:
-    """A bar: filled up to the HW, lighter up to the LEO; the numbers beside it."""
+def _replica_slot(partition: dict, broker_id: int, state: str, top: int) -> str:
+    """The replica's cell; a grey note for an assigned replica never heard from."""
+    replica = partition["replicas"].get(broker_id)
+    if replica is not None:
+        return _replica_cell(replica, top, _role(partition, broker_id, replica), state)
+    if broker_id in partition.get("assigned", []):
+        return f'<small style="color:{STALE_COLOUR}">no answer ({_e(state)})</small>'
+    return ""
+
+
+def _role(partition: dict, broker_id: int, replica: dict) -> str:
+    """The role as the view states it: one ★ leader per partition, the controller's; any other
+    replica acting as leader only claims to, at the epoch it is stuck on."""
+    role, epoch = replica["role"], replica["leader_epoch"]
+    current = partition["leader_epoch"]
+    if role == "leader" and broker_id == partition["leader"] and epoch == current:
+        return "★ leader"
+    if role == "leader":
+        ahead = current is not None and epoch > current
+        return f"claims leader ({'ahead at' if ahead else 'stale'} epoch {epoch})"
+    if current is not None and epoch != current:
+        return f"{role} (epoch {epoch})"
+    return role
+
+
+def _replica_cell(replica: dict, top: int, role: str, state: str = "up") -> str:
+    """A bar: filled up to the HW, lighter up to the LEO; the numbers beside it; any
+    disagreement with the controller; greyed when it is the broker's last known state."""
     hw_px = BAR_WIDTH_PX * replica["high_watermark"] // top
     leo_px = BAR_WIDTH_PX * replica["log_end_offset"] // top
     bar = (f'<div style="position:relative;width:{BAR_WIDTH_PX}px;height:8px;background:#eee">'
            f'<div style="position:absolute;width:{leo_px}px;height:8px;background:#90caf9"></div>'
            f'<div style="position:absolute;width:{hw_px}px;height:8px;background:#1565c0"></div>'
            f"</div>")
-    role = "★ leader" if leads else _e(replica["role"])
-    return (f"{bar}<small>{role} · HW {_e(replica['high_watermark'])} · "
-            f"LEO {_e(replica['log_end_offset'])}{_compaction(replica)}</small>")
+    text = (f"{bar}<small>{_e(role)} · HW {_e(replica['high_watermark'])} · "
+            f"LEO {_e(replica['log_end_offset'])}{_compaction(replica)}"
+            f"{_disagreement(replica.get('disagreement', ''))}</small>")
+    if not replica.get("last_known"):
+        return text
+    return (f'<div style="opacity:0.45" title="last known state: the broker does not answer">'
+            f"{text}<br><small>last known · broker {_e(state)}</small></div>")
+
+
+def _disagreement(text: str) -> str:
+    if not text:
+        return ""
+    return f'<br><span style="color:{WARNING_COLOUR}">⚠ {_e(text)}</span>'
 
 
 def _compaction(replica: dict) -> str:
@@ -63,9 +110,11 @@ def _compaction(replica: dict) -> str:
 
 
 def render_groups(snapshot: dict) -> str:
+    """One row per group: its coordinator (stale claims marked), members and committed offsets."""
     rows = "".join(
         f"<tr><td>{_e(g['group'])}</td><td>{_e(g['state'])}</td><td>{_e(g['generation'])}</td>"
-        f"<td>{_e(g['coordinator'])}</td><td>{_e(', '.join(g['members']))}</td>"
+        f"<td>{_e(g['coordinator'])}{_disagreement(g.get('disagreement', ''))}</td>"
+        f"<td>{_e(', '.join(g['members']))}</td>"
         f"<td>{_offsets(g['offsets'])}</td></tr>"
         for g in snapshot["groups"])
     if not rows:

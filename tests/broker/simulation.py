@@ -1,61 +1,71 @@
-"""A deterministic, seeded simulation of one Controller and three brokers on virtual time.
+"""A deterministic, seeded simulation of a controller and three brokers running the shipped code.
 
-No sockets, no asyncio, no wall clock: the sans-IO cores (``Controller``, ``LeaderState``,
-``FollowerState``, ``diverging_epoch``) run against real storage ``Log``s in a temporary
-directory, glued together the way the real broker glues them:
+Each broker is assembled from the same synchronous parts the asyncio shell runs
+(``pylog_nb/broker``): ``ReplicaManager`` on real storage ``Log``s in a temporary directory,
+``ProducePurgatory``, ``BrokerLifecycleManager``, ``MetadataFollower``, ``AlterPartitionManager``
+and one ``FetcherState`` per leader broker, beside the real ``Controller``. Only the clock, the
+network and the process are simulated (TigerBeetle's VOPR, FoundationDB's simulator):
 
-- ``Broker.apply_image`` mirrors ``ReplicaManager._reconcile`` / ``_become``;
-- ``Sim.fetch`` mirrors ``handlers/fetch.py`` (epoch check, require leader, diverging_epoch,
-  on_follower_fetch, read up to the LEO) and ``replica_fetcher.py`` (drop answers for a
-  replaced FollowerState, ListOffsets after NeedLeaderOffsets);
-- ``Sim.produce`` mirrors ``handlers/produce.py`` (check_acks_all, append_as_leader with the
-  leader's epoch, after_leader_append);
-- ``Sim.deliver_isr_changes`` mirrors ``cluster_link._alter_partition`` (AlterPartition, then
-  wait for the metadata; on failure ``on_isr_change_rejected``).
+- **Clock**: virtual milliseconds. A running broker's timers fire every ``TICK_MS`` (the
+  lifecycle poll, the replication tick, the metadata and replica fetches, request timeouts).
+- **Network**: a queue of messages, each delivered after a seeded delay; a few are delayed for
+  seconds (metadata applied late, answers arriving after their request timed out) and a few are
+  lost. Every request has a timeout after which its sender is told it failed; a late answer is
+  then dropped, as a closed connection drops it.
+- **Faults**: crash (in-memory state gone, the page cache kept, sometimes a torn batch at the
+  tail) and restart with a new incarnation; pause of any length, up to far beyond the session
+  timeout and ``replica.lag.time.max.ms`` (nothing runs, messages queue up; on resume the
+  overdue timers and the queued messages all arrive at once, in either order); isolation
+  (controller and peers unreachable both ways, clients still served); controller crash and
+  restart (replay of its metadata log).
 
-Faults: broker crash (``close_handlers`` then ``Log.open``, as after SIGKILL, optionally with a
-torn, half-written batch after the last complete one), pause (no heartbeats, fetches, metadata,
-nor serving), network partition (heartbeats, AlterPartition, metadata and peer fetches dropped;
-clients still reach it), and metadata applied by each broker after a random delay.
-
-Invariants are checked after every step (``Sim.check``) and after a final heal-and-settle.
+Invariants, checked as the schedule runs and after a final heal-and-settle (``Sim.check*``):
+a replica leads only at an epoch the controller gave it; no acks=all write is acknowledged
+unless every member of the controller's committed ISR holds it; the controller's leader holds
+every acknowledged write; ISR members agree below the leader's HW, which never goes back; after
+settling, no replica acts on an epoch the controller has superseded and every replica holds
+every acknowledged write.
 """
 
 from __future__ import annotations
 
+import heapq
 import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pylog_nb.broker import errors
-from pylog_nb.broker.controller import NO_LEADER, Controller
-from pylog_nb.broker.records.batch import decode_records, encode_batch
-from pylog_nb.broker.replication import (
-    Action,
-    CompleteDelayedProduce,
-    FailDelayedProduce,
-    FollowerState,
-    LeaderState,
-    NeedLeaderOffsets,
-    RequestIsrChange,
-    Truncated,
-    diverging_epoch,
+from pylog_nb.broker.alter_partition import AlterPartitionManager
+from pylog_nb.broker.broker_lifecycle import (
+    LIFECYCLE_POLL_MS,
+    BrokerLifecycleManager,
+    LifecycleState,
+    SendRegistration,
 )
-from pylog_nb.broker.storage import Log, LogConfig
+from pylog_nb.broker.controller import NO_LEADER, Controller
+from pylog_nb.broker.metadata_follower import MetadataFollower
+from pylog_nb.broker.purgatory import ProducePurgatory
+from pylog_nb.broker.records.batch import decode_records, encode_batch
+from pylog_nb.broker.replica_fetcher import PARTITION_MAX_BYTES, FetcherState, PartitionAnswer
+from pylog_nb.broker.replica_manager import ACKS_ALL, FetchTarget, ReplicaManager
+from pylog_nb.broker.replication.actions import RequestIsrChange, RoleChanged, Truncated
+from pylog_nb.broker.storage import Log
 
 TOPIC = "t"
 BROKERS = (1, 2, 3)
 MIN_INSYNC = 2
-LAG_MS = 2_000
-SESSION_MS = 3_000
+LAG_MS = 2_000  # replica.lag.time.max.ms, short so ISR changes happen within a schedule
+TICK_MS = LIFECYCLE_POLL_MS  # a running broker's timers
+CONTROLLER = 0  # the controller's address
+CLIENT = -1  # clients' address
+REQUEST_TIMEOUT_MS = 3_000  # a request without an answer by then failed
 PRODUCE_TIMEOUT_MS = 5_000
-NOT_LEADER_OR_FOLLOWER = 6
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-UNKNOWN_TOPIC_OR_PARTITION = 3
-CONFIG = LogConfig(segment_bytes=400, file_delete_delay_ms=0, retention_ms=-1)
+METADATA_RECORDS_MAX = 50
 FETCH_BYTES_MAX = 1 << 20
+PAUSES_MS = (300, 1_500, 3_000, 6_000, 12_000, 20_000)  # beyond the session and lag timeouts
+DURATIONS_MS = (8_000, 15_000, 30_000)
+SETTLE_MS_MAX = 60_000
+HEAVY_CHECK_EVERY = 25  # events between the full-log invariant checks
 
 
 class InvariantViolation(AssertionError):
@@ -67,606 +77,736 @@ def check(condition: bool, message: str) -> None:
         raise InvariantViolation(message)
 
 
-def log_values(log: Log, end: int | None = None) -> dict[int, bytes]:
-    """offset -> value of every record from the log start up to ``end`` (default the LEO)."""
-    start = log.log_start_offset
+def log_values(log: Log, start: int | None = None, end: int | None = None) -> dict[int, bytes]:
+    """offset -> value of the records in [start, end) (default: the whole log)."""
+    first = log.log_start_offset if start is None else max(start, log.log_start_offset)
     stop = log.log_end_offset if end is None else min(end, log.log_end_offset)
     out: dict[int, bytes] = {}
-    offset = start
+    offset = first
     while offset < stop:  # one read returns batches of one segment only
         data = log.read(offset, FETCH_BYTES_MAX, max_offset=stop).read_bytes()
         if not data:
             break
-        for r in decode_records(data):
-            if start <= r.offset < stop:
-                out[r.offset] = r.value
-            offset = max(offset, r.offset + 1)
+        for record in decode_records(data):
+            if first <= record.offset < stop:
+                out[record.offset] = record.value
+            offset = max(offset, record.offset + 1)
     return out
 
 
+@dataclass(order=True)
+class Message:
+    deliver_ms: int
+    seq: int
+    dst: int = field(compare=False)
+    src: int = field(compare=False)
+    kind: str = field(compare=False)
+    body: dict = field(compare=False, default_factory=dict)
+    incarnation: int = field(compare=False, default=-1)  # of a broker dst: -1 = any
+
+
 @dataclass
-class Part:
-    """One hosted replica (ReplicaManager.Partition)."""
+class Pending:
+    """A request a broker sent and has not had answered."""
 
-    index: int
-    log: Log
-    leader_id: int
-    leader_epoch: int
-    leader: LeaderState | None = None
-    follower: FollowerState | None = None
+    kind: str
+    deadline_ms: int
+    payload: object
 
 
-@dataclass
-class Broker:
-    broker_id: int
-    root: Path
-    sim: Sim
-    incarnation: int = 0
-    up: bool = True
-    paused_until: int = -1
-    partitioned: bool = False
-    image: object = None  # the controller ClusterImage it last applied (possibly stale)
-    parts: dict[int, Part] = field(default_factory=dict)
-    outbox: list[RequestIsrChange] = field(default_factory=list)  # AlterPartition in flight
-    inflight: list[tuple] = field(default_factory=list)  # fetch responses not delivered yet
+class SimBroker:
+    """One broker process: the shipped parts plus what the asyncio shell does with them."""
 
-    @property
-    def incarnation_id(self) -> str:
-        return f"b{self.broker_id}-{self.incarnation}"
+    def __init__(self, sim: Sim, broker_id: int, incarnation: int) -> None:
+        self.sim = sim
+        self.broker_id = broker_id
+        self.incarnation = incarnation
+        self.lifecycle = BrokerLifecycleManager(
+            broker_id, f"b{broker_id}-{incarnation}", now_ms=sim.now_ms)
+        self.replicas = ReplicaManager(
+            broker_id, sim.root / f"broker-{broker_id}", now_ms=sim.clock,
+            replica_lag_time_max_ms=LAG_MS, serving=self.lifecycle.serving)
+        self.metadata = MetadataFollower()
+        self.alter = AlterPartitionManager(self.replicas)
+        self.purgatory = ProducePurgatory()
+        self.fetchers: dict[int, FetcherState] = {}
+        self.fetching: set[int] = set()  # leaders with a fetch in flight
+        self.pending: dict[int, Pending] = {}
+        self.appended: dict[int, tuple] = {}  # produce id -> (partition, offsets, values, epoch)
+        self.produce_clients: dict[int, int] = {}  # request id -> client request id
+        self.image = None
+        self.paused_until = -1
+        self.isolated = False
+        self.held: list[Message] = []  # arrived while paused
+        self.next_tick_ms = sim.now_ms
 
     def running(self, now_ms: int) -> bool:
-        return self.up and now_ms >= self.paused_until
+        return now_ms >= self.paused_until
 
-    def reaches_peers(self, now_ms: int) -> bool:
-        return self.running(now_ms) and not self.partitioned
+    # == the shell: actions ======================================================================
 
-    def log_dir(self, index: int) -> Path:
-        return self.root / f"broker-{self.broker_id}" / f"{TOPIC}-{index}"
+    def on_actions(self, actions: list) -> None:
+        sim = self.sim
+        for action in actions:
+            if isinstance(action, RequestIsrChange):
+                topic = self.image.topics.get(action.topic) if self.image else None
+                request = self.alter.submit(action, topic.topic_id if topic else None)
+                if request is not None:
+                    self.send(CONTROLLER, "alter_partition", {"request": request})
+            elif isinstance(action, RoleChanged) and action.role == "leader":
+                sim.on_become_leader(self, action.partition, action.leader_epoch)
+            elif isinstance(action, Truncated):
+                sim.stats["truncations"] += 1
+        for done in self.purgatory.on_actions(actions):
+            self.answer_produce(done)
 
-    # == ReplicaManager glue ======================================================================
+    def answer_produce(self, done) -> None:
+        for produce_id, code in done.error_codes.items():
+            index, offsets, values, epoch = self.appended.pop(produce_id)
+            if code == 0:
+                self.sim.on_acked(self, index, offsets, values, epoch)
+            else:
+                self.sim.stats["failed"] += 1
+        client_request = self.produce_clients.pop(done.request_id, None)
+        if client_request is not None:
+            self.send(CLIENT, "produce_answer", {"request": client_request})
 
-    def apply_image(self, image) -> None:
-        self.image = image
-        topic = image.topics.get(TOPIC)
-        if topic is None:
-            return
-        for index, state in enumerate(topic.partitions):
-            if self.broker_id not in state.replicas:
-                continue
-            part = self.parts.get(index)
-            if part is None:
-                log = Log.open(self.log_dir(index), CONFIG, now_ms=lambda: self.sim.now_ms)
-                part = Part(index, log, state.leader, state.leader_epoch)
-                self.parts[index] = part
-                self._become(part, state)
-                continue
-            previous = (part.leader_id, part.leader_epoch)
-            part.leader_id, part.leader_epoch = state.leader, state.leader_epoch
-            if (state.leader, state.leader_epoch) != previous:
-                self._become(part, state)
-            elif part.leader is not None and tuple(state.isr) != part.leader.isr:
-                self.sim.on_actions(
-                    self,
-                    part.leader.on_isr_change_committed(
-                        state.isr, state.partition_epoch, self.sim.now_ms
-                    ),
-                )
+    # == the shell: sending ======================================================================
 
-    def _become(self, part: Part, state) -> None:
+    def send(self, dst: int, kind: str, body: dict, *, request: bool = True) -> None:
+        if request:
+            request_id = self.sim.next_id()
+            body = {**body, "id": request_id}
+            self.pending[request_id] = Pending(kind, self.sim.now_ms + REQUEST_TIMEOUT_MS, body)
+        self.sim.post(self, dst, kind, body)
+
+    def fail(self, request_id: int) -> None:
+        """A request got no answer in time (or its connection broke)."""
+        pending = self.pending.pop(request_id)
+        now_ms, body = self.sim.now_ms, pending.payload
+        if pending.kind in ("register", "heartbeat"):
+            self.lifecycle.on_failed(None, now_ms)
+        elif pending.kind == "fetch_metadata":
+            self.metadata.on_fetch_failed(now_ms)
+        elif pending.kind == "fetch":
+            self.fetching.discard(body["leader"])
+            self.on_actions(body["state"].on_failure(body["issued"], now_ms))
+        elif pending.kind == "list_offsets":
+            self.on_actions(body["state"].on_leader_offsets(body["follower"], -1, -1, now_ms))
+        elif pending.kind == "alter_partition":
+            self.on_actions(self.alter.on_answer(body["request"], -1, now_ms))
+
+    # == the shell: timers =======================================================================
+
+    def tick(self) -> None:
         now_ms = self.sim.now_ms
-        if part.leader is not None:
-            self.sim.on_actions(self, part.leader.resign(now_ms))
-        part.leader = part.follower = None
-        if state.leader == self.broker_id:
-            part.leader = LeaderState(
-                TOPIC,
-                part.index,
-                self.broker_id,
-                state.leader_epoch,
-                state.replicas,
-                state.isr,
-                part.log,
-                LAG_MS,
-                MIN_INSYNC,
-                now_ms=now_ms,
-                partition_epoch=state.partition_epoch,
-            )
-            self.sim.on_become_leader(self, part)
-        elif state.leader >= 0:
-            part.follower = FollowerState(
-                TOPIC, part.index, self.broker_id, state.leader, state.leader_epoch, part.log
-            )
+        for request_id in [i for i, p in self.pending.items() if p.deadline_ms <= now_ms]:
+            self.fail(request_id)
+        for request in self.lifecycle.poll(now_ms):
+            if isinstance(request, SendRegistration):
+                self.send(CONTROLLER, "register", {"incarnation_id": request.incarnation_id})
+            else:
+                self.send(CONTROLLER, "heartbeat", {"request": request})
+        fetch = self.metadata.poll(now_ms) if self.lifecycle.may_follow_metadata else None
+        if fetch is not None:
+            self.send(CONTROLLER, "fetch_metadata", {"from_offset": fetch.from_offset})
+        self.on_actions(self.replicas.tick(now_ms))
+        for request in self.alter.due(now_ms):
+            self.send(CONTROLLER, "alter_partition", {"request": request})
+        for leader_id, state in self.fetchers.items():
+            if leader_id in self.fetching:
+                continue
+            issued = state.next_fetches(now_ms)
+            if issued:
+                self.fetching.add(leader_id)
+                self.send(leader_id, "fetch", {"leader": leader_id, "state": state,
+                                               "issued": issued})
+        self.next_tick_ms = now_ms + TICK_MS
+
+    # == the shell: receiving ====================================================================
+
+    def receive(self, message: Message) -> None:
+        body = message.body
+        answered = self.pending.pop(body.get("re", -1), None) if "re" in body else None
+        if "re" in body and answered is None:
+            return  # an answer after its request timed out: the connection is gone
+        handler = getattr(self, f"on_{message.kind}")
+        handler(message, answered)
+
+    def on_registered(self, message: Message, answered: Pending) -> None:
+        self.lifecycle.on_registered(message.body["end_offset"], self.sim.now_ms)
+
+    def on_heartbeat_answer(self, message: Message, answered: Pending) -> None:
+        body = message.body
+        self.lifecycle.on_heartbeat_answer(
+            answered.payload["request"].sent_ms, body["fenced"], body["end_offset"],
+            self.sim.now_ms)
+
+    def on_controller_error(self, message: Message, answered: Pending) -> None:
+        code, now_ms = message.body["error_code"], self.sim.now_ms
+        if answered.kind in ("register", "heartbeat"):
+            self.lifecycle.on_failed(code, now_ms)
+        elif answered.kind == "alter_partition":
+            self.on_actions(self.alter.on_answer(answered.payload["request"], code, now_ms))
+        else:
+            self.pending[message.body["re"]] = answered
+            self.fail(message.body["re"])
+
+    def on_metadata(self, message: Message, answered: Pending) -> None:
+        body = message.body
+        if self.metadata.on_records(body["from_offset"], body["records"], body["next_offset"],
+                                    body["end_offset"]):
+            self.image = self.metadata.metadata_image(self.broker_id)
+            self.on_actions(self.replicas.apply_image(self.image))
+            self.reconcile_fetchers()
+        self.lifecycle.on_metadata_applied(self.metadata.next_offset)
+
+    def on_alter_answer(self, message: Message, answered: Pending) -> None:
+        self.on_actions(self.alter.on_answer(answered.payload["request"], 0, self.sim.now_ms))
+
+    def reconcile_fetchers(self) -> None:
+        leaders = {p.follower.leader_id for p in self.replicas.partitions.values()
+                   if p.follower is not None}
+        live = {b.broker_id for b in self.image.brokers if not b.fenced}
+        for leader_id in list(self.fetchers):
+            if leader_id not in leaders or leader_id not in live:
+                del self.fetchers[leader_id]
+        for leader_id in leaders & live:
+            self.fetchers.setdefault(
+                leader_id, FetcherState(self.replicas, leader_id, self.lifecycle.serving))
+
+    def on_fetch(self, message: Message, answered: None) -> None:
+        """handlers/fetch.py without the long poll: the ReplicaManager's read path."""
+        answers = []
+        for (topic, index), (_follower, spec) in message.body["issued"].items():
+            target = FetchTarget(topic, index, spec.fetch_offset, spec.current_leader_epoch,
+                                 spec.last_fetched_epoch, spec.replica_id)
+            response, actions = self.replicas.read_for_fetch(target, PARTITION_MAX_BYTES, True)
+            self.on_actions(actions)
+            answers.append(_answer(topic, index, response))
+        self.sim.post(self, message.src, "fetch_answer", {"re": message.body["id"],
+                                                          "answers": answers},
+                      incarnation=message.body["from_incarnation"])
+
+    def on_fetch_answer(self, message: Message, answered: Pending) -> None:
+        body, now_ms = answered.payload, self.sim.now_ms
+        self.fetching.discard(body["leader"])
+        actions, need_offsets = body["state"].on_response(
+            body["issued"], message.body["answers"], now_ms)
+        self.on_actions(actions)
+        for follower in need_offsets:
+            self.send(body["leader"], "list_offsets",
+                      {"state": body["state"], "follower": follower})
+
+    def on_list_offsets(self, message: Message, answered: None) -> None:
+        follower = message.body["follower"]
+        try:
+            partition = self.replicas.leader_partition(follower.topic, follower.partition)
+            offsets = (partition.log.log_start_offset, partition.log.log_end_offset)
+        except LookupError:
+            offsets = (-1, -1)
+        self.sim.post(self, message.src, "list_offsets_answer",
+                      {"re": message.body["id"], "offsets": offsets},
+                      incarnation=message.body["from_incarnation"])
+
+    def on_list_offsets_answer(self, message: Message, answered: Pending) -> None:
+        body = answered.payload
+        start, end = message.body["offsets"]
+        self.on_actions(body["state"].on_leader_offsets(body["follower"], start, end,
+                                                        self.sim.now_ms))
+
+    def on_produce(self, message: Message, answered: None) -> None:
+        """handlers/produce.py: append as leader, watch the acks=all appends."""
+        body = message.body
+        produce_id = self.purgatory.new_produce_id() if body["acks"] == ACKS_ALL else None
+        batch = encode_batch([(None, v, [], self.sim.now_ms) for v in body["values"]])
+        result, actions = self.replicas.append_records(
+            TOPIC, body["partition"], batch, body["acks"], PRODUCE_TIMEOUT_MS, produce_id)
+        if result["error_code"] != 0:
+            self.sim.stats["refused"] += 1
+            self.on_actions(actions)
+            return
+        self.sim.stats["appended"] += 1
+        if produce_id is None:
+            self.on_actions(actions)
+            return
+        first = result["base_offset"]
+        offsets = list(range(first, first + len(body["values"])))
+        epoch = self.replicas.partitions[(TOPIC, body["partition"])].leader_epoch
+        self.appended[produce_id] = (body["partition"], offsets, body["values"], epoch)
+        self.on_actions(actions)
+        request_id = self.sim.next_id()
+        self.produce_clients[request_id] = body["client_request"]
+        done = self.purgatory.watch(request_id, [produce_id])
+        if done is not None:
+            self.answer_produce(done)
 
     def crash(self, rng: random.Random) -> None:
         """SIGKILL: in-memory state is gone; the page cache (file contents) survives."""
-        for part in self.parts.values():
-            part.log.close_handlers()
+        logs = [p.log for p in self.replicas.partitions.values()]
+        self.replicas.close_handlers()
+        for log in logs:
             if rng.random() < 0.5:  # a torn batch that was being written when the process died
-                segments = sorted(part.log.directory.glob("*.log"))
+                segments = sorted(log.directory.glob("*.log"))
                 with open(segments[-1], "ab") as f:
                     f.write(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))))
-        self.parts.clear()
-        self.outbox.clear()
-        self.inflight.clear()
-        self.image = None
-        self.up = False
-        self.sim.fail_produces_of(self.broker_id)
 
     def close(self) -> None:
-        for part in self.parts.values():
-            part.log.close_handlers()
+        self.replicas.close_handlers()
+
+
+def _answer(topic: str, index: int, response: dict) -> PartitionAnswer:
+    records = response.get("records")
+    diverging = response.get("diverging_epoch")
+    return PartitionAnswer(
+        topic, index, records.read_bytes() if records is not None else b"",
+        response["high_watermark"], response["log_start_offset"],
+        None if diverging is None else (diverging["epoch"], diverging["end_offset"]),
+        response["error_code"])
 
 
 class Sim:
-    def __init__(self, seed: int, root: Path, *, partitions: int | None = None) -> None:
+    def __init__(self, seed: int, root: Path) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
+        self.root = root
         self.now_ms = 0
         self.trace: list[str] = []
-        self.partition_count = partitions or self.rng.choice((1, 2))
-        self.controller = Controller.open(
-            root / "controller", now_ms=0, fsync=False, session_timeout_ms=SESSION_MS, seed=seed
-        )
-        self.brokers = {b: Broker(b, root, self) for b in BROKERS}
-        self.next_produce_id = 1
+        self.partition_count = self.rng.choice((1, 2))
+        self.duration_ms = self.rng.choice(DURATIONS_MS)
+        self.queue: list[Message] = []
+        self._ids = 0
+        self.controller: Controller | None = self._open_controller()
+        self.controller_down_until = -1
+        self.next_controller_tick_ms = 0
+        self.incarnations = dict.fromkeys(BROKERS, 0)
+        self.brokers: dict[int, SimBroker | None] = {b: SimBroker(self, b, 0) for b in BROKERS}
+        self.acked: dict[tuple[int, int], bytes] = {}  # (partition, offset) -> value
+        self.epoch_leaders: dict[tuple[int, int], int] = {}  # (partition, epoch) -> leader
+        self.leader_hw: dict[tuple[int, int, int], int] = {}
+        self.events = 0
         self.next_value = 1
-        # acks=all produces waiting: id -> (broker, partition, [(offset, value)])
-        self.waiting: dict[int, tuple[int, int, list[tuple[int, bytes]]]] = {}
-        self.acked: dict[tuple[int, int], bytes] = {}  # (partition, offset) -> value, acks=all
-        self.epoch_leaders: dict[tuple[int, int], int] = {}  # (partition, leader epoch) -> leader
-        self.leader_hw: dict[tuple[int, int, int], int] = {}  # (broker, partition, epoch) -> HW
-        self.stats = {"acked": 0, "failed": 0, "refused": 0, "crashes": 0, "elections": 0}
-        for b in BROKERS:
+        self.next_fault_ms = 500
+        self.next_produce_ms = 300
+        self.healing = False
+        self.stats = dict.fromkeys(
+            ("acked", "stale_epoch_acks", "failed", "refused", "appended", "crashes",
+             "pauses", "long_pauses", "isolations", "controller_restarts", "elections",
+             "truncations", "stalls", "lost_messages"), 0)
+        for b in BROKERS:  # a cluster that formed before the schedule starts
             self.controller.register_broker(b, "localhost", 9000 + b, f"b{b}-0", now_ms=0)
             self.controller.heartbeat(b, 0, incarnation_id=f"b{b}-0")
         result = self.controller.create_topic(
-            TOPIC,
-            self.partition_count,
-            3,
-            configs={"min.insync.replicas": str(MIN_INSYNC)},
-            now_ms=0,
-        )
+            TOPIC, self.partition_count, 3, configs={"min.insync.replicas": str(MIN_INSYNC)},
+            now_ms=0)
         assert result.ok, result
+        self._last_image = self.controller.image
         self.observe_controller()
-        for broker in self.brokers.values():
-            broker.apply_image(self.controller.image)
+
+    def clock(self) -> int:
+        return self.now_ms
+
+    def next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    def _open_controller(self) -> Controller:
+        return Controller.open(self.root / "controller", now_ms=self.now_ms, fsync=False,
+                               seed=self.seed)
+
+    # == network =================================================================================
+
+    def post(self, sender, dst: int, kind: str, body: dict, *, incarnation: int = -1) -> None:
+        """Send a message; it arrives after a seeded delay, or (rarely) never."""
+        src = sender.broker_id if isinstance(sender, SimBroker) else sender
+        if isinstance(sender, SimBroker) and sender.isolated and dst != CLIENT:
+            return  # cut off from the controller and its peers
+        roll = self.rng.random()
+        if roll < 0.005:
+            self.stats["lost_messages"] += 1
+            return
+        delay_ms = self.rng.choice((0, 1, 2, 5, 10, 30))
+        if roll > 0.99:
+            delay_ms = self.rng.choice((1_000, 2_500, 4_000))  # applied late, answered late
+        if incarnation < 0 and dst in self.brokers:
+            incarnation = self.incarnations[dst]
+        if isinstance(sender, SimBroker) and dst != CLIENT:
+            body = {**body, "from_incarnation": sender.incarnation}
+        message = Message(self.now_ms + delay_ms, self.next_id(), dst, src, kind, body,
+                          incarnation)
+        heapq.heappush(self.queue, message)
+
+    def deliver(self, message: Message) -> None:
+        if message.dst == CONTROLLER:
+            self.controller_receive(message)
+        elif message.dst == CLIENT:
+            pass  # the client's view: acknowledgements are recorded at the broker's decision
+        else:
+            broker = self.brokers[message.dst]
+            if broker is None or broker.incarnation != message.incarnation:
+                return  # sent to a process that died
+            if broker.isolated and message.src != CLIENT:
+                return
+            if not broker.running(self.now_ms):
+                broker.held.append(message)
+                return
+            broker.receive(message)
 
     # == controller ==============================================================================
 
+    def controller_receive(self, message: Message) -> None:
+        ctl = self.controller
+        if ctl is None:
+            return  # down: the sender's request times out
+        body, now_ms, broker_id = message.body, self.now_ms, message.src
+        if message.kind == "register":
+            result = ctl.register_broker(broker_id, "localhost", 9000 + broker_id,
+                                         body["incarnation_id"], now_ms)
+            answer = ("registered", {"end_offset": ctl.log.end_offset})
+        elif message.kind == "heartbeat":
+            request = body["request"]
+            result = ctl.heartbeat(broker_id, now_ms, True, request.incarnation_id,
+                                   metadata_offset=request.metadata_offset)
+            answer = ("heartbeat_answer", {"fenced": result.ok and result.value.fenced,
+                                           "end_offset": ctl.log.end_offset})
+        elif message.kind == "fetch_metadata":
+            from_offset = body["from_offset"]
+            records = ctl.log.read(from_offset, METADATA_RECORDS_MAX)
+            result = None
+            answer = ("metadata", {"from_offset": from_offset, "records": records,
+                                   "next_offset": from_offset + len(records),
+                                   "end_offset": ctl.log.end_offset})
+        else:  # alter_partition
+            result = ctl.alter_partition(**body["request"].params(), now_ms=now_ms)
+            answer = ("alter_answer", {})
+        self.observe_controller()
+        if result is not None and not result.ok:
+            answer = ("controller_error", {"error_code": result.error_code})
+        self.post(CONTROLLER, broker_id, answer[0], {**answer[1], "re": body["id"]},
+                  incarnation=body["from_incarnation"])
+
     def observe_controller(self) -> None:
-        """Remember which broker the controller made leader of each epoch."""
+        """Remember which broker the controller made leader of each epoch (never two)."""
         topic = self.controller.image.topics[TOPIC]
         for index, p in enumerate(topic.partitions):
             if p.leader == NO_LEADER:
                 continue
             known = self.epoch_leaders.setdefault((index, p.leader_epoch), p.leader)
-            check(
-                known == p.leader,
-                f"controller: epoch {p.leader_epoch} of {index} has leaders {known} and {p.leader}",
-            )
-
-    def heartbeat(self, broker: Broker) -> None:
-        if not broker.reaches_peers(self.now_ms):
-            return
-        caught_up = broker.image is self.controller.image
-        self.controller.heartbeat(
-            broker.broker_id, self.now_ms, caught_up, incarnation_id=broker.incarnation_id
-        )
-        self.observe_controller()
+            check(known == p.leader,
+                  f"controller: epoch {p.leader_epoch} of p{index} has leaders {known}, {p.leader}")
 
     def controller_tick(self) -> None:
-        self.controller.tick(self.now_ms)
-        self.observe_controller()
-
-    def propagate_metadata(self, broker: Broker) -> None:
-        if broker.reaches_peers(self.now_ms) and broker.image is not self.controller.image:
-            broker.apply_image(self.controller.image)
-
-    def deliver_isr_changes(self, broker: Broker) -> None:
-        """cluster_link._alter_partition: call the controller, then wait for the metadata."""
-        changes, broker.outbox = broker.outbox, []
-        for change in changes:
-            part = broker.parts.get(change.partition)
-            if part is None:
-                continue
-            ok = False
-            if broker.reaches_peers(self.now_ms):
-                topic_id = self.controller.image.topics[TOPIC].topic_id
-                result = self.controller.alter_partition(
-                    broker.broker_id,
-                    topic_id,
-                    change.partition,
-                    change.leader_epoch,
-                    change.new_isr,
-                    change.partition_epoch,
-                    now_ms=self.now_ms,
-                )
+        if self.controller is None:
+            if self.now_ms >= self.controller_down_until:
+                self.controller = self._open_controller()
                 self.observe_controller()
-                ok = result.ok
-                self.heartbeat(broker)
-                broker.apply_image(self.controller.image)
-            if not ok and part.leader is not None:
-                self.on_actions(broker, part.leader.on_isr_change_rejected(self.now_ms))
+        else:
+            self.controller.tick(self.now_ms)
+            self.observe_controller()
+        self.next_controller_tick_ms = self.now_ms + TICK_MS
 
-    # == broker shell ============================================================================
+    # == brokers: shell events ===================================================================
 
-    def on_actions(self, broker: Broker, actions: list[Action]) -> None:
-        for action in actions:
-            if isinstance(action, CompleteDelayedProduce):
-                entry = self.waiting.pop(action.produce_id, None)
-                if entry is not None:
-                    self.stats["acked"] += 1
-                    _, index, records = entry
-                    for offset, value in records:
-                        self.acked[(index, offset)] = value
-            elif isinstance(action, FailDelayedProduce):
-                if self.waiting.pop(action.produce_id, None) is not None:
-                    self.stats["failed"] += 1
-                    key = f"failed_{action.error_code}"
-                    self.stats[key] = self.stats.get(key, 0) + 1
-            elif isinstance(action, Truncated):
-                self.stats["truncations"] = self.stats.get("truncations", 0) + 1
-            elif isinstance(action, RequestIsrChange):
-                broker.outbox.append(action)
-
-    def on_become_leader(self, broker: Broker, part: Part) -> None:
+    def on_become_leader(self, broker: SimBroker, index: int, epoch: int) -> None:
         self.stats["elections"] += 1
-        key = (part.index, part.leader.leader_epoch)
-        expected = self.epoch_leaders.get(key)
-        check(
-            expected == broker.broker_id,
-            f"broker {broker.broker_id} leads {key} but the controller chose {expected}",
-        )
+        chosen = self.epoch_leaders.get((index, epoch))
+        check(chosen == broker.broker_id,
+              f"b{broker.broker_id} leads p{index} epoch {epoch}; the controller chose {chosen}")
 
-    def fail_produces_of(self, broker_id: int) -> None:
-        for pid in [p for p, e in self.waiting.items() if e[0] == broker_id]:
-            del self.waiting[pid]  # the client sees the connection drop
+    def on_acked(self, broker: SimBroker, index: int, offsets: list[int], values: list[bytes],
+                 epoch: int) -> None:
+        """An acks=all write is acknowledged: the controller's committed ISR must hold it."""
+        self.stats["acked"] += 1
+        check(self.epoch_leaders.get((index, epoch)) == broker.broker_id,
+              f"b{broker.broker_id} acked p{index} at epoch {epoch} it was never given")
+        state = self.controller_partition(index)
+        if state.leader_epoch > epoch:
+            self.stats["stale_epoch_acks"] += 1
+        for member in state.isr:
+            log = self.log_of(member, index)
+            if log is None:
+                continue  # crashed: its files are checked when it comes back
+            held = log_values(log, offsets[0], offsets[-1] + 1)
+            for offset, value in zip(offsets, values, strict=True):
+                check(held.get(offset) == value,
+                      f"b{broker.broker_id} acked p{index}@{offset}={value!r} at epoch {epoch} "
+                      f"but ISR member b{member} of the controller's epoch "
+                      f"{state.leader_epoch} holds {held.get(offset)!r}")
+        for offset, value in zip(offsets, values, strict=True):
+            previous = self.acked.setdefault((index, offset), value)
+            check(previous == value, f"p{index}@{offset} acked as {previous!r} and {value!r}")
 
-    def produce(self, via: Broker, index: int, acks: int, record_count: int) -> str:
-        """A client asks ``via`` for metadata and sends the batch to that leader."""
-        if not via.running(self.now_ms) or via.image is None:
-            return "client: no metadata"
-        state = via.image.topics[TOPIC].partitions[index]
-        target = self.brokers.get(state.leader)
-        if target is None or not target.running(self.now_ms):
-            return "client: leader unreachable"
-        part = target.parts.get(index)
-        if part is None or part.leader is None:
-            self.stats["refused"] += 1
-            return f"b{target.broker_id} NOT_LEADER"
-        leader = part.leader
-        if acks == -1 and leader.check_acks_all(self.now_ms) != 0:
-            self.stats["refused"] += 1
-            return f"b{target.broker_id} NOT_ENOUGH_REPLICAS"
-        vals = []
-        for _ in range(record_count):
-            vals.append(b"v%d" % self.next_value)
-            self.next_value += 1
-        buf = bytearray(encode_batch([(None, v, [], self.now_ms) for v in vals]))
-        info = part.log.append_as_leader(buf, leader_epoch=leader.leader_epoch, now_ms=self.now_ms)
-        produce_id = None
-        if acks == -1:
-            produce_id = self.next_produce_id
-            self.next_produce_id += 1
-            records = list(zip(range(info.first_offset, info.last_offset + 1), vals, strict=True))
-            self.waiting[produce_id] = (target.broker_id, index, records)
-        self.on_actions(
-            target,
-            leader.after_leader_append(
-                info.last_offset, produce_id, acks, PRODUCE_TIMEOUT_MS, self.now_ms
-            ),
-        )
-        offsets = f"{info.first_offset}..{info.last_offset}"
-        return f"b{target.broker_id} appended {offsets} e{leader.leader_epoch}"
+    def controller_partition(self, index: int):
+        """The partition as the controller last committed it (kept while it is down)."""
+        if self.controller is not None:
+            self._last_image = self.controller.image
+        return self._last_image.topics[TOPIC].partitions[index]
 
-    def fetch(self, broker: Broker, index: int, max_bytes: int, deliver_now: bool) -> str:
-        """One follower fetch: the request reaches the leader now; the answer maybe later."""
-        if not broker.reaches_peers(self.now_ms):
-            return "follower cannot fetch"
-        part = broker.parts.get(index)
-        if part is None or part.follower is None:
-            return "not a follower"
-        follower = part.follower
-        spec = follower.next_fetch(self.now_ms)
-        if spec is None:
-            return f"no fetch ({follower.phase.value})"
-        target = self.brokers[follower.leader_id]
-        if not target.reaches_peers(self.now_ms):
-            self.on_actions(broker, follower.on_fetch_failed(self.now_ms))
-            return f"b{target.broker_id} unreachable"
-        answer = self._serve_fetch(target, spec, max_bytes)
-        broker.inflight.append((index, follower, target.broker_id, answer))
-        if deliver_now:
-            self.deliver_fetches(broker, 1)
-        return f"fetch @{spec.fetch_offset} e{spec.last_fetched_epoch} -> {answer[:4]!r:.80}"
+    def log_of(self, broker_id: int, index: int) -> Log | None:
+        broker = self.brokers[broker_id]
+        partition = broker.replicas.partitions.get((TOPIC, index)) if broker else None
+        return partition.log if partition is not None else None
 
-    def _serve_fetch(self, leader_broker: Broker, spec, max_bytes: int) -> tuple:
-        """handlers/fetch._read_one for a follower; (records, hw, log start, diverging, error)."""
-        try:
-            part = leader_broker.parts.get(spec.partition)
-            if part is None:
-                return b"", -1, -1, None, UNKNOWN_TOPIC_OR_PARTITION
-            epoch = spec.current_leader_epoch
-            if epoch != -1 and epoch != part.leader_epoch:
-                code = FENCED_LEADER_EPOCH if epoch < part.leader_epoch else UNKNOWN_LEADER_EPOCH
-                return b"", -1, -1, None, code
-            if part.leader is None:
-                return b"", -1, -1, None, NOT_LEADER_OR_FOLLOWER
-            log = part.log
-            diverging = diverging_epoch(log, spec.fetch_offset, spec.last_fetched_epoch)
-            if diverging is not None:
-                return b"", log.high_watermark, log.log_start_offset, tuple(diverging), 0
-            self.on_actions(
-                leader_broker,
-                part.leader.on_follower_fetch(spec.replica_id, spec.fetch_offset, self.now_ms),
-            )
-            hw, start = log.high_watermark, log.log_start_offset
-            data = b""
-            upper = log.log_end_offset
-            if spec.fetch_offset < upper:
-                data = log.read(
-                    spec.fetch_offset, max_bytes, max_offset=upper, min_one_message=True
-                ).read_bytes()
-            elif spec.fetch_offset > upper:
-                log.read(spec.fetch_offset, 0, max_offset=upper)
-            return data, hw, start, None, 0
-        except Exception as error:  # the handler turns every error into a code
-            code = getattr(error, "error_code", None)
-            if code is None:
-                raise
-            return b"", -1, -1, None, errors.error_code_of(error)
+    # == the event loop ==========================================================================
 
-    def deliver_fetches(self, broker: Broker, count: int) -> None:
-        """replica_fetcher._apply: answers for a replaced FollowerState are dropped."""
-        for _ in range(min(count, len(broker.inflight))):
-            index, follower, leader_id, answer = broker.inflight.pop(0)
-            part = broker.parts.get(index)
-            if part is None or part.follower is not follower:
-                continue
-            if not broker.reaches_peers(self.now_ms):
-                self.on_actions(broker, follower.on_fetch_failed(self.now_ms))
-                continue
-            actions = follower.on_fetch_response(*answer, self.now_ms)
-            self.on_actions(broker, actions)
-            if any(isinstance(a, NeedLeaderOffsets) for a in actions):
-                leader_part = self.brokers[leader_id].parts.get(index)
-                if leader_part is not None and self.brokers[leader_id].reaches_peers(self.now_ms):
-                    self.on_actions(
-                        broker,
-                        follower.on_leader_offsets(
-                            leader_part.log.log_start_offset,
-                            leader_part.log.log_end_offset,
-                            self.now_ms,
-                        ),
-                    )
+    def run(self) -> None:
+        while self.now_ms < self.duration_ms:
+            self.step()
+        self.heal_and_settle()
+
+    def step(self) -> None:
+        """Advance to the next event and carry it out."""
+        candidates = [self.next_fault_ms, self.next_produce_ms, self.next_controller_tick_ms]
+        if self.queue:
+            candidates.append(self.queue[0].deliver_ms)
+        for broker in self.brokers.values():
+            if broker is not None:
+                candidates.append(max(broker.next_tick_ms, broker.paused_until))
+        self.now_ms = max(self.now_ms, min(candidates))
+        self.events += 1
+        if self.queue and self.queue[0].deliver_ms <= self.now_ms:
+            self.deliver(heapq.heappop(self.queue))
+        elif self.now_ms >= self.next_controller_tick_ms:
+            self.controller_tick()
+        elif not self.healing and self.now_ms >= self.next_fault_ms:
+            self.trace.append(f"t={self.now_ms} {self.fault()}")
+            self.next_fault_ms = self.now_ms + self.rng.choice((300, 1_000, 2_000, 4_000))
+        elif not self.healing and self.now_ms >= self.next_produce_ms:
+            self.produce()
+            self.next_produce_ms = self.now_ms + self.rng.choice((5, 20, 50, 100))
+        else:
+            self.tick_brokers()
+        if self.events % HEAVY_CHECK_EVERY == 0:
+            self.check_logs()
 
     def tick_brokers(self) -> None:
         for broker in self.brokers.values():
-            if broker.running(self.now_ms):
-                for part in broker.parts.values():
-                    if part.leader is not None:
-                        self.on_actions(broker, part.leader.on_tick(self.now_ms))
+            if broker is None or not broker.running(self.now_ms):
+                continue
+            if broker.held:  # back from a pause: queued messages and late timers, either order
+                self.resume(broker)
+            elif broker.next_tick_ms <= self.now_ms:
+                broker.tick()
 
-    def restart(self, broker: Broker) -> None:
-        """The process comes back: new incarnation, registers, reads metadata, reopens logs."""
-        broker.incarnation += 1
-        broker.up = True
-        broker.paused_until = -1
-        self.controller.register_broker(
-            broker.broker_id,
-            "localhost",
-            9000 + broker.broker_id,
-            broker.incarnation_id,
-            now_ms=self.now_ms,
-        )
-        self.observe_controller()
-        broker.apply_image(self.controller.image)
+    def resume(self, broker: SimBroker) -> None:
+        held, broker.held = broker.held, []
+        stalls = broker.lifecycle.stall_count
+        if self.rng.random() < 0.5:
+            broker.tick()
+        for message in held:
+            if self.brokers[broker.broker_id] is broker and broker.running(self.now_ms):
+                broker.receive(message)
+        if broker.next_tick_ms <= self.now_ms:
+            broker.tick()
+        self.stats["stalls"] += broker.lifecycle.stall_count - stalls
 
-    # == one random step =========================================================================
+    # == clients =================================================================================
 
-    def step(self) -> str:
+    def produce(self) -> None:
+        """A client asks some broker for metadata and sends a batch to that leader."""
+        via = self.brokers[self.rng.choice(BROKERS)]
+        if via is None or via.image is None or TOPIC not in via.image.topics:
+            return
+        index = self.rng.randrange(self.partition_count)
+        leader = via.image.topics[TOPIC].partitions[index].leader
+        if self.brokers.get(leader) is None:
+            return
+        values = []
+        for _ in range(self.rng.randint(1, 3)):
+            values.append(b"v%d" % self.next_value)
+            self.next_value += 1
+        acks = self.rng.choice((ACKS_ALL, ACKS_ALL, ACKS_ALL, 1))
+        self.post(CLIENT, leader, "produce", {"partition": index, "values": values,
+                                              "acks": acks, "client_request": self.next_id()})
+
+    # == faults ==================================================================================
+
+    def fault(self) -> str:
         rng = self.rng
+        broker_id = rng.choice(BROKERS)
+        broker = self.brokers[broker_id]
         roll = rng.random()
-        brokers = list(self.brokers.values())
-        b = rng.choice(brokers)
-        index = rng.randrange(self.partition_count)
-        if roll < 0.32:
-            acks = rng.choice((-1, -1, 1))
-            what = f"produce acks={acks} via b{b.broker_id} p{index}: " + self.produce(
-                b, index, acks, rng.randint(1, 3)
-            )
-        elif roll < 0.50:
-            max_bytes = rng.choice((1, FETCH_BYTES_MAX))
-            what = f"b{b.broker_id} p{index} " + self.fetch(b, index, max_bytes, rng.random() < 0.7)
-        elif roll < 0.62:
-            for _ in range(rng.randint(1, 3)):  # a healthy stretch: everyone fetches
-                for broker in brokers:
-                    for i in list(broker.parts):
-                        self.fetch(broker, i, FETCH_BYTES_MAX, True)
-            what = "replication round"
-        elif roll < 0.67:
-            if b.reaches_peers(self.now_ms):
-                self.deliver_fetches(b, rng.randint(1, 3))
-            what = f"b{b.broker_id} deliver fetch answers"
-        elif roll < 0.77:
-            self.now_ms += rng.choice((10, 100, 500, 1_000, LAG_MS + 1, SESSION_MS + 1))
-            for broker in brokers:
-                if rng.random() < 0.8:
-                    self.heartbeat(broker)
-            self.controller_tick()
-            self.tick_brokers()
-            what = f"time -> {self.now_ms}"
-        elif roll < 0.87:
-            self.propagate_metadata(b)
-            self.deliver_isr_changes(b)
-            what = f"b{b.broker_id} metadata + AlterPartition"
-        elif roll < 0.91:
-            self.heartbeat(b)
-            what = f"b{b.broker_id} heartbeat"
-        elif roll < 0.94:
-            if b.up:
-                b.crash(rng)
-                self.stats["crashes"] += 1
-                what = f"b{b.broker_id} CRASH"
-            else:
-                self.restart(b)
-                what = f"b{b.broker_id} restart"
-        elif roll < 0.97:
-            b.paused_until = self.now_ms + rng.choice((500, 2_000, 5_000))
-            what = f"b{b.broker_id} pause until {b.paused_until}"
-        else:
-            b.partitioned = not b.partitioned
-            what = f"b{b.broker_id} partitioned={b.partitioned}"
-        return what
+        if broker is not None and broker.isolated:
+            broker.isolated = False
+            return f"b{broker_id} healed"
+        if broker is not None and not broker.running(self.now_ms):
+            return "nothing (paused)"
+        if roll < 0.25 or broker is None:
+            return self.crash_or_restart(broker_id)
+        if roll < 0.55:
+            pause_ms = rng.choice(PAUSES_MS)
+            broker.paused_until = self.now_ms + pause_ms
+            self.stats["pauses"] += 1
+            self.stats["long_pauses"] += pause_ms > 2 * LAG_MS
+            return f"b{broker_id} paused for {pause_ms} ms"
+        if roll < 0.75:
+            broker.isolated = True
+            self.stats["isolations"] += 1
+            return f"b{broker_id} isolated"
+        if roll < 0.85 and self.controller is not None:
+            self.controller.close()
+            self.controller = None
+            self.controller_down_until = self.now_ms + rng.choice((100, 1_000, 3_000))
+            self.stats["controller_restarts"] += 1
+            return "controller crashed"
+        return "nothing"
+
+    def crash_or_restart(self, broker_id: int) -> str:
+        broker = self.brokers[broker_id]
+        if broker is None:
+            self.restart(broker_id)
+            return f"b{broker_id} restarted"
+        broker.crash(self.rng)
+        self.brokers[broker_id] = None
+        self.stats["crashes"] += 1
+        return f"b{broker_id} CRASHED"
+
+    def restart(self, broker_id: int) -> None:
+        self.incarnations[broker_id] += 1
+        self.brokers[broker_id] = SimBroker(self, broker_id, self.incarnations[broker_id])
 
     # == invariants ==============================================================================
 
-    def check(self) -> None:
-        image = self.controller.image
-        for index, p in enumerate(image.topics[TOPIC].partitions):
-            self._check_leaders(index)
-            leader = self.brokers.get(p.leader)
-            if leader is None or not leader.up:
+    def check_logs(self) -> None:
+        """The controller's leader holds every acknowledged write; ISR members agree below the
+        HW of a leader at the controller's epoch; a leader's HW never goes back."""
+        for index in range(self.partition_count):
+            state = self.controller_partition(index)
+            self._check_leader_hw(index)
+            log = self.log_of(state.leader, index) if state.leader != NO_LEADER else None
+            if log is None:
                 continue
-            part = leader.parts.get(index)
-            if part is None:
-                continue
-            # An ISR member elected by the controller holds every acknowledged record, whether
-            # or not it has applied the image that makes it leader yet.
-            values = log_values(part.log)
+            values = log_values(log)
             for (i, offset), value in self.acked.items():
-                if i == index:
-                    check(
-                        values.get(offset) == value,
-                        f"acked p{index}@{offset}={value!r} missing on controller leader "
-                        f"b{p.leader}: {values.get(offset)!r}",
-                    )
-            if part.leader is None or part.leader.leader_epoch != p.leader_epoch:
-                continue
-            hw = part.leader.high_watermark
-            for member in part.leader.isr:
-                other = self.brokers[member]
-                if member == leader.broker_id or not other.up or index not in other.parts:
-                    continue
-                theirs = log_values(other.parts[index].log, hw)
-                mine = {o: v for o, v in values.items() if o < hw}
-                start = other.parts[index].log.log_start_offset
-                mine = {o: v for o, v in mine.items() if o >= start}
-                check(
-                    theirs == mine,
-                    f"ISR member b{member} disagrees with leader b{p.leader} "
-                    f"below HW {hw} on p{index}: {theirs} != {mine}",
-                )
+                if i == index and offset >= log.log_start_offset:
+                    check(values.get(offset) == value,
+                          f"acked p{index}@{offset}={value!r} missing on the controller's "
+                          f"leader b{state.leader} (epoch {state.leader_epoch}): "
+                          f"{values.get(offset)!r}")
+            self._check_isr_agrees(index, state, values)
 
-    def _check_leaders(self, index: int) -> None:
-        for broker in self.brokers.values():
-            part = broker.parts.get(index)
-            if not broker.up or part is None or part.leader is None:
+    def _check_isr_agrees(self, index: int, state, values: dict[int, bytes]) -> None:
+        leader = self.brokers[state.leader].replicas.partitions[(TOPIC, index)]
+        if leader.leader is None or leader.leader_epoch != state.leader_epoch:
+            return
+        hw = leader.high_watermark
+        for member in leader.leader.isr:
+            log = self.log_of(member, index)
+            if member == state.leader or log is None:
                 continue
-            epoch = part.leader.leader_epoch
-            chosen = self.epoch_leaders.get((index, epoch))
-            check(
-                chosen == broker.broker_id,
-                f"b{broker.broker_id} acts as leader of p{index} epoch {epoch}; "
-                f"controller chose {chosen}",
-            )
-            key = (broker.broker_id, index, epoch)
-            hw = part.leader.high_watermark
-            check(
-                hw >= self.leader_hw.get(key, 0),
-                f"leader HW went back on b{broker.broker_id} p{index} e{epoch}: "
-                f"{self.leader_hw.get(key)} -> {hw}",
-            )
+            theirs = log_values(log, end=hw)
+            mine = {o: v for o, v in values.items() if log.log_start_offset <= o < hw}
+            check(theirs == mine, f"ISR member b{member} disagrees with leader b{state.leader} "
+                                  f"below HW {hw} on p{index}")
+
+    def _check_leader_hw(self, index: int) -> None:
+        for broker in self.brokers.values():
+            partition = broker.replicas.partitions.get((TOPIC, index)) if broker else None
+            if partition is None or partition.leader is None:
+                continue
+            key = (broker.broker_id, index, partition.leader_epoch)
+            hw = partition.high_watermark
+            check(hw >= self.leader_hw.get(key, 0),
+                  f"leader HW went back on b{key[0]} p{index} e{key[2]}: "
+                  f"{self.leader_hw.get(key)} -> {hw}")
             self.leader_hw[key] = hw
+
+    def stale_replicas(self) -> list[str]:
+        """Replicas acting on another leader or epoch than the controller's (none once settled)."""
+        stale = []
+        for index in range(self.partition_count):
+            state = self.controller_partition(index)
+            for broker in self.brokers.values():
+                partition = broker.replicas.partitions.get((TOPIC, index)) if broker else None
+                if partition is None:
+                    continue
+                acts = (partition.state.leader, partition.leader_epoch, partition.role)
+                wanted_role = "leader" if state.leader == broker.broker_id else "follower"
+                if acts != (state.leader, state.leader_epoch, wanted_role):
+                    stale.append(f"b{broker.broker_id} p{index} acts as {acts[2]} of "
+                                 f"b{acts[0]} at epoch {acts[1]}; controller: b{state.leader} "
+                                 f"at epoch {state.leader_epoch}")
+        return stale
 
     # == end of a schedule =======================================================================
 
-    def heal_and_settle(self, rounds_max: int = 200) -> None:
-        for broker in self.brokers.values():
-            broker.partitioned = False
-            broker.paused_until = -1
-            if not broker.up:
-                self.restart(broker)
-        stable_rounds = 0
-        for _ in range(rounds_max):
-            self.now_ms += 200
-            for broker in self.brokers.values():
-                self.heartbeat(broker)
-            self.controller_tick()
-            for broker in self.brokers.values():
-                self.propagate_metadata(broker)
-                self.deliver_isr_changes(broker)
-            self.tick_brokers()
-            for broker in self.brokers.values():
-                for index in list(broker.parts):
-                    self.fetch(broker, index, FETCH_BYTES_MAX, True)
-                self.deliver_fetches(broker, len(broker.inflight))
-            self.check()
-            if self.settled():
-                stable_rounds += 1
-                if stable_rounds >= 3:
-                    break
+    def heal_and_settle(self) -> None:
+        """Heal every fault, let replication settle, then check the final state."""
+        self.healing = True
+        self.next_fault_ms = self.next_produce_ms = 1 << 62
+        self.trace.append(f"t={self.now_ms} heal and settle")
+        for broker_id, broker in self.brokers.items():
+            if broker is None:
+                self.restart(broker_id)
             else:
-                stable_rounds = 0
-        check(self.settled(), f"replication did not settle: {self.describe()}")
+                broker.isolated = False
+                broker.paused_until = min(broker.paused_until, self.now_ms)
+        deadline_ms = self.now_ms + SETTLE_MS_MAX
+        while not self.settled():
+            check(self.now_ms < deadline_ms,
+                  f"replication did not settle in {SETTLE_MS_MAX} ms; stale replicas: "
+                  f"{self.stale_replicas() or 'none'}\n{self.describe()}")
+            self.step()
+        self.check_logs()
+        check(not self.stale_replicas(), f"stale replicas after settling: {self.stale_replicas()}")
         for index in range(self.partition_count):
-            for broker in self.brokers.values():
-                values = log_values(broker.parts[index].log)
+            for broker_id in BROKERS:
+                values = log_values(self.log_of(broker_id, index))
                 for (i, offset), value in self.acked.items():
-                    check(
-                        i != index or values.get(offset) == value,
-                        f"after settling, acked p{index}@{offset}={value!r} missing on "
-                        f"b{broker.broker_id}: {values.get(offset)!r}",
-                    )
+                    check(i != index or values.get(offset) == value,
+                          f"after settling, acked p{index}@{offset}={value!r} missing on "
+                          f"b{broker_id}: {values.get(offset)!r}")
 
     def settled(self) -> bool:
-        image = self.controller.image
-        for index, p in enumerate(image.topics[TOPIC].partitions):
+        if self.controller is None or self.stale_replicas():
+            return False
+        for broker in self.brokers.values():
+            if broker.lifecycle.state is not LifecycleState.RUNNING or broker.held:
+                return False
+        for index, p in enumerate(self.controller.image.topics[TOPIC].partitions):
             if p.leader == NO_LEADER or set(p.isr) != set(BROKERS):
                 return False
-            part = self.brokers[p.leader].parts[index]
-            if part.leader is None or part.leader.high_watermark != part.log.log_end_offset:
+            leader_log = self.log_of(p.leader, index)
+            if leader_log.high_watermark != leader_log.log_end_offset:
                 return False
-            leader_values = log_values(part.log)
-            for broker in self.brokers.values():
-                if broker.image is not image:
-                    return False
-                if log_values(broker.parts[index].log) != leader_values:
-                    return False
+            leader_values = log_values(leader_log)
+            if any(log_values(self.log_of(b, index)) != leader_values for b in BROKERS):
+                return False
         return True
 
     def describe(self) -> str:
-        lines = [f"now={self.now_ms} image={self.controller.image.topics[TOPIC].partitions}"]
-        for broker in self.brokers.values():
-            for index, part in broker.parts.items():
-                role = "L" if part.leader else ("F" if part.follower else "-")
+        image = self.controller.image.topics[TOPIC].partitions if self.controller else "down"
+        lines = [f"now={self.now_ms} controller: {image}"]
+        for broker_id, broker in self.brokers.items():
+            if broker is None:
+                lines.append(f"b{broker_id} down")
+                continue
+            lines.append(f"b{broker_id} {broker.lifecycle.snapshot()} paused_until="
+                         f"{broker.paused_until} isolated={broker.isolated}")
+            for (_topic, index), p in sorted(broker.replicas.partitions.items()):
                 lines.append(
-                    f"b{broker.broker_id} p{index} {role} e{part.leader_epoch} "
-                    f"leo={part.log.log_end_offset} hw={part.log.high_watermark} "
-                    f"epochs={[tuple(e) for e in part.log.leader_epoch_cache.entries]}"
-                )
+                    f"  p{index} {p.role} of b{p.state.leader} e{p.leader_epoch} "
+                    f"leo={p.log.log_end_offset} hw={p.log.high_watermark} "
+                    f"epochs={[tuple(e) for e in p.log.leader_epoch_cache.entries]}")
         return "\n".join(lines)
 
     def close(self) -> None:
         for broker in self.brokers.values():
-            broker.close()
-        self.controller.close()
+            if broker is not None:
+                broker.close()
+        if self.controller is not None:
+            self.controller.close()
 
 
-def run_schedule(seed: int, root: Path, steps: int) -> Sim:
+def run_schedule(seed: int, root: Path) -> Sim:
     """Run one schedule; raise InvariantViolation (with the trace tail) on a broken invariant."""
     sim = Sim(seed, root)
     try:
-        for n in range(steps):
-            what = sim.step()
-            sim.trace.append(f"{n:3d} t={sim.now_ms} {what}")
-            sim.check()
-        sim.trace.append("heal and settle")
-        sim.heal_and_settle()
+        sim.run()
     except Exception as error:
         tail = "\n".join(sim.trace[-25:])
         raise InvariantViolation(
-            f"seed {seed}: {type(error).__name__}: {error}\n--- last steps ---\n{tail}\n"
+            f"seed {seed}: {type(error).__name__}: {error}\n--- last faults ---\n{tail}\n"
             f"--- state ---\n{sim.describe()}"
         ) from error
     finally:

@@ -19,7 +19,7 @@ from pylog_nb.broker.handlers.offsets import handle_list_offsets
 from pylog_nb.broker.metadata import PartitionState
 from pylog_nb.broker.protocol import codec
 from pylog_nb.broker.records.batch import encode_batch
-from pylog_nb.broker.replica_manager import Partition
+from pylog_nb.broker.replica_manager import Partition, ReplicaManager
 from pylog_nb.broker.replication import LeaderState
 from pylog_nb.broker.storage import Log
 
@@ -51,7 +51,9 @@ def _ask(partition: Partition, timestamp: int, replica_id: int = -1) -> tuple[in
 
 
 def _answer(partition: Partition, timestamp: int, replica_id: int = -1):
-    node = SimpleNamespace(replicas=SimpleNamespace(get=lambda _topic, _index: partition))
+    replicas = ReplicaManager(1, partition.log.directory.parent)
+    replicas.partitions[(TOPIC, 0)] = partition
+    node = SimpleNamespace(replicas=replicas)
     body = {"replica_id": replica_id, "isolation_level": 0, "topics": [
         {"name": TOPIC, "partitions": [{"partition_index": 0,
                                         "current_leader_epoch": partition.leader_epoch,

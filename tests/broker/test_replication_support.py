@@ -1,8 +1,11 @@
 """A tiny in-process cluster for the replication tests (no tests here): real logs, no sockets.
 
-``Cluster`` plays the shell and the controller: it appends produces to the leader's log, carries
-follower fetches (epoch check, divergence check, read, ``on_fetch_response``), applies the
-actions that come back, and answers ISR changes. Time is ``cluster.now_ms``.
+Each broker is a real ``ReplicaManager`` (with an ``AlterPartitionManager``); ``Cluster`` plays
+only the controller and the network. ``elect`` and ``answer_isr_change`` publish a new
+MetadataImage that every broker reconciles with; ``produce`` is the leader's
+``append_records``; ``fetch`` is one round trip of a follower's ``FetcherState`` to the leader's
+``read_for_fetch`` (and ListOffsets when the follower asks for the leader's offsets). Actions
+that come back are recorded. Time is ``cluster.now_ms``.
 """
 
 from __future__ import annotations
@@ -10,25 +13,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pylog_nb.broker.alter_partition import AlterPartitionManager
+from pylog_nb.broker.controller.errors import INELIGIBLE_REPLICA
+from pylog_nb.broker.metadata import MetadataImage, PartitionState, TopicState
 from pylog_nb.broker.records.batch import decode_records, encode_batch
+from pylog_nb.broker.replica_fetcher import FetcherState, PartitionAnswer
+from pylog_nb.broker.replica_manager import FetchTarget, ReplicaManager
 from pylog_nb.broker.replication import (
     Action,
     CompleteDelayedProduce,
     FailDelayedProduce,
     FollowerState,
     LeaderState,
-    ReplicationError,
     RequestIsrChange,
-    check_current_leader_epoch,
-    diverging_epoch,
 )
 from pylog_nb.broker.storage import Log, LogConfig
-from pylog_nb.broker.storage.errors import OffsetOutOfRangeError
 
 CONFIG = LogConfig(file_delete_delay_ms=0, retention_ms=-1)
 LAG_MS = 10_000
 FETCH_BYTES_MAX = 1 << 20
 TOPIC = "t"
+TOPIC_ID = "00000000-0000-4000-8000-000000000001"
 
 
 def batch(*values: bytes) -> bytearray:
@@ -53,19 +58,20 @@ def values(log: Log, end: int | None = None) -> list[tuple[int, bytes]]:
 
 @dataclass
 class Cluster:
-    """Brokers with one partition each; one leader, the others following it."""
+    """Brokers hosting one partition: real ReplicaManagers; this plays controller and network."""
 
     root: Path
     broker_ids: tuple[int, ...] = (1, 2, 3)
     min_insync_replicas: int = 2
     now_ms: int = 0
-    logs: dict[int, Log] = field(default_factory=dict)
+    managers: dict[int, ReplicaManager] = field(default_factory=dict)
+    alters: dict[int, AlterPartitionManager] = field(default_factory=dict)
     leader_id: int = 0
     leader_epoch: int = 0
     partition_epoch: int = 0
     controller_isr: tuple[int, ...] = ()
-    leader: LeaderState | None = None
-    followers: dict[int, FollowerState] = field(default_factory=dict)
+    elected: bool = False
+    followers: dict[int, FollowerState] = field(default_factory=dict)  # those that fetch
     pending_isr_change: RequestIsrChange | None = None
     actions: list[Action] = field(default_factory=list)
     acked: dict[int, tuple[int, int]] = field(default_factory=dict)  # id -> (first, last)
@@ -75,115 +81,120 @@ class Cluster:
 
     def __post_init__(self) -> None:
         for b in self.broker_ids:
-            self.open_log(b)
+            self._start(b)
 
-    def open_log(self, broker_id: int) -> Log:
-        path = self.root / f"broker-{broker_id}"
-        self.logs[broker_id] = Log.open(path, CONFIG, now_ms=lambda: self.now_ms)
-        return self.logs[broker_id]
+    def _start(self, broker_id: int) -> None:
+        manager = ReplicaManager(broker_id, self.root / f"broker-{broker_id}",
+                                 now_ms=lambda: self.now_ms, replica_lag_time_max_ms=LAG_MS)
+        self.managers[broker_id] = manager
+        self.alters[broker_id] = AlterPartitionManager(manager)
+
+    @property
+    def logs(self) -> dict[int, Log]:
+        return {b: m.partitions[(TOPIC, 0)].log for b, m in self.managers.items()
+                if (TOPIC, 0) in m.partitions}
+
+    @property
+    def leader(self) -> LeaderState:
+        return self.managers[self.leader_id].partitions[(TOPIC, 0)].leader
 
     def restart_log(self, broker_id: int) -> Log:
         """Close and reopen a broker's log, as after a broker restart."""
-        self.logs[broker_id].close()
-        return self.open_log(broker_id)
+        self.managers[broker_id].close()
+        self._start(broker_id)
+        self._publish([broker_id])
+        return self.logs[broker_id]
 
     # == controller ==============================================================================
 
+    def image(self) -> MetadataImage:
+        state = PartitionState(self.broker_ids, self.leader_id, self.leader_epoch,
+                               self.controller_isr, self.partition_epoch)
+        configs = {"min.insync.replicas": str(self.min_insync_replicas), "retention.ms": "-1"}
+        return MetadataImage("test", {TOPIC: TopicState(TOPIC, TOPIC_ID, (state,), configs)})
+
+    def _publish(self, broker_ids) -> None:
+        image = self.image()
+        for b in broker_ids:
+            self.apply(self.managers[b].apply_image(image), b)
+
     def elect(self, leader_id: int, isr: tuple[int, ...], followers=None) -> LeaderState:
-        """Make ``leader_id`` leader of a new epoch; ``followers`` (default: all others) follow."""
-        if self.leader is not None:
-            self.apply(self.leader.resign(self.now_ms))
+        """Make ``leader_id`` leader of a new epoch; every broker applies the metadata, and
+        ``followers`` (default: all others) fetch."""
+        if self.elected:
             self.leader_epoch += 1
             self.partition_epoch += 1
+        self.elected = True
         self.leader_id, self.controller_isr = leader_id, tuple(isr)
         self.pending_isr_change = None
-        self.leader = LeaderState(
-            TOPIC,
-            0,
-            leader_id,
-            self.leader_epoch,
-            self.broker_ids,
-            self.controller_isr,
-            self.logs[leader_id],
-            LAG_MS,
-            self.min_insync_replicas,
-            now_ms=self.now_ms,
-            partition_epoch=self.partition_epoch,
-        )
+        self._publish(self.broker_ids)
         others = [b for b in self.broker_ids if b != leader_id] if followers is None else followers
         self.followers = {b: self.follower_state(b) for b in others}
         return self.leader
 
     def follower_state(self, broker_id: int) -> FollowerState:
-        log = self.logs[broker_id]
-        return FollowerState(TOPIC, 0, broker_id, self.leader_id, self.leader_epoch, log)
+        return self.managers[broker_id].partitions[(TOPIC, 0)].follower
 
     def answer_isr_change(self, accept: bool = True) -> list[Action]:
-        request = self.pending_isr_change
-        assert request is not None
+        request = self.alters[self.leader_id].in_flight[(TOPIC, 0)]
+        assert self.pending_isr_change is request.change
         self.pending_isr_change = None
         if not accept:
-            return self.apply(self.leader.on_isr_change_rejected(self.now_ms))
+            answer = self.alters[self.leader_id].on_answer(request, INELIGIBLE_REPLICA,
+                                                           self.now_ms)
+            return self.apply(answer, self.leader_id)
         self.partition_epoch += 1
-        self.controller_isr = request.new_isr
-        answer = self.leader.on_isr_change_committed(
-            request.new_isr, self.partition_epoch, self.now_ms
-        )
-        return self.apply(answer)
+        self.controller_isr = request.change.new_isr
+        before = len(self.actions)
+        self.apply(self.alters[self.leader_id].on_answer(request, 0, self.now_ms), self.leader_id)
+        self._publish(self.broker_ids)
+        return self.actions[before:]
 
-    # == shell ===================================================================================
+    # == network =================================================================================
 
     def produce(self, *vals: bytes, acks: int = -1, timeout_ms: int = 30_000) -> int:
-        """Append one batch on the leader; return its produce id (-1 if refused up front)."""
-        if acks == -1:
-            code = self.leader.check_acks_all(self.now_ms)
-            if code:
-                return -code
-        info = self.logs[self.leader_id].append_as_leader(
-            batch(*vals), leader_epoch=self.leader_epoch, now_ms=self.now_ms
-        )
+        """Append one batch on the leader; its produce id (minus the error code if refused)."""
         produce_id = self.next_produce_id
+        result, actions = self.managers[self.leader_id].append_records(
+            TOPIC, 0, batch(*vals), acks, timeout_ms, produce_id if acks == -1 else None)
+        if result["error_code"]:
+            return -result["error_code"]
         self.next_produce_id += 1
-        self.ranges[produce_id] = (info.first_offset, info.last_offset)
-        actions = self.leader.after_leader_append(
-            info.last_offset, produce_id, acks, timeout_ms, self.now_ms
-        )
-        self.apply(actions)
+        first = result["base_offset"]
+        self.ranges[produce_id] = (first, first + len(vals) - 1)
+        self.apply(actions, self.leader_id)
         return produce_id
 
     def fetch(self, follower_id: int, max_bytes: int = FETCH_BYTES_MAX) -> list[Action]:
-        """One fetch round trip from ``follower_id`` to the leader, as the shells would do it."""
-        follower = self.followers[follower_id]
-        spec = follower.next_fetch(self.now_ms)
-        if spec is None:
+        """One fetch round trip from ``follower_id`` to the leader, as the shells make it."""
+        state = FetcherState(self.managers[follower_id], self.leader_id, lambda _now: True)
+        issued = state.next_fetches(self.now_ms)
+        if (TOPIC, 0) not in issued:
             return []
-        leader = self.leader
-        leader_log = self.logs[self.leader_id]
-        code = check_current_leader_epoch(leader.leader_epoch, spec.current_leader_epoch)
-        if code:
-            return self.apply(follower.on_fetch_response(b"", -1, -1, None, code, self.now_ms))
-        hw, log_start = leader_log.high_watermark, leader_log.log_start_offset
-        try:
-            diverging = diverging_epoch(leader_log, spec.fetch_offset, spec.last_fetched_epoch)
-            if diverging is not None:
-                answer = follower.on_fetch_response(b"", hw, log_start, diverging, 0, self.now_ms)
-                return self.apply(answer)
-            data = leader_log.read(spec.fetch_offset, max_bytes).read_bytes()
-        except (ReplicationError, OffsetOutOfRangeError) as error:
-            answer = follower.on_fetch_response(
-                b"", -1, log_start, None, error.error_code, self.now_ms
-            )
-            return self.apply(answer)
-        leader_actions = leader.on_follower_fetch(follower_id, spec.fetch_offset, self.now_ms)
-        follower_actions = follower.on_fetch_response(data, hw, log_start, None, 0, self.now_ms)
-        return self.apply(leader_actions) + self.apply(follower_actions)
+        spec = issued[(TOPIC, 0)][1]
+        target = FetchTarget(TOPIC, 0, spec.fetch_offset, spec.current_leader_epoch,
+                             spec.last_fetched_epoch, follower_id)
+        leader = self.managers[self.leader_id]
+        response, leader_actions = leader.read_for_fetch(target, max_bytes, True)
+        records, diverging = response["records"], response.get("diverging_epoch")
+        answer = PartitionAnswer(
+            TOPIC, 0, records.read_bytes() if records is not None else b"",
+            response["high_watermark"], response["log_start_offset"],
+            None if diverging is None else (diverging["epoch"], diverging["end_offset"]),
+            response["error_code"])
+        actions, need_offsets = state.on_response(issued, [answer], self.now_ms)
+        for follower in need_offsets:  # ListOffsets earliest and latest, as the fetcher asks
+            log = leader.partitions[(TOPIC, 0)].log
+            actions += state.on_leader_offsets(follower, log.log_start_offset,
+                                               log.log_end_offset, self.now_ms)
+        return self.apply(leader_actions, self.leader_id) + self.apply(actions, follower_id)
 
     def tick(self, advance_ms: int = 0) -> list[Action]:
         self.now_ms += advance_ms
-        return self.apply(self.leader.on_tick(self.now_ms))
+        return self.apply(self.managers[self.leader_id].tick(self.now_ms), self.leader_id)
 
-    def apply(self, actions: list[Action]) -> list[Action]:
-        """Carry out what the cores asked for; remember everything."""
+    def apply(self, actions: list[Action], broker_id: int) -> list[Action]:
+        """Carry out what the broker's parts asked for; remember everything."""
         for action in actions:
             self.actions.append(action)
             if isinstance(action, CompleteDelayedProduce):
@@ -195,6 +206,7 @@ class Cluster:
             elif isinstance(action, RequestIsrChange):
                 assert self.pending_isr_change is None, "two ISR changes in flight"
                 self.pending_isr_change = action
+                self.alters[broker_id].submit(action, TOPIC_ID)
         return actions
 
     def replicate_all(self, rounds_max: int = 20) -> None:
@@ -214,5 +226,5 @@ class Cluster:
         return offsets, self.leader.isr, self.pending_isr_change is not None
 
     def close(self) -> None:
-        for log in self.logs.values():
-            log.close()
+        for manager in self.managers.values():
+            manager.close()

@@ -1,9 +1,12 @@
-"""Seeded simulation of one Controller and three brokers with real Logs (see ``simulation.py``).
+"""Seeded simulation of a controller and three brokers running the shipped parts (simulation.py).
 
 Every schedule is a pure function of its seed. On a failure the seed and a one-line replay
 command are printed; ``test_replay_seed`` runs the seed in ``SIM_SEED`` (default below), e.g.
 
-    SIM_SEED=1234 .venv/bin/pytest tests/broker/test_simulation.py -k replay
+    SIM_SEED=1234 .venv/bin/pytest tests/broker/test_simulation.py -k replay -s
+
+The regression tests put back, inside the test only, behaviours the broker once had, and
+require the simulation to catch each of them.
 """
 
 from __future__ import annotations
@@ -15,31 +18,43 @@ from pathlib import Path
 import pytest
 from simulation import InvariantViolation, fast_tmp_root, run_schedule
 
+from pylog_nb.broker import alter_partition, broker_lifecycle, metadata_follower
+from pylog_nb.broker.controller import controller as controller_module
+from pylog_nb.broker.controller.errors import INELIGIBLE_REPLICA
 from pylog_nb.broker.replication import follower as follower_module
 from pylog_nb.broker.replication.log_protocol import truncate_to
 
-SCHEDULE_COUNT = int(os.environ.get("SIM_SCHEDULES", "1000"))  # CI: 1,000 in ~20 s on 2 cores
-STEP_COUNT = int(os.environ.get("SIM_STEPS", "50"))
+SCHEDULE_COUNT = int(os.environ.get("SIM_SCHEDULES", "1000"))
 SEED_BASE = int(os.environ.get("SIM_SEED_BASE", "0"))
-CHUNK = 100  # schedules per test item, so progress shows and xdist could spread them
+CHUNK = 100  # schedules per test item, so progress shows
 DEFAULT_REPLAY_SEED = 1234
+REGRESSION_SEEDS = range(60)  # each old behaviour below is caught within these
 
 
 def replay_command(seed: int) -> str:
-    return f"SIM_SEED={seed} .venv/bin/pytest tests/broker/test_simulation.py -k replay"
+    return f"SIM_SEED={seed} .venv/bin/pytest tests/broker/test_simulation.py -k replay -s"
 
 
-def run(seed: int, steps: int = STEP_COUNT):
+def run(seed: int):
     with tempfile.TemporaryDirectory(dir=fast_tmp_root(), prefix="pylog-sim-") as root:
-        return run_schedule(seed, Path(root), steps)
+        return run_schedule(seed, Path(root))
 
 
-def run_or_fail(seed: int, steps: int = STEP_COUNT):
+def run_or_fail(seed: int):
     try:
-        return run(seed, steps)
+        return run(seed)
     except InvariantViolation as error:
         print(f"\nSIMULATION FAILED for seed {seed}; replay with:\n  {replay_command(seed)}")
         pytest.fail(f"{error}\nreplay: {replay_command(seed)}", pytrace=False)
+
+
+def first_violation(seeds=REGRESSION_SEEDS) -> tuple[int, str] | None:
+    for seed in seeds:
+        try:
+            run(seed)
+        except InvariantViolation as error:
+            return seed, str(error)
+    return None
 
 
 @pytest.mark.parametrize("chunk", range((SCHEDULE_COUNT + CHUNK - 1) // CHUNK))
@@ -67,13 +82,14 @@ def test_schedules_exercise_the_interesting_paths() -> None:
     for seed in range(40):
         for key, value in run(seed).stats.items():
             totals[key] = totals.get(key, 0) + value
-    for key in ("acked", "failed", "refused", "crashes", "elections", "truncations"):
+    for key in ("acked", "failed", "refused", "crashes", "elections", "truncations", "pauses",
+                "long_pauses", "stalls", "isolations", "controller_restarts", "lost_messages"):
         assert totals.get(key, 0) > 0, (key, totals)
 
 
 def test_catches_followers_truncating_to_high_watermark(monkeypatch) -> None:
     """A deliberately broken follower (pre-KIP-101: truncate to the HW when it starts following)
-    must be caught; the patch lives only inside this test."""
+    must be caught."""
     original = follower_module.FollowerState.__init__
 
     def truncating_init(self, *args, **kwargs):
@@ -81,9 +97,70 @@ def test_catches_followers_truncating_to_high_watermark(monkeypatch) -> None:
         truncate_to(self.log, self.log.high_watermark)
 
     monkeypatch.setattr(follower_module.FollowerState, "__init__", truncating_init)
-    for seed in range(200):
-        try:
-            run(seed)
-        except InvariantViolation:
-            return
-    pytest.fail("the simulation did not catch followers truncating to their HW")
+    assert first_violation(range(200)) is not None, "followers truncating to their HW"
+
+
+def _put_back_the_stale_leader_bug(monkeypatch) -> None:
+    """The broker before issue 9: a metadata fetch that failed after a long pause ended the
+    loop that followed the metadata log for good (its TimeoutError was not caught); heartbeats
+    said "caught up" whatever had been applied, so the controller unfenced such a broker; and
+    nothing stopped a broker back from a pause from serving on its old image."""
+    monkeypatch.setattr(metadata_follower.MetadataFollower, "on_fetch_failed",
+                        lambda self, now_ms: None)  # stays "in flight": never fetches again
+    monkeypatch.setattr(broker_lifecycle.BrokerLifecycleManager, "serving",
+                        lambda self, now_ms: True)
+    heartbeat = controller_module.Controller.heartbeat
+
+    def old_heartbeat(self, broker_id, now_ms, caught_up=True, incarnation_id=None, **_):
+        return heartbeat(self, broker_id, now_ms, caught_up, incarnation_id)
+
+    monkeypatch.setattr(controller_module.Controller, "heartbeat", old_heartbeat)
+
+
+def test_catches_the_stale_leader_after_a_long_pause(monkeypatch) -> None:
+    """Issue 9's bug: a broker paused past its RPC timeout went on leading at an old epoch.
+    The same seed passes with the shipped code."""
+    _put_back_the_stale_leader_bug(monkeypatch)
+    found = first_violation()
+    assert found is not None, "the stale-leader bug was not caught"
+    seed, message = found
+    assert "stale" in message or "did not settle" in message or "acked" in message, message
+    monkeypatch.undo()
+    run_or_fail(seed)
+
+
+def test_catches_an_isr_expansion_dropped_when_its_answer_was_lost(monkeypatch) -> None:
+    """An AlterPartition without an answer may have been committed: treating it as refused let
+    the leader count its HW without the new member, which the controller then put in the ISR
+    with records missing below the HW. The same seed passes with the shipped code."""
+    original = alter_partition.AlterPartitionManager.on_answer
+
+    def give_up_without_answer(self, request, error_code, now_ms):
+        if error_code == alter_partition.NO_ANSWER:
+            error_code = INELIGIBLE_REPLICA  # settled as refused, as the broker once did
+        return original(self, request, error_code, now_ms)
+
+    monkeypatch.setattr(alter_partition.AlterPartitionManager, "on_answer",
+                        give_up_without_answer)
+    found = first_violation(range(300))
+    assert found is not None, "the lost AlterPartition answer was not caught"
+    monkeypatch.undo()
+    run_or_fail(found[0])
+
+
+def test_catches_a_restarted_broker_replaying_old_images(monkeypatch) -> None:
+    """A restarted broker that applies every image of its metadata replay, or fetches the
+    metadata before its registration fenced its old incarnation, leads again at an old epoch
+    with a fresh HW. The same seed passes with the shipped code."""
+    original = metadata_follower.MetadataFollower.on_records
+
+    def publish_every_batch(self, from_offset, records, next_offset, end_offset):
+        original(self, from_offset, records, next_offset, end_offset)
+        return bool(records)
+
+    monkeypatch.setattr(metadata_follower.MetadataFollower, "on_records", publish_every_batch)
+    monkeypatch.setattr(broker_lifecycle.BrokerLifecycleManager, "may_follow_metadata", True)
+    found = first_violation(range(300))
+    assert found is not None, "replaying old images was not caught"
+    monkeypatch.undo()
+    run_or_fail(found[0])

@@ -112,6 +112,10 @@ class Controller:
         self._now_ms = now_ms
         # Grace period: every broker gets a whole session from now, as if it had just heartbeat.
         self._lease_expiry_ms = {b: now_ms + session_timeout_ms for b in self.image.brokers}
+        # A fenced broker is unfenced only once it has applied the metadata up to here: the
+        # records that fenced it (and moved its leaderships away) or registered it. After a
+        # restart the fencing record's offset is not kept, so the whole log must be applied.
+        self._unfence_offset = {b: log.end_offset for b in self.image.brokers}
 
     @classmethod
     def open(
@@ -193,7 +197,9 @@ class Controller:
         if old is not None and not old.fenced:
             records += self._fence_records(broker_id)
         records.append(record)
-        return self._commit(records, lambda image: image.brokers[broker_id])
+        result = self._commit(records, lambda image: image.brokers[broker_id])
+        self._unfence_offset[broker_id] = result.last_offset + 1
+        return result
 
     def heartbeat(
         self,
@@ -201,9 +207,16 @@ class Controller:
         now_ms: int,
         broker_leo_caught_up: bool = True,
         incarnation_id: str | None = None,
+        *,
+        metadata_offset: int | None = None,
     ) -> ControllerResult:
         """Extend a broker's lease; unfence it once it has caught up with the metadata log,
-        electing it where a partition had no leader and it may lead."""
+        electing it where a partition had no leader and it may lead.
+
+        ``metadata_offset`` is the broker's applied metadata offset: a fenced broker is
+        unfenced only once it covers the records that fenced or registered it, so it has given
+        up every leadership it lost before it can be elected again (None: not checked).
+        """
         self._clock(now_ms)
         broker = self.image.brokers.get(broker_id)
         if broker is None:
@@ -213,7 +226,10 @@ class Controller:
             message = f"Broker {broker_id} has re-registered since incarnation {incarnation_id}"
             return _failure(ControllerError(errors.STALE_BROKER_EPOCH, message))
         self._lease_expiry_ms[broker_id] = now_ms + self.session_timeout_ms
-        if not broker.fenced or not broker_leo_caught_up:
+        required = self._unfence_offset.get(broker_id, 0)
+        applied_enough = metadata_offset is None or metadata_offset >= required
+        caught_up = broker_leo_caught_up and applied_enough
+        if not broker.fenced or not caught_up:
             return ControllerResult(value=broker)
         unfence = UnfenceBroker(broker_id=broker_id)
         after = apply(self.image, unfence)
@@ -230,6 +246,7 @@ class Controller:
                 result = self._commit(self._fence_records(broker_id))
                 appended += result.records
                 last_offset = result.last_offset
+                self._unfence_offset[broker_id] = last_offset + 1
         return ControllerResult(tuple(appended), last_offset=last_offset)
 
     def _fence_records(self, broker_id: int) -> list[MetadataRecord]:

@@ -17,7 +17,8 @@ Methods (params with defaults are optional; results are JSON objects):
 
 - register_broker(broker_id, host, port, incarnation_id) -> {broker_id, host, port,
   incarnation_id, fenced, metadata_end_offset, session_timeout_ms, heartbeat_interval_ms}
-- heartbeat(broker_id, incarnation_id=null, caught_up=true) -> {fenced, metadata_end_offset}
+- heartbeat(broker_id, incarnation_id=null, caught_up=true, metadata_offset=-1) -> {fenced,
+  metadata_end_offset}; metadata_offset is the broker's applied offset (-1: not told)
 - fetch_metadata(from_offset, max_records=10000, max_wait_ms=0) -> {records: [record objects],
   next_offset, end_offset}; waits up to max_wait_ms for a record when from_offset == end_offset
 - create_topic(name, num_partitions=-1, replication_factor=-1, assignments=[], configs={},
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from pylog_nb.broker import errors
-from pylog_nb.broker.lifecycle import arrange_shutdown
+from pylog_nb.broker.shutdown import arrange_shutdown
 
 from .controller import (
     BROKER_HEARTBEAT_INTERVAL_MS,
@@ -131,6 +132,7 @@ METHODS: dict[str, dict[str, tuple[str, Any]]] = {
         "broker_id": ("int", _REQUIRED),
         "incarnation_id": ("str?", None),
         "caught_up": ("bool", True),
+        "metadata_offset": ("int", -1),
     },
     "fetch_metadata": {
         "from_offset": ("int", _REQUIRED),
@@ -429,9 +431,13 @@ class ControllerServer:
             },
         )
 
-    def _rpc_heartbeat(self, broker_id: int, incarnation_id: str | None, caught_up: bool) -> Reply:
+    def _rpc_heartbeat(
+        self, broker_id: int, incarnation_id: str | None, caught_up: bool, metadata_offset: int
+    ) -> Reply:
         ctl = self.controller
-        result = ctl.heartbeat(broker_id, self.now_ms(), caught_up, incarnation_id)
+        applied = None if metadata_offset < 0 else metadata_offset
+        result = ctl.heartbeat(broker_id, self.now_ms(), caught_up, incarnation_id,
+                               metadata_offset=applied)
         return _reply(
             result,
             lambda broker: {

@@ -18,24 +18,18 @@ from .. import errors
 from ..node import BrokerNode
 from ..protocol.codec import ZERO_UUID, Request, duration_ms
 from ..protocol.fetch_response import FileRange, encode_fetch_response
-from ..replication.divergence import diverging_epoch
+from ..replica_manager import CONSUMER_REPLICA_ID, NO_EPOCH, FetchTarget
 
 FETCH_SESSION_NONE = 0
 SENDFILE_MIN_BYTES = 64 * 1024  # below this a copy is cheaper than the sendfile round trip
 FETCH_SESSION_FULL_EPOCH = -1
-CONSUMER_REPLICA_ID = -1
 
 
 @dataclass(slots=True)
 class _Target:
-    topic_name: str | None
+    fetch: FetchTarget
     topic_id: object
-    index: int
-    fetch_offset: int
-    current_leader_epoch: int
     max_bytes: int
-    last_fetched_epoch: int
-    replica_id: int  # >= 0: a follower broker replicating; -1: a consumer
 
 
 async def handle_fetch(node: BrokerNode, request: Request) -> dict:
@@ -85,11 +79,10 @@ def _targets(node: BrokerNode, body) -> list[_Target]:
             found = image.topic_by_id(topic_id)
             name = found.name if found else None
         for p in topic.partitions:
-            epoch = getattr(p, "current_leader_epoch", -1)
-            targets.append(_Target(
-                name, topic_id, p.partition, p.fetch_offset, epoch, p.partition_max_bytes,
-                getattr(p, "last_fetched_epoch", -1), replica_id,
-            ))
+            target = FetchTarget(name, p.partition, p.fetch_offset,
+                                 getattr(p, "current_leader_epoch", NO_EPOCH),
+                                 getattr(p, "last_fetched_epoch", NO_EPOCH), replica_id)
+            targets.append(_Target(target, topic_id, p.partition_max_bytes))
     return targets
 
 
@@ -113,52 +106,20 @@ def _read_all(node: BrokerNode, targets: list[_Target], max_bytes: int):
 
 
 def _read_one(node: BrokerNode, target: _Target, budget: int, min_one: bool) -> dict:
-    result = {"partition_index": target.index, "high_watermark": -1,
-              "last_stable_offset": -1, "log_start_offset": -1, "records": None}
-    if target.topic_name is None:
-        return {**result, "error_code": errors.UNKNOWN_TOPIC_ID}
-    try:
-        partition = node.replicas.get(target.topic_name, target.index)
-        partition.check_epoch(target.current_leader_epoch)
-        leader = partition.require_leader()
-        if target.replica_id >= 0:
-            diverging = diverging_epoch(
-                partition.log, target.fetch_offset, target.last_fetched_epoch)
-            if diverging is not None:
-                return {**result, **_offsets(partition), "error_code": errors.NONE,
-                        "diverging_epoch": {"epoch": diverging.epoch,
-                                            "end_offset": diverging.end_offset}}
-            node.on_actions(leader.on_follower_fetch(
-                target.replica_id, target.fetch_offset, node.now_ms()))
-        result.update(_offsets(partition))
-        _read_records(partition, target, budget, min_one, result)
-    except Exception as error:  # the partition's error code, the others still answer
-        return {**result, "error_code": errors.error_code_of(error), "records": None}
-    return {**result, "error_code": errors.NONE}
-
-
-def _offsets(partition) -> dict:
-    hw = partition.high_watermark
-    return {"high_watermark": hw, "last_stable_offset": hw,
-            "log_start_offset": partition.log.log_start_offset}
-
-
-def _read_records(partition, target: _Target, budget: int, min_one: bool, result: dict) -> None:
-    """Consumers read below the HW; followers read up to the log end."""
-    log = partition.log
-    upper = log.log_end_offset if target.replica_id >= 0 else partition.high_watermark
-    if target.fetch_offset < upper or budget == 0:
-        result["records"] = log.read(
-            target.fetch_offset, budget, max_offset=upper, min_one_message=min_one)
-    elif target.fetch_offset > log.log_end_offset:
-        log.read(target.fetch_offset, 0, max_offset=upper)  # raises OffsetOutOfRange
+    if target.fetch.topic is None:
+        return {"partition_index": target.fetch.index, "high_watermark": -1,
+                "last_stable_offset": -1, "log_start_offset": -1, "records": None,
+                "error_code": errors.UNKNOWN_TOPIC_ID}
+    response, actions = node.replicas.read_for_fetch(target.fetch, budget, min_one)
+    node.on_actions(actions)
+    return response
 
 
 async def _wait_for_data(node: BrokerNode, targets: list[_Target], timeout_s: float) -> None:
     woken = asyncio.Event()
     parked = [
         p for t in targets
-        if (p := node.replicas.partitions.get((t.topic_name, t.index))) is not None
+        if (p := node.replicas.partitions.get((t.fetch.topic, t.fetch.index))) is not None
     ]
     for partition in parked:
         partition.waiters.append(woken.set)
@@ -175,9 +136,9 @@ async def _wait_for_data(node: BrokerNode, targets: list[_Target], timeout_s: fl
 def _group_by_topic(targets: list[_Target], responses: list[dict]) -> list[dict]:
     grouped: dict[tuple, dict] = {}
     for target, response in zip(targets, responses, strict=True):
-        key = (target.topic_name, target.topic_id)
+        key = (target.fetch.topic, target.topic_id)
         topic = grouped.setdefault(key, {
-            "topic": target.topic_name or "",
+            "topic": target.fetch.topic or "",
             "topic_id": target.topic_id or ZERO_UUID,
             "partitions": [],
         })

@@ -43,9 +43,9 @@ def _list_offset(node: BrokerNode, topic: str, wanted, from_replica: bool) -> di
     result = {"partition_index": wanted.partition_index, "timestamp": -1, "offset": -1,
               "leader_epoch": -1, "old_style_offsets": ()}
     try:
-        partition = node.replicas.get(topic, wanted.partition_index)
-        partition.check_epoch(getattr(wanted, "current_leader_epoch", -1))
-        leader = partition.require_leader()
+        partition = node.replicas.leader_partition(
+            topic, wanted.partition_index, getattr(wanted, "current_leader_epoch", -1))
+        leader = partition.leader
         # A follower may fetch up to the LEO, a client only up to the HW (Kafka's
         # lastFetchableOffset).
         fetchable = partition.log.log_end_offset if from_replica else partition.high_watermark
@@ -142,8 +142,7 @@ def handle_delete_records(node: BrokerNode, request: Request) -> dict:
 def _delete_before(node: BrokerNode, topic: str, wanted) -> dict:
     result = {"partition_index": wanted.partition_index, "low_watermark": -1}
     try:
-        partition = node.replicas.get(topic, wanted.partition_index)
-        partition.require_leader()
+        partition = node.replicas.leader_partition(topic, wanted.partition_index)
         offset = wanted.offset
         if offset == DELETE_TO_HIGH_WATERMARK:
             offset = partition.high_watermark

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 
 from .. import errors
-from ..leader_append import ACKS_ALL, ACKS_LEADER, ACKS_NONE, append_records
 from ..metadata import OFFSETS_TOPIC
 from ..node import BrokerNode
 from ..protocol.codec import Request, duration_ms
+from ..replica_manager import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 
 log = logging.getLogger("pylog.broker")
 PRODUCE_TIMEOUT_MS_MAX = 2**31 - 1
@@ -26,33 +26,37 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
         return _reject_all(body, errors.INVALID_REQUEST, "transactions are not supported")
     if body.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
         return _reject_all(body, errors.INVALID_REQUIRED_ACKS, f"acks={body.acks} is invalid")
-    now_ms = node.now_ms()
     timeout_ms = min(max(0, duration_ms(body.timeout)), PRODUCE_TIMEOUT_MS_MAX)
-    pending = []
+    waiting: dict[int, dict] = {}  # produce id -> its partition's response
     responses = []
     for topic in body.topic_data:
         parts = []
         for part in topic.partition_data:
-            result, waiting = _append_from_client(node, topic.name, part, body.acks, timeout_ms,
-                                                  now_ms)
+            result, produce_id = _append_from_client(node, topic.name, part, body.acks,
+                                                     timeout_ms)
             parts.append(result)
-            if waiting is not None:
-                pending.append((result, waiting))
+            if produce_id is not None:
+                waiting[produce_id] = result
         responses.append({"name": topic.name, "partition_responses": parts})
-    for result, waiting in pending:  # acks=all: answered once the ISR has the records
-        result["error_code"] = await waiting
+    if waiting:  # acks=all: answered once the ISR has every partition's records
+        done = await node.watch(list(waiting))
+        for produce_id, code in done.error_codes.items():
+            waiting[produce_id]["error_code"] = code
     if body.acks == ACKS_NONE:
         return None
     return {"responses": responses}
 
 
-def _append_from_client(node: BrokerNode, topic: str, part, acks: int, timeout_ms: int,
-                        now_ms: int):
+def _append_from_client(node: BrokerNode, topic: str, part, acks: int, timeout_ms: int):
     if topic == OFFSETS_TOPIC:  # written by the group coordinators only, as in Kafka
         message = f"Cannot append to internal topic {topic}"
         return {"index": part.index, "base_offset": -1, "log_start_offset": -1,
                 "error_code": errors.INVALID_TOPIC_EXCEPTION, "error_message": message}, None
-    return append_records(node, topic, part.index, part.records, acks, timeout_ms, now_ms)
+    result, produce_id = node.append(topic, part.index, part.records, acks, timeout_ms)
+    if result["error_code"] != errors.NONE:
+        log.warning("produce to %s-%d refused: %s %s", topic, part.index,
+                    errors.error_name(result["error_code"]), result.get("error_message", ""))
+    return result, produce_id
 
 
 def _reject_all(body, code: int, message: str) -> dict:

@@ -15,6 +15,7 @@ from .actions import (
     NeedLeaderOffsets,
     NeedMetadata,
     RequestIsrChange,
+    RoleChanged,
     Truncated,
 )
 from .divergence import (
@@ -45,6 +46,7 @@ __all__ = [
     "NeedMetadata",
     "ReplicationError",
     "RequestIsrChange",
+    "RoleChanged",
     "Truncated",
     "check_current_leader_epoch",
     "diverging_epoch",

@@ -22,6 +22,7 @@ __all__ = [
     "NeedLeaderOffsets",
     "NeedMetadata",
     "RequestIsrChange",
+    "RoleChanged",
     "Truncated",
 ]
 
@@ -128,3 +129,15 @@ class FetchBackoff(Action):
 
     error_code: int
     retry_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoleChanged(Action):
+    """A replica became leader or follower of a leader epoch, or was removed from the broker."""
+
+    EVENT: ClassVar[bool] = True
+
+    broker_id: int
+    role: str  # "leader", "follower", "offline" (no leader), "removed"
+    leader_id: int
+    leader_epoch: int

@@ -198,6 +198,11 @@ class FollowerState:
             return [self._truncated(leo, "below_leader_log_start", now_ms)]
         return []
 
+    def on_leader_offsets_failed(self, now_ms: int) -> list[Action]:
+        """The ListOffsets call got no usable answer: back off, then fetch again."""
+        assert self.phase is FetchPhase.AWAITING_LEADER_OFFSETS, self.phase
+        return [self._back_off(-1, now_ms)]
+
     def snapshot(self) -> dict:
         """Introspection: leader, epoch, phase and the local log's offsets (JSON-ready)."""
         return {

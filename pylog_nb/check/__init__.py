@@ -1,0 +1,22 @@
+"""A Jepsen-style check of a real cluster: acks=all writes under faults, read back, judged.
+
+    from pylog_nb.check import run_check
+    result = run_check(seconds=60, seed=7, faults=("kill", "pause", "long-pause", "isolate"))
+    result.summary      # one line: sent, acked, lost, duplicate, ... ; faults
+    result.anomalies    # a DataFrame: kind, partition, offset, value, detail
+    result.history.sends_frame(), result.history.nemesis_frame()
+
+or ``python -m pylog_nb.check --seconds 60 --seed 7 --faults kill,pause`` (``scripts/check.sh``).
+The modules, in the order a check uses them: ``nemesis`` (the seeded fault schedule),
+``workload`` (idempotent acks=all producers), ``observe`` (settling, who believes it leads),
+``final_read``, ``analysis`` (the anomalies, from the ``history`` alone) and ``run``.
+"""
+
+from .analysis import ANOMALY_KINDS, analyze
+from .history import History, LeaderSample, NemesisOp, PartitionRead, Read, Send
+from .nemesis import FAULTS, PlannedFault, plan
+from .run import CheckResult, check_cluster, run_check
+
+__all__ = ["ANOMALY_KINDS", "FAULTS", "CheckResult", "History", "LeaderSample", "NemesisOp",
+           "PartitionRead", "PlannedFault", "Read", "Send", "analyze", "check_cluster", "plan",
+           "run_check"]

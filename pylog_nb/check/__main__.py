@@ -1,0 +1,105 @@
+"""``python -m pylog_nb.check``: run one check, print its summary and anomalies, exit 1 on any.
+
+Theory of operation: arguments become one ``run_check`` call on a fresh 3-broker cluster on
+127.0.0.1; stdout gets the one-line summary, the counts and the anomalies (the first
+``--rows``); stderr gets the plan and the notes. Exit status 0 means no anomaly of any kind,
+1 means at least one, 2 a usage error. Long runs are the point: ``--seconds 600``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from .nemesis import FAULTS
+from .run import SECONDS_DEFAULT, CheckResult, run_check
+from .workload import RATE_PER_S
+
+ROWS_DEFAULT = 10  # of each kind
+SECONDS_MAX = 24 * 3600.0  # a day: past that, split the run into seeds
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    faults = tuple(f for f in args.faults.split(",") if f)
+    unknown = sorted(set(faults) - set(FAULTS))
+    if unknown or not 0 < args.seconds <= SECONDS_MAX:
+        print(f"pylog-check: unknown faults {unknown}; known: {', '.join(FAULTS)}"
+              if unknown else f"pylog-check: --seconds must be in (0, {SECONDS_MAX:g}]",
+              file=sys.stderr)
+        return 2
+    print(f"pylog-check: seed {args.seed}, {args.seconds:g} s, faults {','.join(faults)}",
+          file=sys.stderr)
+    # SIGTERM unwinds like Ctrl+C: paused brokers are resumed and every process stopped.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
+    result = run_check(seconds=args.seconds, seed=args.seed, faults=faults,
+                       data_dir=args.data_dir, producers=args.producers,
+                       rate_per_s=args.rate)
+    _report(result, args.rows)
+    if args.save is not None:
+        _save(result, args.save)
+    return 0 if result.ok else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pylog_nb.check",
+        description="Jepsen-style check: idempotent acks=all producers under a seeded nemesis, "
+                    "then a full read and a history analysis.")
+    parser.add_argument("--seconds", type=float, default=SECONDS_DEFAULT,
+                        help="how long the workload and the nemesis run")
+    parser.add_argument("--seed", type=int, default=0, help="names the fault schedule")
+    parser.add_argument("--faults", default=",".join(FAULTS),
+                        help=f"comma-separated, from {','.join(FAULTS)}")
+    parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--rate", type=int, default=RATE_PER_S,
+                        help="records per second per producer")
+    parser.add_argument("--data-dir", default=None,
+                        help="keep the brokers' data here (default: a temporary directory)")
+    parser.add_argument("--rows", type=int, default=ROWS_DEFAULT,
+                        help="anomalies of each kind to print at most")
+    parser.add_argument("--save", type=Path, default=None, metavar="DIR",
+                        help="write the history and the anomalies there as CSV files")
+    return parser
+
+
+def _report(result: CheckResult, rows: int) -> None:
+    for op in result.history.nemesis:
+        where = "controller" if op.broker is None else f"broker {op.broker}"
+        print(f"fault: {op.fault} {where} {op.start_s:.1f}-{op.end_s:.1f} s"
+              + (f" ({op.error})" if op.error else ""), file=sys.stderr)
+    for note in result.history.notes:
+        print(f"note: {note}", file=sys.stderr)
+    errors = result.history.sends_frame()["error"].value_counts()
+    for error, count in errors.items():
+        print(f"failed sends: {count:,} with {error}", file=sys.stderr)
+    print(result.summary)
+    counts = pd.Series(result.counts, name="count")
+    print(counts.to_string())
+    shown = result.anomalies.groupby("kind", sort=False).head(rows)
+    if len(shown):
+        with pd.option_context("display.max_colwidth", 120, "display.width", 200):
+            print(shown.to_string(index=False))
+    if len(result.anomalies) > len(shown):
+        print(f"... and {len(result.anomalies) - len(shown):,} more anomalies "
+              f"(at most {rows} of each kind shown)")
+
+
+def _save(result: CheckResult, directory: Path) -> None:
+    """sends.csv, nemesis.csv, reads.csv, anomalies.csv and summary.txt in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    history = result.history
+    history.sends_frame().to_csv(directory / "sends.csv", index=False)
+    history.nemesis_frame().to_csv(directory / "nemesis.csv", index=False)
+    history.reads_frame().to_csv(directory / "reads.csv", index=False)
+    result.anomalies.to_csv(directory / "anomalies.csv", index=False)
+    (directory / "summary.txt").write_text(result.summary + "\n")
+    print(f"pylog-check: history saved in {directory}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
