@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import socket
+import time
+
 import pytest
+from confluent_kafka.admin import BrokerMetadata, ClusterMetadata
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from pylog_nb import LocalCluster
+from pylog_nb.client import probe
+from pylog_nb.client.io import LogClientError
+from pylog_nb.client.status import waiting
+
+# Behaviour contracts, not benchmarks: generous on a loaded machine, far below the 10-30 s that
+# librdkafka takes to give up on its own.
+FAILS_FAST_S = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +30,34 @@ def shell(tmp_path_factory):
     ipython.run_line_magic("log_cluster", "stop")
 
 
+@pytest.fixture
+def detached(shell):
+    """The magics with no cluster in use; the module's local cluster is given back after."""
+    magics = shell.magics_manager.registry["LogMagics"]
+    saved = magics.cluster, magics.bootstrap
+    magics.cluster = magics.bootstrap = None
+    yield magics
+    magics.cluster, magics.bootstrap = saved
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port on 127.0.0.1 nobody listens on (bound, then released)."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        return unused.getsockname()[1]
+
+
 def line(shell, magic: str, text: str = ""):
     return shell.run_line_magic(magic, text)
+
+
+def timed_error(shell, magic: str, text: str) -> tuple[str, float]:
+    """The UsageError's message and how long the magic took to give it."""
+    started_s = time.monotonic()
+    with pytest.raises(UsageError) as caught:
+        line(shell, magic, text)
+    return str(caught.value), time.monotonic() - started_s
 
 
 def test_produce_then_consume_round_trip_with_variable_expansion(shell, topic_name):
@@ -58,14 +95,18 @@ def test_group_reads_commit_and_lag_shows_it(shell, topic_name):
 
 
 def test_errors_are_one_line(shell, topic_name):
-    with pytest.raises(UsageError, match=r"^no-such-topic: .*Unknown topic"):
+    with pytest.raises(UsageError, match=r"^topic no-such-topic does not exist$"):
         line(shell, "log_consume", "no-such-topic")
     with pytest.raises(UsageError, match=r"name a broker: one of \[1\]"):
         line(shell, "log_cluster", "kill 9")
     with pytest.raises(UsageError, match="invalid choice"):
         line(shell, "log_cluster", "explode")
-    with pytest.raises(UsageError, match="already in use"):
+    with pytest.raises(UsageError, match="already running: %log_cluster stop first"):
         line(shell, "log_cluster", "start")
+    with pytest.raises(UsageError, match="not a connection: %log_cluster stop stops it"):
+        line(shell, "log_cluster", "disconnect")
+    with pytest.raises(UsageError, match="^choose partitions or a group"):
+        line(shell, "log_consume", f"{topic_name} -g g -p 0")
     line(shell, "log_produce", f"{topic_name} x")
     with pytest.raises(UsageError, match="has no partition 4"):
         line(shell, "log_consume", f"{topic_name} -p 4")
@@ -81,20 +122,127 @@ def test_kill_restart_and_status(shell, topic_name):
     assert list(line(shell, "log_consume", topic_name).value) == ["survives"]
 
 
-def test_connect_to_another_cluster(tmp_path, topic_name):
-    ipython = InteractiveShell.instance()
+def test_connect_to_another_cluster_then_disconnect_leaves_it_running(shell, detached, tmp_path,
+                                                                      topic_name, capsys):
     with LocalCluster(brokers=1, data_dir=tmp_path) as other:
-        magics = ipython.magics_manager.registry["LogMagics"]
-        saved = magics.cluster, magics.bootstrap
-        magics.cluster = magics.bootstrap = None
-        try:
-            line(ipython, "log_cluster", f"connect {other.bootstrap_servers}")
-            line(ipython, "log_produce", f"{topic_name} elsewhere")
-            assert list(line(ipython, "log_consume", topic_name).value) == ["elsewhere"]
-            with pytest.raises(UsageError, match="needs a local cluster"):
-                line(ipython, "log_cluster", "status")
-        finally:
-            magics.cluster, magics.bootstrap = saved
+        line(shell, "log_cluster", f"connect {other.bootstrap_servers}")
+        assert f"connected to {other.bootstrap_servers}: 1 broker, 0 topics" in \
+            capsys.readouterr().out
+        line(shell, "log_produce", f"{topic_name} elsewhere")
+        assert list(line(shell, "log_consume", topic_name).value) == ["elsewhere"]
+        with pytest.raises(UsageError, match="needs a local cluster"):
+            line(shell, "log_cluster", "status")
+        with pytest.raises(UsageError, match="^connected to .*: %log_cluster disconnect first"):
+            line(shell, "log_cluster", "start")
+        line(shell, "log_cluster", "disconnect")
+        assert detached.bootstrap is None
+        with pytest.raises(UsageError, match="^no cluster: %log_cluster start, or"):
+            line(shell, "log_topic", "list")
+        line(shell, "log_cluster", "disconnect")  # a rerun of the cell is harmless
+        assert "not connected: nothing to do" in capsys.readouterr().out
+        assert topic_name in probe.check_cluster(other.bootstrap_servers).topics  # still up
+
+
+def test_connect_to_a_closed_port_fails_in_seconds_with_one_line(shell, detached, closed_port):
+    message, took_s = timed_error(shell, "log_cluster", f"connect 127.0.0.1:{closed_port}")
+    assert message == (f"no Kafka broker answers at 127.0.0.1:{closed_port} (connection refused) "
+                       f"within {probe.CONNECT_TIMEOUT_S:g} s")
+    assert took_s < FAILS_FAST_S
+    assert detached.bootstrap is None
+
+
+def test_connect_to_a_port_where_no_kafka_answers_fails_within_the_timeout(shell, detached):
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        message, took_s = timed_error(shell, "log_cluster", f"connect {address}")
+    assert message == (f"no Kafka broker answers at {address} (the port is open, but no Metadata "
+                       f"answer comes) within {probe.CONNECT_TIMEOUT_S:g} s")
+    assert took_s < FAILS_FAST_S
+
+
+def test_a_failed_connect_keeps_the_previous_connection(shell, detached, closed_port):
+    detached.bootstrap = "127.0.0.1:9"  # as if connected before
+    with pytest.raises(UsageError, match="connection refused"):
+        line(shell, "log_cluster", f"connect 127.0.0.1:{closed_port}")
+    assert detached.bootstrap == "127.0.0.1:9"
+
+
+@pytest.mark.parametrize(("address", "message"), [
+    ("kafka", "'kafka' is not HOST:PORT"),
+    ("kafka:", "'kafka:': the port must be a number from 1 to 65535"),
+    ("kafka:http", "'kafka:http': the port must be a number"),
+    ("kafka:0", "'kafka:0': the port must be a number"),
+    ("kafka:65536", "'kafka:65536': the port must be a number"),
+    (":9092", "':9092' is not HOST:PORT"),
+    ("a:1,,b:2", "an empty address in the list"),
+    ("http://kafka:9092", "'http://kafka:9092' is not HOST:PORT"),
+])
+def test_a_malformed_address_is_refused_before_any_network_call(shell, detached, monkeypatch,
+                                                                address, message):
+    def no_network(*_args, **_kwargs):
+        raise AssertionError("a malformed address reached the network")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    with pytest.raises(UsageError) as caught:
+        line(shell, "log_cluster", f"connect {address}")
+    assert str(caught.value).startswith(message)
+    assert detached.bootstrap is None
+
+
+def test_connect_refuses_a_cluster_that_advertises_an_unreachable_broker(closed_port):
+    metadata = ClusterMetadata()
+    broker = BrokerMetadata()
+    broker.id, broker.host, broker.port = 7, "127.0.0.1", closed_port
+    metadata.brokers = {7: broker}
+    with pytest.raises(LogClientError, match=rf"^b:1 answers, but its broker 7 is advertised at "
+                       rf"127\.0\.0\.1:{closed_port}, which this machine cannot reach "
+                       r"\(connection refused\)"):
+        probe._check_advertised(metadata, "b:1", time.monotonic() + probe.CONNECT_TIMEOUT_S)
+
+
+def test_consuming_a_missing_topic_says_so_at_once_with_or_without_a_group(shell):
+    for text in ("no-such-topic -g g-missing", "no-such-topic", "no-such-topic -g g -n 3"):
+        message, took_s = timed_error(shell, "log_consume", text)
+        assert message == "topic no-such-topic does not exist"
+        assert took_s < FAILS_FAST_S / 2, text  # it used to be the 10 s consume timeout
+
+
+def test_a_wait_over_a_second_says_what_it_waits_for_and_what_came_of_it(shell, topic_name,
+                                                                          capsys):
+    line(shell, "log_produce", f"{topic_name} old")
+    capsys.readouterr()
+    frame = line(shell, "log_consume", f"{topic_name} -n 2 --from latest --timeout 1.5")
+    assert frame.empty  # nothing new was written while it waited
+    assert capsys.readouterr().out.splitlines() == [
+        f"waiting for 2 new records of {topic_name} (up to 1.5 s for each)…",
+        "0 of 2 records: no more arrived within 1.5 s"]
+
+
+def test_a_quick_or_failed_wait_leaves_no_line(shell, capsys):
+    with waiting("a quick wait…") as status:
+        status.done("")
+    with pytest.raises(RuntimeError), waiting("a doomed wait…", delay_s=0) as status:
+        status.done("never shown: the error says what happened")
+        raise RuntimeError
+    with waiting("a long wait…", delay_s=0) as status:
+        status.done("over")
+    assert capsys.readouterr().out.splitlines() == ["a doomed wait…", "", "a long wait…", "over"]
+
+
+def test_log_spark_refuses_an_offset_past_the_end_in_one_line_without_starting_spark(
+        shell, topic_name):
+    pytest.importorskip("pyspark")
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway  # None unless another test started Spark already
+    shell.run_cell_magic("log_produce", topic_name, "a\nb\n")
+    message, took_s = timed_error(shell, "log_spark", f"{topic_name} --to 0:99")
+    assert message == f"ending offset 99 of {topic_name}-0 is past its end: its high watermark is 2"
+    message, _ = timed_error(shell, "log_spark", f"{topic_name} --from 0:3")
+    assert message == (f"starting offset 3 of {topic_name}-0 is past its end: its high "
+                       "watermark is 2")
+    assert took_s < FAILS_FAST_S
+    assert SparkContext._gateway is gateway
 
 
 def test_topics_are_created_listed_and_deleted(shell, topic_name):

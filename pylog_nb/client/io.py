@@ -43,6 +43,9 @@ FAILOVER_ERRORS = frozenset({
     KafkaError.NOT_LEADER_FOR_PARTITION,
 })
 
+# Metadata's answers for a topic the cluster does not have
+MISSING_TOPIC_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
+
 Record = tuple[bytes | str | None, bytes | str | None]  # (key, value)
 T = TypeVar("T")
 # librdkafka's own log lines (a refused connection to a killed broker...) go to Python logging,
@@ -126,13 +129,16 @@ def consume(bootstrap: str, topic: str, *, count: int | None = None,
         _check_count(count)
     if start not in ("earliest", "latest") and not (isinstance(start, int) and start >= 0):
         raise LogClientError(f"start must be earliest, latest or an offset >= 0, not {start!r}")
+    if group is not None and partitions is not None:
+        raise LogClientError("choose partitions or a group: a group's coordinator assigns them")
     consumer = _consumer(bootstrap, group, start)
     try:
         if group is None:
             _assign(consumer, topic, partitions, start)
         else:
+            _topic_metadata(consumer, topic)  # a subscription to no topic would wait silently
             consumer.subscribe([topic])
-        stop_at_end = not (start == "latest" and count is not None)
+        stop_at_end = not waits_for_new_records(start, count)
         reading = _Reading(consumer, topic, start, group is not None)
         messages = reading.run(count, timeout_s, stop_at_end)
         if group is not None and messages:
@@ -144,6 +150,11 @@ def consume(bootstrap: str, topic: str, *, count: int | None = None,
     return pd.DataFrame([_consumed_row(m) for m in messages], columns=CONSUMED_COLUMNS)
 
 
+def waits_for_new_records(start: str | int, count: int | None) -> bool:
+    """Whether ``consume`` waits for records not yet written (else it stops at the HW)."""
+    return start == "latest" and count is not None
+
+
 def _consumer(bootstrap: str, group: str | None, start: str | int) -> Consumer:
     reset = start if start in ("earliest", "latest") else "earliest"
     return Consumer(client_config(bootstrap, **{
@@ -151,12 +162,21 @@ def _consumer(bootstrap: str, group: str | None, start: str | int) -> Consumer:
         "auto.offset.reset": reset, "fetch.wait.max.ms": 100}))
 
 
+def _topic_metadata(consumer: Consumer, topic: str):
+    """The topic's Metadata; LogClientError when the cluster does not have the topic."""
+    metadata = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+    error = None if metadata is None else metadata.error
+    if metadata is None or (error is not None and error.code() in MISSING_TOPIC_ERRORS):
+        raise LogClientError(f"topic {topic} does not exist")
+    return metadata
+
+
 def _assign(consumer: Consumer, topic: str, partitions: Sequence[int] | None,
             start: str | int) -> None:
-    metadata = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
-    if metadata is None or metadata.error is not None or not metadata.partitions:
-        known = metadata is not None and metadata.error is not None
-        raise LogClientError(f"{topic}: {metadata.error.str() if known else 'no such topic'}")
+    metadata = _topic_metadata(consumer, topic)
+    if metadata.error is not None or not metadata.partitions:
+        problem = metadata.error.str() if metadata.error is not None else "no partitions"
+        raise LogClientError(f"{topic}: {problem}")
     chosen = sorted(metadata.partitions) if partitions is None else list(partitions)
     unknown = [p for p in chosen if p not in metadata.partitions]
     if unknown:

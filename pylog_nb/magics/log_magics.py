@@ -3,33 +3,44 @@
 The magics act on one *target* per kernel: a ``LocalCluster`` started by ``%log_cluster start``,
 or any Kafka-compatible cluster named by ``%log_cluster connect HOST:PORT``. The introspection
 magics (``%log_cluster status``, faults) need a LocalCluster; produce, consume and the group
-views work against either.
+views work against either. Connecting checks the address at once (``pylog_nb.client.probe``),
+so a wrong one is one line within seconds, not a transport error from the next magic.
+
+A wait longer than about a second says what it waits for, in a status line that is replaced
+when it ends (``pylog_nb.client.status``); the first start of Spark says so before it starts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import shlex
+import sys
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..client import events_frame, groups_frame, lag_frame, partitions_frame
 from ..client.io import (
+    CONSUME_TIMEOUT_S,
     LogClientError,
     consume,
     create_topic,
     delete_topic,
     produce,
     topics_frame,
+    waits_for_new_records,
 )
+from ..client.probe import CONNECT_TIMEOUT_S, check_cluster
+from ..client.status import waiting
 from ..cluster import ClusterError, LocalCluster
 
 DEFAULT_BROKERS = 3
 FAULTS = ("kill", "restart", "pause", "resume", "isolate", "heal")
-CLUSTER_ACTIONS = ("start", "stop", "status", "events", "connect", *FAULTS)
+TARGET_ACTIONS = ("start", "stop", "connect", "disconnect")  # choose what the magics act on
+CLUSTER_ACTIONS = (*TARGET_ACTIONS, "status", "events", *FAULTS)
 
 
 def _one_line_errors(magic):
@@ -38,10 +49,20 @@ def _one_line_errors(magic):
     def wrapper(*args, **kwargs):
         try:
             return magic(*args, **kwargs)
-        except (LogClientError, ClusterError, ValueError, KafkaException) as error:
-            message = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise UsageError(message) from None
+        except KafkaException as error:  # its str() is KafkaError{code=...}: keep the words
+            raise UsageError(_first_line(_kafka_words(error))) from None
+        except (LogClientError, ClusterError, ValueError) as error:
+            raise UsageError(_first_line(str(error)) or type(error).__name__) from None
     return wrapper
+
+
+def _kafka_words(error: KafkaException) -> str:
+    kafka_error = error.args[0] if error.args else None
+    return kafka_error.str() if isinstance(kafka_error, KafkaError) else str(error)
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0] if text else ""
 
 
 @magics_class
@@ -56,53 +77,86 @@ class LogMagics(Magics):
     @line_magic
     @magic_arguments()
     @argument("action", choices=CLUSTER_ACTIONS, help="what to do")
-    @argument("target", nargs="?", help="broker id (faults) or HOST:PORT (connect)")
+    @argument("target", nargs="?", help="broker id (faults), or HOST:PORT,... (connect)")
     @argument("-b", "--brokers", type=int, default=DEFAULT_BROKERS, help="brokers to start")
     @argument("-d", "--data-dir", help="keep the data here (default: a temporary directory)")
     @argument("--broker-args", default="", help='extra broker options, e.g. "--num-partitions 3"')
     @_one_line_errors
     def log_cluster(self, line: str):
-        """Start, stop, inspect or break the notebook's cluster, or connect to another one."""
+        """Start, stop, inspect or break the notebook's cluster, or connect to another one.
+
+        start: a controller and --brokers brokers on 127.0.0.1; stop: stop them (or forget a
+        connection); status, events: every replica's state, the latest cluster events;
+        kill, restart, pause, resume, isolate, heal BROKER_ID: faults.
+
+        connect HOST:PORT[,HOST:PORT...]: use a cluster this kernel did not start. The address
+        is checked at once (a Kafka Metadata answer within a few seconds, from every advertised
+        broker too); a wrong one is refused with the reason, and a previous connection is kept.
+        disconnect: forget the connection; the magics then have no cluster until the next
+        start or connect. The cluster itself keeps running: it is not this kernel's to stop.
+        """
         args = parse_argstring(self.log_cluster, line)
-        if args.action == "start":
-            return self._start(args)
-        if args.action == "connect":
-            return self._connect(args.target)
-        if args.action == "stop":
-            return self._stop()
+        if args.action in TARGET_ACTIONS:
+            return getattr(self, f"_{args.action}")(args)
         cluster = self._local()
         if args.action == "status":
             return partitions_frame(cluster)
         if args.action == "events":
             return events_frame(cluster)
         broker_id = self._broker_id(cluster, args.target)
-        getattr(cluster, args.action)(broker_id)
+        with waiting(f"broker {broker_id}: {args.action}…"):
+            getattr(cluster, args.action)(broker_id)
         print(f"broker {broker_id}: {args.action} done")
         return None
 
     def _start(self, args) -> LocalCluster:
-        if self.cluster is not None or self.bootstrap is not None:
-            raise UsageError("a cluster is already in use: %log_cluster stop first")
+        self._refuse_if_connected()
+        if self.cluster is not None:
+            raise UsageError("a local cluster is already running: %log_cluster stop first")
         # IPython's argument splitter keeps the quotes around "--x 1": split what they held too.
         broker_args = tuple(t for part in shlex.split(args.broker_args) for t in shlex.split(part))
         cluster = LocalCluster(brokers=args.brokers, data_dir=args.data_dir,
                                broker_args=broker_args)
-        self.cluster = cluster.start()
+        with waiting(f"starting a controller and {_count(args.brokers, 'broker')}…"):
+            self.cluster = cluster.start()
         return cluster
 
-    def _connect(self, bootstrap: str | None) -> None:
-        if not bootstrap:
+    def _connect(self, args) -> None:
+        if not args.target:
             raise UsageError("connect needs HOST:PORT[,HOST:PORT...]")
         if self.cluster is not None:
             raise UsageError("a local cluster is running: %log_cluster stop first")
-        self.bootstrap = bootstrap
-        print(f"using bootstrap.servers={bootstrap}")
+        with waiting(f"asking {args.target} for its brokers and topics "
+                     f"(up to {CONNECT_TIMEOUT_S:g} s)…"):
+            metadata = check_cluster(args.target)
+        self.bootstrap = args.target
+        topics = sum(not name.startswith("__") for name in metadata.topics)
+        print(f"connected to {args.target}: {_count(len(metadata.brokers), 'broker')}, "
+              f"{_count(topics, 'topic')}")
 
-    def _stop(self) -> None:
+    def _disconnect(self, _args) -> None:
         if self.cluster is not None:
-            self.cluster.stop()
+            raise UsageError("the magics use the local cluster, not a connection: "
+                             "%log_cluster stop stops it")
+        if self.bootstrap is None:
+            print("not connected: nothing to do")
+            return
+        print(f"disconnected from {self.bootstrap}; it keeps running")
+        self.bootstrap = None
+
+    def _stop(self, _args) -> None:
+        if self.bootstrap is not None:
+            return self._disconnect(None)
+        if self.cluster is not None:
+            with waiting("stopping the cluster…"):
+                self.cluster.stop()
             print("cluster stopped")
-        self.cluster = self.bootstrap = None
+        self.cluster = None
+        return None
+
+    def _refuse_if_connected(self) -> None:
+        if self.bootstrap is not None:
+            raise UsageError(f"connected to {self.bootstrap}: %log_cluster disconnect first")
 
     def _local(self) -> LocalCluster:
         if self.cluster is None:
@@ -195,14 +249,25 @@ class LogMagics(Magics):
               help="earliest (default), latest, or an offset")
     @argument("-p", "--partition", type=int, action="append", help="only this partition")
     @argument("-g", "--group", help="read as a member of this group, and commit")
-    @argument("--timeout", type=float, default=10.0, help="seconds to wait for a record")
+    @argument("--timeout", type=float, default=CONSUME_TIMEOUT_S,
+              help="seconds to wait for a record")
     @_one_line_errors
     def log_consume(self, line: str):
         """Read records into a DataFrame: all up to the high watermark, or --count of them."""
         args = parse_argstring(self.log_consume, line)
         start = int(args.start) if args.start.isdigit() else args.start
-        return consume(self._target(), args.topic, count=args.count, start=start,
-                       partitions=args.partition, group=args.group, timeout_s=args.timeout)
+        read = functools.partial(consume, self._target(), args.topic, count=args.count,
+                                 start=start, partitions=args.partition, group=args.group,
+                                 timeout_s=args.timeout)
+        waits = waits_for_new_records(start, args.count)
+        if not waits and args.group is None:
+            return read()  # up to each partition's HW, known now: nothing to wait for
+        with waiting(_consume_wait(args, waits)) as status:
+            frame = read()
+            if waits and len(frame) < args.count:
+                status.done(f"{len(frame)} of {args.count} records: no more arrived within "
+                            f"{args.timeout:g} s")
+        return frame
 
     # -- groups ---------------------------------------------------------------------------------
 
@@ -236,7 +301,7 @@ class LogMagics(Magics):
     def log_spark(self, line: str):
         """A topic as a Spark DataFrame (``df = %log_spark orders``), on a local SparkSession."""
         args = parse_argstring(self.log_spark, line)
-        from ..spark import to_spark
+        to_spark = _spark_reader()
         try:
             return to_spark(self._target(), args.topic, starting=_partition_offsets(args.starting),
                             ending=_partition_offsets(args.ending), text=not args.bytes,
@@ -245,6 +310,27 @@ class LogMagics(Magics):
             if type(error).__module__.startswith("pyspark"):
                 raise UsageError(_spark_cause(str(error))) from None
             raise
+
+
+def _consume_wait(args, waits: bool) -> str:
+    """What a consume that may wait (to join a group, for new records) says first."""
+    joining = f"joining group {args.group}, then " if args.group else ""
+    if not waits:
+        return f"{joining}reading {args.topic} up to its end…"
+    return (f"{joining}waiting for {_count(args.count, 'new record')} of {args.topic} "
+            f"(up to {args.timeout:g} s for each)…")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _spark_reader():
+    """``to_spark``; importing PySpark takes a second or two the first time, so say so."""
+    first = "pyspark" not in sys.modules
+    with waiting("importing PySpark…") if first else contextlib.nullcontext():
+        from ..spark import to_spark
+    return to_spark
 
 
 def _spark_cause(text: str) -> str:

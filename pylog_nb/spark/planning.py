@@ -54,8 +54,8 @@ def resolve_end(bound: Bound, marks: Watermarks,
     offsets = _resolve(bound, marks, by_time, missing_time=LATEST, name="ending")
     for tp, offset in offsets.items():
         if offset > marks.high[tp]:
-            raise SparkSourceError(f"ending offset {offset} of {_name(tp)} is past its end "
-                                   f"({marks.high[tp]})")
+            raise SparkSourceError(f"ending offset {offset} of {_name(tp)} is past its end: "
+                                   f"its high watermark is {marks.high[tp]}")
     return offsets
 
 
@@ -87,7 +87,8 @@ def _checked_start(tp: TopicPartition, offset: int, marks: Watermarks,
                    fail_on_data_loss: bool) -> int:
     low, high = marks.low[tp], marks.high[tp]
     if offset > high:
-        raise SparkSourceError(f"starting offset {offset} of {_name(tp)} is past its end ({high})")
+        raise SparkSourceError(f"starting offset {offset} of {_name(tp)} is past its end: its "
+                               f"high watermark is {high}")
     return skip_lost(tp, offset, low, fail_on_data_loss)
 
 

@@ -13,11 +13,13 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
 
+from ..client.status import waiting
 from .offsets import ClusterOffsets
 from .options import EARLIEST, LATEST, SparkSourceError, parse_read_options
-from .source import SHORT_NAME, PylogDataSource
+from .source import SHORT_NAME, PylogDataSource, plan_batch
 
 LOOPBACK = "127.0.0.1"
+START_S_TYPICAL = 15  # what the first start of the JVM and SparkContext takes on a laptop
 CORES_DEFAULT = 2
 SHUFFLE_PARTITIONS = 4  # Spark's 200 is for clusters; a notebook's data fits a few tasks
 LOCAL_SETTINGS = {
@@ -43,13 +45,19 @@ def local_spark(app_name: str = "pylog-nb", *, cores: int = CORES_DEFAULT,
     conf = SparkConf().setMaster(f"local[{cores}]").setAppName(app_name).setAll(
         list({**LOCAL_SETTINGS, **(settings or {})}.items()))
     if SparkContext._gateway is None:  # the first session of this kernel starts the JVM
-        with open(spark_log_path(), "ab") as log:
-            gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
-        SparkContext(conf=conf, gateway=gateway)
+        with waiting(f"starting Spark (about {START_S_TYPICAL} s)…", delay_s=0) as status:
+            _start_jvm(conf)
+            status.done(f"Spark started in {status.elapsed_s:.0f} s")
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(PylogDataSource)
     return spark
+
+
+def _start_jvm(conf: SparkConf) -> None:
+    with open(spark_log_path(), "ab") as log:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+    SparkContext(conf=conf, gateway=gateway)
 
 
 def spark_log_path() -> Path:
@@ -66,8 +74,9 @@ def to_spark(source, topic: str, *, spark: SparkSession | None = None,
     ``starting`` and ``ending`` take Spark's Kafka values (earliest, latest, offsets JSON) or
     ``{partition: offset}``, where partitions left out start at the earliest and end at the
     latest offset. ``options`` are any other option of the source. With ``text`` the key and
-    value are UTF-8 strings rather than Spark's binary. Options and the topic are checked here,
-    so a mistake is one line before any Spark job runs.
+    value are UTF-8 strings rather than Spark's binary. Options, the topic and the offset
+    ranges are checked here, with the planning Spark runs later, so a mistake (an offset past
+    a partition's end) is one line in the call that made it, before Spark starts.
     """
     given = {"bootstrap.servers": getattr(source, "bootstrap_servers", source),
              "subscribe": topic, "includeHeaders": str(include_headers).lower(),
@@ -77,7 +86,7 @@ def to_spark(source, topic: str, *, spark: SparkSession | None = None,
         checked.topics, missing_ok=False)]
     given["startingOffsets"] = _offsets_option(topic, starting, partitions, EARLIEST)
     given["endingOffsets"] = _offsets_option(topic, ending, partitions, LATEST)
-    parse_read_options(given, streaming=False)  # the offsets, now that they are filled in
+    plan_batch(parse_read_options(given, streaming=False))  # Spark plans again when it reads
     spark = spark or local_spark()
     frame = spark.read.format(SHORT_NAME).options(**given).load()
     if text:

@@ -91,18 +91,22 @@ class _BatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> Sequence[InputPartition]:
-        options = self.options
-        cluster = ClusterOffsets(options.client)
-        tps = cluster.partitions(options.topics, missing_ok=False)
-        marks = cluster.watermarks(tps)
-        start = resolve_start(options.starting, marks, cluster.by_time(options.starting, tps),
-                              fail_on_data_loss=options.fail_on_data_loss)
-        end = resolve_end(options.ending, marks, cluster.by_time(options.ending, tps))
-        ranges = split(ranges_between(start, end), options.min_partitions)
-        return [RangePartition(r) for r in ranges]
+        return [RangePartition(r) for r in plan_batch(self.options)]
 
     def read(self, partition: InputPartition) -> Iterator:
         return _read(self.options, partition)
+
+
+def plan_batch(options: SourceOptions) -> list[OffsetRange]:
+    """The ranges a batch read of ``options`` reads now; SparkSourceError, one line, when it
+    cannot (a missing topic, an offset past a partition's end or already deleted)."""
+    cluster = ClusterOffsets(options.client)
+    tps = cluster.partitions(options.topics, missing_ok=False)
+    marks = cluster.watermarks(tps)
+    start = resolve_start(options.starting, marks, cluster.by_time(options.starting, tps),
+                          fail_on_data_loss=options.fail_on_data_loss)
+    end = resolve_end(options.ending, marks, cluster.by_time(options.ending, tps))
+    return split(ranges_between(start, end), options.min_partitions)
 
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
