@@ -1,6 +1,7 @@
-"""Live notebook widgets over a LocalCluster (ipywidgets; rendering escapes every value)."""
+"""Live notebook widgets over a LocalCluster (anywidget; everything from clients drawn as text)."""
 
 from .cluster_view import ClusterView
+from .history import SnapshotHistory
 from .snapshot import take_snapshot
 
-__all__ = ["ClusterView", "take_snapshot"]
+__all__ = ["ClusterView", "SnapshotHistory", "take_snapshot"]

@@ -1,114 +1,194 @@
-"""A live view of a LocalCluster with fault buttons: ``ClusterView(cluster)`` or ``%log_watch``.
+"""A live view of a LocalCluster: ``ClusterView(cluster)`` or ``%log_watch``.
 
-Theory of operation: a background thread takes a snapshot (``snapshot.py``) every
-``refresh_s`` and stores it in the ``snapshot`` trait only when it differs from the last one; an
-observer re-renders the HTML panes, and a pane is sent to the browser only when its HTML
-changed. An idle cluster therefore costs no widget messages. Each snapshot is taken with the
-last one, so a broker that stops answering (paused, killed) keeps its replicas on screen,
-greyed, as it last reported them. Buttons act on the broker chosen in the dropdown; what they
-do and any failure show on one status line.
+Theory of operation: Python holds all the state; the browser (``cluster_view.js``, an anywidget
+ES module) only draws it and sends back what the user asked for.
+
+- A background thread takes a snapshot (``snapshot.py``) every ``refresh_s`` and records it in
+  a bounded ``SnapshotHistory`` (``history.py``). Only a snapshot that differs from the last
+  one is recorded and synced (``snapshot``, with the history's range in ``timeline`` and its
+  marks in ``marks``, in one message), so an idle cluster costs no widget messages.
+- Each snapshot is taken with the last one, so a broker that stops answering (paused, killed)
+  keeps its replicas on screen, greyed, as it last reported them.
+- A click on a broker's action sends ``{"type": "act", "id", "action", "broker_id"}``. The
+  browser shows it pending at once; comm messages wait while a cell runs, so the kernel takes
+  it up only when it is free. The fault runs on a thread of its own (a restart waits for the
+  broker to rejoin, which must not block the kernel), one at a time; its outcome (``running``,
+  then ``done``, ``refused`` with the reason, or ``failed``) is the ``action`` trait.
+- ``{"type": "replay", "seq"}`` puts a recorded snapshot in ``replay``; ``{"type": "live"}``
+  empties it. Live snapshots keep arriving underneath; the browser shows the replayed one.
+- ``show_internal``, set by the browser's checkbox, folds or unfolds internal topics.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
-from html import escape
+import time
+from pathlib import Path
 
-import ipywidgets as widgets
+import anywidget
 import traitlets
 
 from ..cluster import ClusterError, LocalCluster
-from .render import render_brokers, render_events, render_groups, render_partitions
+from .actions import ACTION_HELP, ACTIONS, apply
+from .history import SnapshotHistory
 from .snapshot import take_snapshot
 
 REFRESH_S = 1.0  # 1 Hz: fast enough to watch an election, slow enough to cost nothing
 REFRESH_S_MIN = 0.1
-ACTIONS = ("kill", "restart", "pause", "resume", "isolate", "heal")
+CLOSE_JOIN_REFRESHES = 5  # close() waits this many refresh periods for the thread to end
+HERE = Path(__file__).parent
 
 
-class ClusterView(widgets.VBox):
-    snapshot = traitlets.Dict()
+class ClusterView(anywidget.AnyWidget):
+    """Brokers as nodes you can break, every replica's log, groups, and a replayable timeline.
+    Python is the single source of state: see the module docstring."""
+
+    _esm = HERE / "cluster_view.js"
+    _css = HERE / "cluster_view.css"
+
+    snapshot = traitlets.Dict().tag(sync=True)  # the cluster now (take_snapshot)
+    timeline = traitlets.Dict().tag(sync=True)  # kept history: first/last seq and time
+    marks = traitlets.List().tag(sync=True)  # events on the timeline, each naming its snapshot
+    replay = traitlets.Dict().tag(sync=True)  # {} live, else {"seq", "taken_ms", "snapshot"}
+    action = traitlets.Dict().tag(sync=True)  # the last action: id, action, broker, state, text
+    status = traitlets.Unicode("").tag(sync=True)  # why the cluster cannot be read, or ""
+    show_internal = traitlets.Bool(False).tag(sync=True)
+    action_help = traitlets.Dict(ACTION_HELP).tag(sync=True)  # the buttons' tooltips
 
     def __init__(self, cluster: LocalCluster, refresh_s: float = REFRESH_S) -> None:
         assert refresh_s >= REFRESH_S_MIN, refresh_s
+        super().__init__()
         self.cluster = cluster
         self.refresh_s = refresh_s
-        self.panes = {name: widgets.HTML() for name in ("brokers", "partitions", "groups",
-                                                       "events")}
-        self.status = widgets.HTML()
-        self.broker = widgets.Dropdown(options=sorted(cluster.brokers), description="broker")
-        self.buttons = {action: widgets.Button(description=action) for action in ACTIONS}
-        for action, button in self.buttons.items():
-            button.on_click(lambda _button, action=action: self.act(action))
-        super().__init__([
-            self.panes["brokers"],
-            widgets.HBox([self.broker, *self.buttons.values()]),
-            self.status,
-            widgets.HTML("<b>Partitions</b> (bar: dark up to the HW, light up to the LEO)"),
-            self.panes["partitions"],
-            widgets.HTML("<b>Consumer groups</b>"), self.panes["groups"],
-            widgets.HTML("<b>Latest events</b>"), self.panes["events"],
-        ])
+        self.history = SnapshotHistory()
+        # Cluster calls one at a time: a refresh must not be mid-request when a fault kills a
+        # broker, and two refreshes must not publish in an order the browser could see reversed.
+        self._cluster_lock = threading.Lock()
+        self._publish_lock = threading.Lock()  # history and synced traits
+        self._acting = threading.Lock()  # held while a fault from the browser runs
+        self._action_ids = itertools.count(1)
         self._stop = threading.Event()
-        # One thing at a time: a refresh must not be mid-request when a button kills a broker,
-        # and the two must not update the panes in an order the browser could see reversed.
-        self._lock = threading.Lock()
-        self._unreadable = False  # the status line shows a read failure
+        self._wake = threading.Event()  # refresh now, not at the next tick
+        self.on_msg(self._on_message)
         self.refresh()
         self._thread = threading.Thread(target=self._run, name="pylog-cluster-view", daemon=True)
         self._thread.start()
 
+    def __repr__(self) -> str:  # anywidget's text/plain, where no widget can be drawn
+        if not hasattr(self, "cluster"):
+            return "ClusterView()"
+        return f"ClusterView({len(self.cluster.brokers)} brokers, every {self.refresh_s:g} s)"
+
     # -- refreshing ------------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Take a snapshot now; the panes follow if anything changed."""
-        with self._lock:
+        """Take a snapshot now; the browser gets it only if anything changed."""
+        with self._cluster_lock:
             try:
-                snapshot = take_snapshot(self.cluster, previous=self.snapshot)
-            except (OSError, ClusterError, KeyError) as error:
-                self._say(f"cannot read the cluster: {error}")
-                self._unreadable = True
+                snapshot = take_snapshot(self.cluster, previous=self.snapshot,
+                                         internal=self.show_internal)
+            except (OSError, ValueError, KeyError, ClusterError) as error:
+                self.status = f"cannot read the cluster: {error}"
                 return
-            if self._unreadable:  # readable again: the failure no longer applies
-                self._say("")
-            if snapshot != self.snapshot:
-                self.snapshot = snapshot
+            self._publish(snapshot)
 
-    @traitlets.observe("snapshot")
-    def _render(self, change) -> None:
-        snapshot = change["new"]
-        for name, render in (("brokers", render_brokers), ("partitions", render_partitions),
-                             ("groups", render_groups), ("events", render_events)):
-            html = render(snapshot)
-            if self.panes[name].value != html:
-                self.panes[name].value = html
+    def _publish(self, snapshot: dict) -> None:
+        with self._publish_lock:
+            entry = self.history.record(snapshot, int(time.time() * 1000))
+            with self.hold_sync():  # one message, however many traits change
+                self.status = ""
+                if entry is not None:
+                    self.snapshot = snapshot
+                    timeline = self.history.timeline()
+                    self.marks = timeline.pop("marks")
+                    self.timeline = timeline
 
     def _run(self) -> None:
-        while not self._stop.wait(self.refresh_s):
-            self.refresh()
+        while not self._stop.is_set():
+            self._wake.wait(self.refresh_s)
+            self._wake.clear()
+            if not self._stop.is_set():
+                self.refresh()
+
+    @traitlets.observe("show_internal")
+    def _unfold(self, _change) -> None:
+        self._wake.set()
+
+    # -- replay ----------------------------------------------------------------------------------
+
+    def show(self, seq: int | None) -> bool:
+        """Replay recorded snapshot ``seq`` (None: back to live); False if it is not kept."""
+        with self._publish_lock:
+            if seq is None:
+                self.replay = {}
+                return True
+            entry = self.history.at(seq)
+            if entry is None:
+                return False
+            self.replay = {"seq": entry.seq, "taken_ms": entry.taken_ms,
+                           "snapshot": entry.snapshot}
+            return True
 
     # -- faults ----------------------------------------------------------------------------------
 
-    def act(self, action: str) -> None:
-        """Apply ``action`` (kill, restart, ...) to the chosen broker, then refresh."""
+    def act(self, action: str, broker_id: int, action_id: str | None = None) -> str:
+        """Apply ``action`` (kill, restart, ...) to broker ``broker_id`` unless it cannot
+        apply, then refresh; what happened, as the view shows it."""
         assert action in ACTIONS, action
-        broker_id = self.broker.value
-        with self._lock:
-            try:
-                getattr(self.cluster, action)(broker_id)
-            except (ClusterError, OSError) as error:
-                self._say(f"{action} broker {broker_id} failed: {error}")
-                return
-            self._say(f"{action} broker {broker_id}: done")
+        action_id = action_id or f"py-{next(self._action_ids)}"
+        self._set_action(action_id, action, broker_id, "running", f"{action} broker {broker_id}")
+        with self._cluster_lock:
+            state, text = apply(self.cluster, action, broker_id)
+        self._set_action(action_id, action, broker_id, state, text)
         self.refresh()
+        return text
 
-    def _say(self, text: str) -> None:
-        self._unreadable = False
-        self.status.value = f"<i>{escape(text)}</i>" if text else ""
+    def _set_action(self, action_id: str, action: str, broker_id: int, state: str,
+                    text: str) -> None:
+        with self._publish_lock:
+            self.action = {"id": action_id, "action": action, "broker_id": broker_id,
+                           "state": state, "text": text}
+
+    def _act_in_background(self, action: str, broker_id: int, action_id: str) -> None:
+        try:
+            self.act(action, broker_id, action_id)
+        finally:
+            self._acting.release()
+
+    def _on_message(self, _widget, content: dict, _buffers) -> None:
+        """A click in the browser: act on a broker, replay a snapshot, or go back to live."""
+        kind = content.get("type")
+        if kind == "replay" and isinstance(content.get("seq"), int):
+            if not self.show(content["seq"]):
+                self.status = f"snapshot {content['seq']} is no longer kept"
+        elif kind == "live":
+            self.show(None)
+        elif kind == "act":
+            self._on_act(content)
+
+    def _on_act(self, content: dict) -> None:
+        action, broker_id = content.get("action"), content.get("broker_id")
+        action_id = str(content.get("id", ""))[:64]
+        if action not in ACTIONS or type(broker_id) is not int or (
+                broker_id not in self.cluster.brokers):
+            self._set_action(action_id, str(action), -1, "refused",
+                             f"unknown action {action!r} on broker {broker_id!r}")
+            return
+        if not self._acting.acquire(blocking=False):
+            self._set_action(action_id, action, broker_id, "refused",
+                             f"{action} refused: {self.action.get('text', 'an action')} "
+                             "is still running")
+            return
+        threading.Thread(target=self._act_in_background, args=(action, broker_id, action_id),
+                         name="pylog-cluster-view-act", daemon=True).start()
+
+    # -- closing ---------------------------------------------------------------------------------
 
     def close(self) -> None:
         """Stop refreshing and remove the widget."""
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(self.refresh_s * 5)
+            self._thread.join(self.refresh_s * CLOSE_JOIN_REFRESHES)
         super().close()

@@ -1,6 +1,12 @@
 """One picture of a LocalCluster, as plain data: brokers, partitions with every replica's
 offsets, consumer groups with lag, recent events. The widgets render it; tests read it.
 
+Internal topics (``__consumer_offsets``) are left out unless asked for (``internal=True``):
+their partitions only counted in ``folded``, their events dropped, so the user's own topics
+and the elections that matter are not drowned. Events that every produce causes (HW moves)
+or that another event already says (a broker's RoleChanged after the controller's election)
+are left out too; the rest carry a ``category`` the timeline colours them by.
+
 Only what changes when the cluster changes goes in (no "lag in ms", no wall-clock ages), so two
 snapshots of an idle cluster are equal and an unchanged view sends the browser nothing.
 
@@ -12,60 +18,122 @@ state it last reported, marked ``last_known``, so its column neither empties nor
 
 from __future__ import annotations
 
-from ..client.introspect import Authority, authority_of, disagreement, merge_groups
-from ..cluster import LocalCluster
+from ..client.introspect import (
+    Authority,
+    authority_from_brokers,
+    authority_from_controller,
+    disagreement,
+    merge_groups,
+)
+from ..cluster import ClusterError, LocalCluster
 
-EVENTS_SHOWN = 12
+EVENTS_SHOWN = 20  # the newest notable events; the view's timeline keeps older ones as marks
+INTERNAL_PREFIX = "__"  # Kafka's internal topics: __consumer_offsets, __transaction_state
+
+# Event kind -> timeline category; kinds named None are left out (see the module docstring).
+EVENT_CATEGORIES = {
+    "leader_elected": "election", "leader_offline": "election",
+    "isr_shrink": "isr", "isr_expand": "isr", "isr_change": "isr", "RequestIsrChange": "isr",
+    "broker_registered": "broker", "broker_restarted": "broker", "broker_fenced": "broker",
+    "broker_unfenced": "broker",
+    "Truncated": "truncation",
+    "GroupStateChanged": "group", "MemberRemoved": "group",
+    "topic_created": "topic", "partition_created": "topic", "topic_deleted": "topic",
+    "config_changed": "topic",
+    "HighWatermarkAdvanced": None, "IsrCommitted": None, "RoleChanged": None,
+    "producer_ids": None,
+}
 
 
-def take_snapshot(cluster: LocalCluster, previous: dict | None = None) -> dict:
+def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
+                  internal: bool = False) -> dict:
     """Brokers, partitions, groups and the latest events of ``cluster``; replicas of brokers
-    that do not answer now come from ``previous`` (the last snapshot), marked ``last_known``."""
+    that do not answer now come from ``previous`` (the last snapshot), marked ``last_known``.
+    Internal topics are counted in ``folded`` unless ``internal``."""
     replicas = cluster.describe()
-    truth = authority_of(cluster, replicas)
+    truth, fenced = _authority(cluster, replicas)
     states = cluster.broker_states()
+    partitions = _partitions(replicas, truth, states, previous or {}, internal)
     return {
-        "brokers": [{"broker_id": b, "state": s} for b, s in states.items()],
+        "brokers": [{"broker_id": b, "state": s, "fenced": b in fenced}
+                    for b, s in states.items()],
         "authority": truth.source,
-        "partitions": _partitions(replicas, truth, states, previous or {}),
+        "partitions": partitions,
+        "folded": {} if internal else _folded(truth, replicas),
         "groups": _groups(cluster.groups(), replicas, truth),
-        "events": [_event_row(e) for e in cluster.events()[-EVENTS_SHOWN:]],
+        "events": _events(cluster.events(), internal),
     }
 
 
+def _authority(cluster: LocalCluster,
+               replicas: dict[int, list[dict]]) -> tuple[Authority, set[int]]:
+    """``client.introspect.authority_of``, and the brokers the controller has fenced, out of
+    one call to the controller."""
+    if cluster.controller is None:
+        return authority_from_brokers(replicas, "broker"), set()
+    from pylog_nb.broker.controller.rpc import ControllerRpcError
+
+    try:
+        described = cluster.controller_describe()
+    except (OSError, ValueError, ClusterError, ControllerRpcError):  # killed, restarting
+        return authority_from_brokers(replicas, "newest claim"), set()
+    fenced = {b["broker_id"] for b in described.get("brokers", []) if b.get("fenced")}
+    return authority_from_controller(described), fenced
+
+
+def _internal(topic: str) -> bool:
+    return topic.startswith(INTERNAL_PREFIX)
+
+
+def _folded(truth: Authority, replicas: dict[int, list[dict]]) -> dict[str, int]:
+    """Per internal topic, how many partitions the view leaves out."""
+    keys = set(truth.partitions) | {(r["topic"], r["partition"])
+                                    for rows in replicas.values() for r in rows}
+    folded: dict[str, int] = {}
+    for topic, _partition in keys:
+        if _internal(topic):
+            folded[topic] = folded.get(topic, 0) + 1
+    return dict(sorted(folded.items()))
+
+
 def _partitions(replicas: dict[int, list[dict]], truth: Authority, states: dict[int, str],
-                previous: dict) -> list[dict]:
+                previous: dict, internal: bool = False) -> list[dict]:
     """One row per (topic, partition): the authority's leader, epoch and ISR, and each
     replica's own view and offsets."""
     merged: dict[tuple[str, int], dict] = {}
     for key, known in truth.partitions.items():
-        if not key[0].startswith("__"):  # internal topics would drown the user's own
+        if internal or not _internal(key[0]):
             merged[key] = _partition_entry(key, known)
     for broker_id, rows in sorted(replicas.items()):
         for row in rows:
             key = (row["topic"], row["partition"])
-            if key[0].startswith("__"):
+            if _internal(key[0]) and not internal:
                 continue
             entry = merged.setdefault(key, _partition_entry(key, truth.partitions.get(key)))
             entry["replicas"][broker_id] = _replica(row)
-    _keep_last_known(merged, previous, set(replicas), truth.source == "controller")
+    _keep_last_known(merged, previous, set(replicas), truth.source == "controller", internal)
     for key, entry in merged.items():
         known = truth.partitions.get(key)
         for broker_id, replica in entry["replicas"].items():
             if known is None and replica["last_known"]:
                 continue  # nothing newer to compare with: keep what the last snapshot said
-            replica["disagreement"] = disagreement(broker_id, replica, known, truth.source,
-                                                   states.get(broker_id) == "isolated")
+            text = disagreement(broker_id, replica, known, truth.source,
+                                states.get(broker_id) == "isolated")
+            # A broker that does not answer acts on nothing now: what it said, when last heard.
+            replica["disagreement"] = f"when last heard: {text}" if (
+                text and replica["last_known"]) else text
     return [merged[key] for key in sorted(merged)]
 
 
 def _keep_last_known(merged: dict, previous: dict, answering: set[int],
-                     complete: bool) -> None:
+                     complete: bool, internal: bool = False) -> None:
     """Add to ``merged`` the replicas of brokers that do not answer now, as ``previous`` had
     them. When ``complete`` (the controller's image lists every partition) a partition missing
     from ``merged`` was deleted; otherwise it may just live on brokers that do not answer."""
     for entry in previous.get("partitions", []):
         key = (entry["topic"], entry["partition"])
+        if _internal(key[0]) and not internal:
+            continue  # shown when the last snapshot was taken, folded now
         silent = {b: {**replica, "last_known": True}
                   for b, replica in entry["replicas"].items() if b not in answering}
         if key in merged:
@@ -123,12 +191,57 @@ def _lag(high_watermark: int | None, committed: int) -> int | None:
     return None if high_watermark is None else max(high_watermark - committed, 0)
 
 
+def _events(events: list[dict], internal: bool) -> list[dict]:
+    """The newest ``EVENTS_SHOWN`` notable events, oldest first, as rows of time, source, kind,
+    category, topic and one line of text."""
+    rows = []
+    for event in reversed(events):
+        row = _event_row(event)
+        if row["category"] is None or (_internal(row["topic"]) and not internal
+                                       and row["category"] != "group"):
+            continue
+        rows.append(row)
+        if len(rows) == EVENTS_SHOWN:
+            break
+    return rows[::-1]
+
+
 def _event_row(event: dict) -> dict:
-    """An event as time, source and one line of text."""
-    text = event.get("text")
-    if text is None:
-        where = f"{event['topic']}-{event['partition']}" if "topic" in event else ""
-        details = ", ".join(f"{k}={v}" for k, v in event.items()
-                            if k not in ("kind", "topic", "partition", "now_ms", "source"))
-        text = " ".join(part for part in (event.get("kind", ""), where, details) if part)
-    return {"now_ms": event["now_ms"], "source": event["source"], "text": text}
+    """An event as time, source, kind, its timeline category and one line of text."""
+    kind = event.get("kind", "")
+    topic = event.get("topic") or _topic_named_in(event.get("text", ""))
+    return {"now_ms": event["now_ms"], "source": event["source"], "kind": kind,
+            "category": EVENT_CATEGORIES.get(kind, "other"), "topic": topic,
+            "text": _event_text(event)}
+
+
+def _topic_named_in(text: str) -> str:
+    """The topic a controller event's text starts with ("t-0 leader 1 -> 2", "topic t
+    created"), or "" (controller events carry no topic field)."""
+    words = text.split(" ", 2)
+    if words[0] == "topic" and len(words) > 1:
+        return words[1]
+    head = words[0].rpartition("-")
+    return head[0] if head[2].isdigit() else ""
+
+
+def _event_text(event: dict) -> str:
+    """The controller's own text, or one sentence for a broker's replication or group event."""
+    if "text" in event:
+        return event["text"]
+    kind = event.get("kind", "")
+    where = f"{event['topic']}-{event['partition']}" if "topic" in event else ""
+    if kind == "Truncated":
+        return (f"{where} truncated to offset {event['to_offset']}: removed "
+                f"[{event['to_offset']}, {event['from_offset']}) ({event['reason']})")
+    if kind == "RequestIsrChange":
+        return (f"{where} leader asks the controller for ISR {list(event['current_isr'])} -> "
+                f"{list(event['new_isr'])} (leader epoch {event['leader_epoch']})")
+    if kind == "GroupStateChanged":
+        return (f"group {event['group_id']} {event['old_state']} -> {event['new_state']} "
+                f"(generation {event['generation_id']}, {event['reason']})")
+    if kind == "MemberRemoved":
+        return f"group {event['group_id']} lost member {event['member_id']} ({event['reason']})"
+    details = ", ".join(f"{k}={v}" for k, v in event.items()
+                        if k not in ("kind", "topic", "partition", "now_ms", "source"))
+    return " ".join(part for part in (kind, where, details) if part)

@@ -1,0 +1,569 @@
+// The browser half of ClusterView (cluster_view.py): draws the synced state, sends clicks back.
+//
+// Python holds every piece of state (the snapshot, the history, the outcome of an action); this
+// module keeps only what is about the page: which broker is selected and which of its own
+// clicks are still pending. Everything that came from the cluster or its clients (topic names,
+// group ids, client ids, event texts) goes into the page as text: textContent, text nodes and
+// attribute values, never innerHTML or markup built from strings.
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const EPOCH_COLOURS = 8; // --pylog-epoch-0 .. -7 in cluster_view.css, reused round the circle
+const BAR_UNITS = 300; // a replica bar's viewBox width; the bar stretches to its cell
+const BAR_UNCOMMITTED_UNITS_MIN = 5; // a few records above the HW stay visible on a long log
+const NODE_GAP = 130;
+const NODE_R = 22;
+const STRIP_UNITS = 600;
+const STATES = ["up", "paused", "isolated", "down", "fenced"];
+const CATEGORIES = ["election", "isr", "broker", "truncation", "group", "topic", "other"];
+const STATE_HELP = {
+  up: "running, registered with the controller",
+  paused: "SIGSTOP: frozen, answers nothing; its replicas show their last known state",
+  isolated: "cut off from its peers and the controller; clients still reach it",
+  down: "process dead; its replicas show their last known state",
+  fenced: "running, but the controller has fenced it: it may lead nothing",
+};
+const CATEGORY_HELP = {
+  election: "leader elected, or partition left without a leader",
+  isr: "ISR shrink or expand (and a leader asking for one)",
+  broker: "broker registered, fenced, unfenced, or its state changed in this view",
+  truncation: "a follower truncated its log to match its leader",
+  group: "consumer group state change or member removed",
+  topic: "topic or partition created, deleted or reconfigured",
+  other: "anything else",
+};
+
+// -- building DOM and SVG as text ------------------------------------------------------------
+
+function add(node, children) {
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function set(node, props) {
+  for (const [key, value] of Object.entries(props || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.setAttribute("class", value);
+    else if (key === "data") for (const [k, v] of Object.entries(value)) node.dataset[k] = v;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  return node;
+}
+
+function h(tag, props, ...children) {
+  return add(set(document.createElement(tag), props), children);
+}
+
+function s(tag, props, ...children) {
+  return add(set(document.createElementNS(SVG_NS, tag), props), children);
+}
+
+function tip(text) {
+  return s("title", {}, text); // an SVG tooltip, as a text node
+}
+
+function clock(ms) {
+  const d = new Date(ms);
+  return `${d.toTimeString().slice(0, 8)}.${String(d.getMilliseconds()).padStart(3, "0")}`;
+}
+
+function epochColour(epoch) {
+  const index = ((Number(epoch) % EPOCH_COLOURS) + EPOCH_COLOURS) % EPOCH_COLOURS;
+  return `var(--pylog-epoch-${Number.isFinite(index) ? index : 0})`;
+}
+
+function shownState(broker) {
+  return broker.state === "up" && broker.fenced ? "fenced" : broker.state;
+}
+
+function stateText(broker) {
+  const state = shownState(broker);
+  return broker.fenced && state !== "fenced" ? `${state} · fenced` : state;
+}
+
+function plural(count, word) {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
+}
+
+// Replicas of a partition in assignment order, then any the assignment does not name.
+function replicaIds(p) {
+  const ids = Object.keys(p.replicas).map(Number);
+  const order = [...p.assigned, ...ids.filter((id) => !p.assigned.includes(id)).sort((a, b) => a - b)];
+  return [...new Set(order)];
+}
+
+// The role as the view states it: the controller's leader is the one leader; any other replica
+// acting as leader only claims to, at the epoch it is stuck on (never a second leader).
+function roleText(p, id, r) {
+  if (r.last_known) return `was ${r.role}`; // the broker does not answer: what it last said
+  const current = p.leader_epoch;
+  if (r.role === "leader" && id === p.leader && r.leader_epoch === current) return "leader";
+  if (r.role === "leader") {
+    const ahead = current !== null && r.leader_epoch > current;
+    return `claims leader (${ahead ? "ahead at" : "stale"} epoch ${r.leader_epoch})`;
+  }
+  return r.role;
+}
+
+// -- the view --------------------------------------------------------------------------------
+
+function render({ model, el }) {
+  const page = { selected: null, pending: new Map(), sent: 0 };
+  const root = h("div", { class: "pylog-view" });
+  const parts = {
+    head: h("div", { class: "pylog-head" }),
+    topology: h("div", { class: "pylog-topology" }),
+    actions: h("div", { class: "pylog-actions" }),
+    partitions: h("div", { class: "pylog-partitions" }),
+    groups: h("div", { class: "pylog-groups" }),
+    timeline: h("div", { class: "pylog-timeline" }),
+    legend: legend(),
+  };
+  add(root, [
+    parts.head,
+    h("div", { class: "pylog-top" }, parts.topology, parts.actions),
+    section("Partitions", parts.partitions, "pylog-section-partitions"),
+    section("Consumer groups", parts.groups, "pylog-section-groups"),
+    section("Timeline", parts.timeline, "pylog-section-timeline"),
+    parts.legend,
+  ]);
+  el.append(root);
+
+  const replay = () => model.get("replay") || {};
+  const replaying = () => Boolean(replay().snapshot);
+  const shown = () => (replaying() ? replay().snapshot : model.get("snapshot")) || {};
+
+  function send(message) {
+    model.send(message);
+  }
+
+  function act(action, brokerId) {
+    const id = `js-${Date.now()}-${++page.sent}`;
+    page.pending.set(id, { action, broker_id: brokerId, state: "sent" });
+    send({ type: "act", id, action, broker_id: brokerId });
+    drawTopology();
+    drawActions();
+  }
+
+  function showSeq(seq) {
+    const timeline = model.get("timeline") || {};
+    if (seq >= timeline.last_seq) send({ type: "live" });
+    else send({ type: "replay", seq: Math.max(seq, timeline.first_seq) });
+  }
+
+  // -- head: what is shown, and whether it is the present ------------------------------------
+
+  function drawHead() {
+    const snap = shown();
+    const brokers = snap.brokers || [];
+    const topics = new Set((snap.partitions || []).map((p) => p.topic));
+    const lines = [
+      h("div", { class: "pylog-title" },
+        h("b", {}, "Cluster"), ` · ${plural(brokers.length, "broker")} · ${plural(topics.size, "topic")}`),
+    ];
+    const status = model.get("status");
+    if (status) lines.push(h("div", { class: "pylog-error" }, `⚠ ${status}`));
+    if (snap.authority === "newest claim") {
+      lines.push(h("div", { class: "pylog-warning" },
+        "⚠ the controller does not answer: leader, epoch and ISR are the newest any broker claims"));
+    }
+    if (replaying()) {
+      const timeline = model.get("timeline") || {};
+      const behind = Math.round((timeline.last_ms - replay().taken_ms) / 1000);
+      lines.push(h("div", { class: "pylog-replaying" },
+        `⏪ Replaying the cluster as it was at ${clock(replay().taken_ms)} ` +
+        `(snapshot ${replay().seq}, ${behind} s before the newest). Faults are off while replaying. `,
+        h("button", { class: "pylog-live", onclick: () => send({ type: "live" }) }, "Back to live")));
+    }
+    parts.head.replaceChildren(...lines);
+  }
+
+  // -- topology: the controller, the brokers, their links ------------------------------------
+
+  function drawTopology() {
+    const snap = shown();
+    const brokers = snap.brokers || [];
+    const width = Math.max(3, brokers.length) * NODE_GAP;
+    const svg = s("svg", { class: "pylog-topology-svg", viewBox: `0 0 ${width} 170`,
+      role: "group", "aria-label": "brokers" });
+    const ctrl = { x: width / 2, y: 26 };
+    const hasController = snap.authority !== "broker";
+    const leads = {};
+    for (const p of snap.partitions || []) leads[p.leader] = (leads[p.leader] || 0) + 1;
+    const xs = brokers.map((_, i) => (i + 0.5) * (width / Math.max(1, brokers.length)));
+    if (hasController) {
+      brokers.forEach((b, i) => svg.append(link(ctrl, { x: xs[i], y: 100 }, shownState(b))));
+      const up = snap.authority === "controller";
+      svg.append(s("g", { class: `pylog-controller ${up ? "state-up" : "state-down"}` },
+        s("rect", { x: ctrl.x - 62, y: ctrl.y - 16, width: 124, height: 32, rx: 8 }),
+        s("text", { x: ctrl.x, y: ctrl.y + 5, "text-anchor": "middle" },
+          up ? "controller" : "controller ✕"),
+        tip(up ? "the controller: its metadata log decides leaders, epochs and ISRs"
+          : "the controller does not answer")));
+    } else {
+      svg.append(s("text", { x: ctrl.x, y: ctrl.y + 5, "text-anchor": "middle",
+        class: "pylog-dim" }, "one broker: no controller process"));
+    }
+    brokers.forEach((b, i) => svg.append(node(b, xs[i], 100, leads[b.broker_id] || 0)));
+    parts.topology.replaceChildren(svg);
+  }
+
+  function link(from, to, state) {
+    const g = s("g", { class: `pylog-link link-${state}` });
+    const top = { x: to.x, y: to.y - NODE_R };
+    const bottom = { x: from.x, y: from.y + 16 };
+    if (state === "isolated") { // drawn cut: two halves and a ✕
+      const mid = { x: (top.x + bottom.x) / 2, y: (top.y + bottom.y) / 2 };
+      const gap = 0.14;
+      const at = (t) => ({ x: bottom.x + (top.x - bottom.x) * t, y: bottom.y + (top.y - bottom.y) * t });
+      const a = at(0.5 - gap), c = at(0.5 + gap);
+      g.append(s("line", { x1: bottom.x, y1: bottom.y, x2: a.x, y2: a.y }),
+        s("line", { x1: c.x, y1: c.y, x2: top.x, y2: top.y }),
+        s("text", { x: mid.x, y: mid.y + 5, "text-anchor": "middle", class: "pylog-cut" }, "✕"),
+        tip("isolated: no traffic with the controller or the other brokers"));
+    } else {
+      g.append(s("line", { x1: bottom.x, y1: bottom.y, x2: top.x, y2: top.y }));
+    }
+    return g;
+  }
+
+  function node(broker, x, y, leading) {
+    const id = broker.broker_id;
+    const state = shownState(broker);
+    const pending = [...page.pending.values()].filter((a) => a.broker_id === id);
+    const classes = ["pylog-node", `state-${state}`];
+    if (page.selected === id) classes.push("selected");
+    if (pending.length) classes.push("pending");
+    const select = () => {
+      page.selected = page.selected === id ? null : id;
+      drawTopology();
+      drawActions();
+    };
+    const g = s("g", { class: classes.join(" "), data: { broker: String(id), state },
+      role: "button", tabindex: 0, "aria-label": `broker ${id}, ${stateText(broker)}`,
+      onclick: select,
+      onkeydown: (event) => { if (event.key === "Enter" || event.key === " ") select(); } });
+    if (pending.length) g.append(s("circle", { class: "pylog-pending-ring", cx: x, cy: y, r: NODE_R + 7 }));
+    g.append(
+      s("circle", { class: "pylog-node-circle", cx: x, cy: y, r: NODE_R }),
+      s("text", { x, y: y + 6, "text-anchor": "middle", class: "pylog-node-id" }, String(id)),
+      s("text", { x, y: y + NODE_R + 17, "text-anchor": "middle", class: "pylog-node-label" },
+        `broker ${id} · ${stateText(broker)}`),
+      s("text", { x, y: y + NODE_R + 33, "text-anchor": "middle", class: "pylog-node-sub" },
+        pending.length ? `${pending.map((a) => a.action).join(", ")}: pending…`
+          : `leads ${plural(leading, "partition")}`),
+      tip(`broker ${id}: ${STATE_HELP[state] || state}. Click for kill, pause, isolate…`));
+    return g;
+  }
+
+  // -- actions: the selected broker's faults and the outcome of the last one ------------------
+
+  function drawActions() {
+    const snap = shown();
+    const help = model.get("action_help") || {};
+    const rows = [];
+    const broker = (snap.brokers || []).find((b) => b.broker_id === page.selected);
+    if (!broker) {
+      rows.push(h("div", { class: "pylog-hint" },
+        "Click a broker to kill, restart, pause, resume, isolate or heal it."));
+    } else {
+      rows.push(h("div", { class: "pylog-actions-title" },
+        h("b", {}, `broker ${broker.broker_id}`), ` · ${stateText(broker)}`));
+      const buttons = Object.keys(help).map((action) => h("button", {
+        class: "pylog-action", data: { action }, title: help[action],
+        disabled: replaying(), onclick: () => act(action, broker.broker_id),
+      }, action));
+      rows.push(h("div", { class: "pylog-buttons" }, buttons));
+      if (replaying()) rows.push(h("div", { class: "pylog-hint" }, "Back to live to act."));
+    }
+    rows.push(actionStatus());
+    parts.actions.replaceChildren(...rows);
+  }
+
+  function actionStatus() {
+    const lines = [];
+    for (const a of page.pending.values()) {
+      lines.push(h("div", { class: `pylog-status status-${a.state}` }, a.state === "sent"
+        ? `${a.action} broker ${a.broker_id}: pending, sent to the kernel (it acts when no cell is running)`
+        : `${a.action} broker ${a.broker_id}: running…`));
+    }
+    const last = model.get("action") || {};
+    if (last.text && !page.pending.has(last.id)) {
+      const mark = { done: "✓", refused: "✕", failed: "⚠" }[last.state] || "";
+      lines.push(h("div", { class: `pylog-status status-${last.state}` }, `${mark} ${last.text}`));
+    }
+    return h("div", { class: "pylog-status-lines", "aria-live": "polite" }, lines);
+  }
+
+  function onAction() {
+    const last = model.get("action") || {};
+    const mine = page.pending.get(last.id);
+    if (mine && last.state === "running") mine.state = "running";
+    else if (mine) page.pending.delete(last.id);
+    drawTopology();
+    drawActions();
+  }
+
+  // -- partitions: every replica's log on the partition's offset axis ------------------------
+
+  function drawPartitions() {
+    const snap = shown();
+    const states = Object.fromEntries((snap.brokers || []).map((b) => [b.broker_id, b]));
+    const head = [];
+    const folded = Object.entries(snap.folded || {});
+    const internal = model.get("show_internal");
+    if (folded.length || internal) {
+      const what = folded.map(([topic, n]) => `${topic}: ${n} partitions`).join(", ");
+      const box = h("input", { type: "checkbox", class: "pylog-internal" });
+      box.checked = Boolean(internal);
+      box.addEventListener("change", () => { model.set("show_internal", box.checked); model.save_changes(); });
+      head.push(h("label", { class: "pylog-fold" }, box,
+        internal ? " show internal topics" : ` show internal topics (${what} folded)`));
+    }
+    const byTopic = new Map();
+    for (const p of snap.partitions || []) {
+      if (!byTopic.has(p.topic)) byTopic.set(p.topic, []);
+      byTopic.get(p.topic).push(p);
+    }
+    const blocks = [...byTopic].map(([topic, partitions]) => h("div", { class: "pylog-topic" },
+      h("div", { class: "pylog-topic-name" }, topic,
+        h("span", { class: "pylog-dim" }, ` · ${plural(partitions.length, "partition")}`)),
+      partitions.map((p) => partition(p, states))));
+    if (!blocks.length) blocks.push(h("div", { class: "pylog-dim" }, "no topics yet"));
+    const scroll = parts.partitions.querySelector(".pylog-scroll");
+    const top = scroll ? scroll.scrollTop : 0;
+    const list = h("div", { class: "pylog-scroll" }, blocks);
+    parts.partitions.replaceChildren(...head, list);
+    list.scrollTop = top;
+  }
+
+  function partition(p, states) {
+    const ids = replicaIds(p);
+    const rs = ids.map((id) => p.replicas[id]).filter(Boolean);
+    const lo = Math.min(...rs.map((r) => r.log_start_offset), Infinity);
+    const low = Number.isFinite(lo) ? lo : 0;
+    const high = Math.max(low + 1, ...rs.map((r) => r.log_end_offset));
+    const leader = p.leader >= 0 ? `★ ${p.leader}` : "none";
+    const head = h("div", { class: "pylog-p-head" },
+      h("span", { class: "pylog-p-name" }, `${p.topic}-${p.partition}`),
+      h("span", {}, `leader ${leader}`),
+      h("span", {}, "epoch ", epochChip(p.leader_epoch)),
+      h("span", {}, `ISR [${p.isr.join(", ")}]`),
+      h("span", { class: "pylog-dim" }, `offsets ${low} … ${high}`));
+    if (p.leader < 0) head.append(h("span", { class: "pylog-warning" }, "⚠ no leader: the partition is offline"));
+    const rows = ids.map((id) => replicaRow(p, id, states[id], low, high));
+    const data = { partition: `${p.topic}-${p.partition}`, leader: String(p.leader), isr: p.isr.join(",") };
+    return h("div", { class: "pylog-partition", data }, head, rows);
+  }
+
+  function epochChip(epoch) {
+    if (epoch === null || epoch === undefined) return h("span", { class: "pylog-chip" }, "?");
+    return h("span", { class: "pylog-chip", style: `background:${epochColour(epoch)}` }, String(epoch));
+  }
+
+  function replicaRow(p, id, broker, low, high) {
+    const r = p.replicas[id];
+    const state = broker ? shownState(broker) : "unknown";
+    const isLeader = id === p.leader;
+    const inIsr = p.isr.includes(id);
+    const classes = ["pylog-replica", isLeader ? "is-leader" : "", inIsr ? "in-isr" : "out-of-isr"];
+    const label = h("span", { class: "pylog-r-id" }, isLeader ? `★ ${id}` : `${id}`);
+    if (!r) {
+      return h("div", { class: [...classes, "no-answer"].join(" "), data: { broker: String(id) } },
+        label, h("span", { class: "pylog-r-role pylog-dim" }, `no answer yet (broker ${state})`));
+    }
+    if (r.last_known) classes.push("last-known");
+    const notes = [];
+    if (!inIsr && p.assigned.includes(id)) notes.push(h("span", { class: "pylog-tag" }, "out of ISR"));
+    if (r.last_known) notes.push(h("span", { class: "pylog-tag" }, `last known · broker ${state}`));
+    if (r.compacted) {
+      notes.push(h("span", { class: "pylog-tag" },
+        `compacted · cleaned below ${r.first_dirty_offset} · ${r.size_bytes} B`));
+    }
+    if (r.disagreement) notes.push(h("span", { class: "pylog-disagreement" }, `⚠ ${r.disagreement}`));
+    const uncommitted = r.log_end_offset - r.high_watermark;
+    return h("div", { class: classes.filter(Boolean).join(" "), data: { broker: String(id) } },
+      label,
+      h("span", { class: "pylog-r-role" }, roleText(p, id, r), " ", epochChip(r.leader_epoch)),
+      bar(r, low, high, inIsr),
+      h("span", { class: "pylog-r-nums" },
+        `HW ${r.high_watermark} · LEO ${r.log_end_offset}`,
+        uncommitted > 0 ? h("span", { class: "pylog-uncommitted" }, ` (+${uncommitted} uncommitted)`) : "",
+        r.log_start_offset > 0 ? h("span", { class: "pylog-dim" }, ` · starts at ${r.log_start_offset}`) : ""),
+      notes.length ? h("div", { class: "pylog-r-notes" }, notes) : null);
+  }
+
+  function bar(r, low, high, inIsr) {
+    const x = (offset) => ((offset - low) / (high - low)) * BAR_UNITS;
+    const start = x(r.log_start_offset);
+    const hw = x(Math.max(r.high_watermark, r.log_start_offset));
+    let end = x(r.log_end_offset);
+    if (r.log_end_offset > r.high_watermark) end = Math.max(end, Math.min(BAR_UNITS, hw + BAR_UNCOMMITTED_UNITS_MIN));
+    const colour = r.last_known ? "var(--pylog-stale)" : epochColour(r.leader_epoch);
+    const svg = s("svg", { class: "pylog-bar", viewBox: `0 0 ${BAR_UNITS} 16`, preserveAspectRatio: "none",
+      role: "img", "aria-label": `log from ${r.log_start_offset} to ${r.log_end_offset}, HW ${r.high_watermark}` },
+      s("rect", { class: "pylog-track", x: 0, y: 2, width: BAR_UNITS, height: 12 }));
+    if (hw > start) svg.append(s("rect", { class: "pylog-committed", x: start, y: 2, width: hw - start, height: 12, style: `fill:${colour}` }));
+    if (end > hw) svg.append(s("rect", { class: "pylog-uncommitted-part", x: hw, y: 2, width: end - hw, height: 12, style: `fill:${colour}` }));
+    if (end > start) {
+      svg.append(s("rect", { class: `pylog-outline ${inIsr ? "" : "dashed"}`, x: start, y: 2, width: end - start, height: 12 }));
+      svg.append(s("line", { class: "pylog-hw-tick", x1: hw, y1: 0, x2: hw, y2: 16 }));
+    }
+    svg.append(tip(`offsets ${r.log_start_offset} to ${r.log_end_offset}: committed below HW ${r.high_watermark}`));
+    return svg;
+  }
+
+  // -- consumer groups ------------------------------------------------------------------------
+
+  function drawGroups() {
+    const groups = shown().groups || [];
+    if (!groups.length) {
+      parts.groups.replaceChildren(h("div", { class: "pylog-dim" }, "no consumer groups"));
+      return;
+    }
+    const cells = (...values) => values.map((v) => h("td", {}, v));
+    const rows = groups.map((g) => h("tr", { data: { group: g.group } }, cells(
+      g.group, g.state, String(g.generation),
+      [String(g.coordinator), g.disagreement ? h("div", { class: "pylog-disagreement" }, `⚠ ${g.disagreement}`) : null],
+      g.members.join(", "),
+      g.offsets.map((o) => h("div", {}, `${o.topic}-${o.partition}: ${o.committed} (lag ${o.lag === null ? "?" : o.lag})`)))));
+    parts.groups.replaceChildren(h("table", { class: "pylog-table" },
+      h("thead", {}, h("tr", {}, ["group", "state", "generation", "coordinator", "members", "committed (lag)"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, rows)));
+  }
+
+  // -- timeline: marks, step/replay controls, the shown snapshot's events --------------------
+
+  const slider = h("input", { type: "range", class: "pylog-slider", min: 0, max: 0, step: 1,
+    "aria-label": "recorded snapshot" });
+  slider.addEventListener("change", () => showSeq(Number(slider.value)));
+  const where = h("span", { class: "pylog-where" });
+  const strip = h("div", { class: "pylog-strip" });
+  const events = h("div", { class: "pylog-events" });
+  const shownSeq = () => (replaying() ? replay().seq : (model.get("timeline") || {}).last_seq || 0);
+  const step = {
+    oldest: h("button", { class: "pylog-oldest", title: "the oldest snapshot kept",
+      onclick: () => showSeq((model.get("timeline") || {}).first_seq) }, "|◀ oldest"),
+    back: h("button", { class: "pylog-back", title: "one snapshot back", onclick: () => showSeq(shownSeq() - 1) }, "◀ step back"),
+    forward: h("button", { class: "pylog-forward", title: "one snapshot forward", onclick: () => showSeq(shownSeq() + 1) }, "step forward ▶"),
+    live: h("button", { class: "pylog-live", title: "follow the cluster as it is now", onclick: () => send({ type: "live" }) }, "● live"),
+  };
+  const controls = h("div", { class: "pylog-controls" }, step.oldest, step.back, slider, step.forward, step.live, where);
+  parts.timeline.append(strip, controls, events);
+
+  function drawTimeline() {
+    const timeline = model.get("timeline") || {};
+    const first = timeline.first_seq || 0, last = timeline.last_seq || 0;
+    slider.min = String(first);
+    slider.max = String(last);
+    slider.value = String(shownSeq());
+    slider.disabled = last <= first;
+    step.oldest.disabled = step.back.disabled = shownSeq() <= first;
+    step.forward.disabled = step.live.disabled = !replaying();
+    const kept = last - first + 1;
+    where.textContent = replaying()
+      ? `replaying snapshot ${replay().seq} of ${first}–${last} (${clock(replay().taken_ms)})`
+      : `live · ${last ? plural(kept, "change") : "nothing"} recorded since ${timeline.first_ms ? clock(timeline.first_ms) : "—"}`;
+    where.classList.toggle("replaying", replaying());
+    drawStrip(timeline);
+    drawEvents();
+  }
+
+  function drawStrip(timeline) {
+    const marks = model.get("marks") || [];
+    const t0 = Math.min(timeline.first_ms || 0, ...marks.map((m) => m.now_ms));
+    const t1 = Math.max(timeline.last_ms || 0, t0 + 1000);
+    const x = (ms) => 8 + ((ms - t0) / (t1 - t0)) * (STRIP_UNITS - 16);
+    const svg = s("svg", { class: "pylog-strip-svg", viewBox: `0 0 ${STRIP_UNITS} 44`, preserveAspectRatio: "none" },
+      s("line", { class: "pylog-axis", x1: 8, y1: 30, x2: STRIP_UNITS - 8, y2: 30 }));
+    for (const m of marks) {
+      const mx = x(m.now_ms);
+      svg.append(s("g", { class: `pylog-mark cat-${CATEGORIES.includes(m.category) ? m.category : "other"}`,
+        data: { seq: String(m.seq) }, onclick: () => showSeq(m.seq) },
+        s("rect", { class: "pylog-mark-hit", x: mx - 4, y: 4, width: 8, height: 30 }),
+        s("line", { x1: mx, y1: 8, x2: mx, y2: 30 }),
+        tip(`${clock(m.now_ms)} ${m.source}: ${m.text} (click to replay)`)));
+    }
+    const cursorMs = replaying() ? replay().taken_ms : timeline.last_ms;
+    if (cursorMs) {
+      svg.append(s("path", { class: "pylog-cursor", d: `M ${x(cursorMs) - 5} 42 L ${x(cursorMs) + 5} 42 L ${x(cursorMs)} 33 Z` },
+        tip(replaying() ? "the snapshot shown" : "now")));
+    }
+    const labels = h("div", { class: "pylog-strip-labels" },
+      h("span", {}, timeline.first_ms ? clock(t0) : ""), h("span", {}, timeline.last_ms ? clock(t1) : ""));
+    strip.replaceChildren(svg, labels);
+  }
+
+  function drawEvents() {
+    const list = (shown().events || []).slice().reverse();
+    const rows = list.map((e) => h("div", { class: `pylog-event cat-${CATEGORIES.includes(e.category) ? e.category : "other"}` },
+      h("span", { class: "pylog-dot" }), h("code", {}, clock(e.now_ms)), " ",
+      h("span", { class: "pylog-source" }, e.source), " ", h("span", {}, e.text)));
+    events.replaceChildren(h("div", { class: "pylog-events-title" },
+      replaying() ? "Events up to the replayed snapshot (newest first)" : "Latest events (newest first)"),
+    ...(rows.length ? rows : [h("div", { class: "pylog-dim" }, "no events yet")]));
+  }
+
+  // -- wiring ---------------------------------------------------------------------------------
+
+  function drawShown() {
+    drawHead();
+    drawTopology();
+    drawActions();
+    drawPartitions();
+    drawGroups();
+    drawTimeline();
+  }
+
+  const handlers = [
+    ["change:snapshot", () => { if (!replaying()) drawShown(); }],
+    ["change:replay", drawShown],
+    ["change:timeline", () => { drawHead(); drawTimeline(); }],
+    ["change:marks", () => drawTimeline()],
+    ["change:action", onAction],
+    ["change:status", drawHead],
+    ["change:show_internal", drawPartitions],
+  ];
+  for (const [name, handler] of handlers) model.on(name, handler);
+  drawShown();
+  return () => {
+    for (const [name, handler] of handlers) model.off(name, handler);
+  };
+}
+
+function section(title, body, className) {
+  return h("div", { class: `pylog-section ${className}` }, h("div", { class: "pylog-section-title" }, title), body);
+}
+
+// -- legend: every mark the view draws -------------------------------------------------------
+
+function legend() {
+  const swatch = (cls) => s("svg", { class: "pylog-swatch", viewBox: "0 0 20 14" }, s("circle", { class: cls, cx: 10, cy: 7, r: 6 }));
+  const barSwatch = (cls) => s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 14" },
+    s("rect", { class: "pylog-track", x: 0, y: 1, width: 40, height: 12 }),
+    s("rect", { class: cls, x: 0, y: 1, width: 40, height: 12, style: "fill:var(--pylog-epoch-0)" }));
+  const item = (mark, text) => h("div", { class: "pylog-legend-item" }, mark, h("span", {}, text));
+  const nodes = STATES.map((state) => item(swatch(`legend-state state-${state}`), `${state}: ${STATE_HELP[state]}`));
+  const cats = CATEGORIES.map((c) => item(h("span", { class: `pylog-dot cat-${c}` }), `${c}: ${CATEGORY_HELP[c]}`));
+  const epochs = h("span", {}, [0, 1, 2, 3].map((e) => h("span", { class: "pylog-chip", style: `background:${epochColour(e)}` }, String(e))));
+  return h("details", { class: "pylog-legend", open: true },
+    h("summary", {}, "Legend"),
+    h("div", { class: "pylog-legend-grid" },
+      h("div", {}, h("div", { class: "pylog-legend-head" }, "Brokers"), nodes,
+        item(h("span", { class: "pylog-cut" }, "✕"), "cut link: the broker is isolated"),
+        item(swatch("legend-pending"), "pulsing ring: an action was sent and is pending")),
+      h("div", {}, h("div", { class: "pylog-legend-head" }, "Replica logs"),
+        item(barSwatch("pylog-committed"), "dark: committed, below the high watermark (HW): consumers can read it"),
+        item(barSwatch("pylog-uncommitted-part"), "light: written but not yet committed (HW up to the log end offset, LEO)"),
+        item(epochs, "colour: the leader epoch the replica is at (per-batch epochs are not exposed yet)"),
+        item(h("b", {}, "★"), "the leader the controller chose: one per partition"),
+        item(h("span", { class: "pylog-tag" }, "out of ISR"), "dashed outline: not in the in-sync replica set"),
+        item(h("span", { class: "pylog-tag" }, "last known"), "grey: the broker does not answer; its last report"),
+        item(h("span", { class: "pylog-disagreement" }, "⚠"), "the broker's own view differs from the controller's (a stale claim is never a second leader)")),
+      h("div", {}, h("div", { class: "pylog-legend-head" }, "Timeline marks (hover: the event; click: replay)"), cats)));
+}
+
+export default { render };
