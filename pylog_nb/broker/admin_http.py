@@ -7,7 +7,8 @@ leader epoch, segments), so each broker answers:
                            "log_start_offset", "high_watermark", "log_end_offset", "size_bytes",
                            "cleanup_policy", "first_dirty_offset" (where the cleaner
                            has yet to look), "segments": [{"base_offset", "next_offset",
-                           "size_bytes"}],
+                           "size_bytes"}], "epochs": [{"epoch", "start_offset"}] (the
+                           leader-epoch cache: which leader epoch wrote which offsets),
                            "role": "leader" | "follower" | "offline", "proposed_isr",
                            "followers": [{"broker_id", "in_isr", "log_end_offset",
                                           "lag_records", "lag_ms", ...}] (on the leader)}]
@@ -72,6 +73,8 @@ def partitions_view(node: BrokerNode) -> list[dict]:
                  "size_bytes": s.size_bytes}
                 for s in plog.segments
             ],
+            "epochs": [{"epoch": e.epoch, "start_offset": e.start_offset}
+                       for e in plog.leader_epoch_cache.entries],
             **_replication(node, partition),
         })
     return rows

@@ -158,8 +158,8 @@ class Controller:
         self.image = image
         first_offset = last_offset - len(records) + 1
         for offset, pairs in enumerate(described, start=first_offset):
-            for kind, text in pairs:
-                self.events.append(ControllerEvent(self._now_ms, offset, kind, text))
+            for kind, text, *where in pairs:
+                self.events.append(ControllerEvent(self._now_ms, offset, kind, text, *where))
         result_value = None if value is None else value(image)
         return ControllerResult(tuple(records), value=result_value, last_offset=last_offset)
 

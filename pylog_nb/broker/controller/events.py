@@ -38,9 +38,16 @@ class ControllerEvent:
     offset: int  # of the metadata record this event describes
     kind: str  # broker_registered, broker_fenced, leader_elected, isr_shrink, ...
     text: str
+    topic: str | None = None  # the partition a partition event is about (views fold internals)
+    partition: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"now_ms": self.now_ms, "offset": self.offset, "kind": self.kind, "text": self.text}
+        where = {} if self.topic is None else {"topic": self.topic, "partition": self.partition}
+        return {"now_ms": self.now_ms, "offset": self.offset, "kind": self.kind,
+                "text": self.text, **where}
+
+
+Described = tuple[str, str] | tuple[str, str, str, int]  # kind, text[, topic, partition]
 
 
 def _leader(broker_id: int) -> str:
@@ -58,24 +65,25 @@ def _register(before: ClusterImage, r: RegisterBroker) -> list[tuple[str, str]]:
     return [("broker_registered", f"broker {r.broker_id} re-registered at {where}")]
 
 
-def _partition_change(before: ClusterImage, r: PartitionChange) -> list[tuple[str, str]]:
+def _partition_change(before: ClusterImage, r: PartitionChange) -> list[Described]:
     topic = before.topic_by_id(r.topic_id)
     assert topic is not None
     old = topic.partitions[r.partition]
     name = f"{topic.name}-{r.partition}"
-    events = []
+    events: list[Described] = []
     if r.leader is not None:
         kind = "leader_offline" if r.leader == NO_LEADER else "leader_elected"
         text = (
             f"{name} leader {_leader(old.leader)} -> {_leader(r.leader)} "
             f"(leader epoch {old.leader_epoch} -> {r.leader_epoch})"
         )
-        events.append((kind, text))
+        events.append((kind, text, topic.name, r.partition))
     if r.isr is not None:
         kind = "isr_shrink" if set(r.isr) < set(old.isr) else "isr_expand"
         if not set(r.isr) <= set(old.isr) and not set(r.isr) >= set(old.isr):
             kind = "isr_change"
-        events.append((kind, f"{name} ISR {list(old.isr)} -> {list(r.isr)}"))
+        events.append((kind, f"{name} ISR {list(old.isr)} -> {list(r.isr)}", topic.name,
+                       r.partition))
     return events
 
 
@@ -84,8 +92,8 @@ def _topic_name(before: ClusterImage, topic_id: str) -> str:
     return topic_id if topic is None else topic.name
 
 
-def describe(before: ClusterImage, record: MetadataRecord) -> list[tuple[str, str]]:
-    """(kind, text) pairs saying what ``record`` changes in ``before``."""
+def describe(before: ClusterImage, record: MetadataRecord) -> list[Described]:
+    """(kind, text[, topic, partition]) saying what ``record`` changes in ``before``."""
     match record:
         case RegisterBroker():
             return _register(before, record)
@@ -96,9 +104,10 @@ def describe(before: ClusterImage, record: MetadataRecord) -> list[tuple[str, st
         case CreateTopic(name=name, topic_id=topic_id):
             return [("topic_created", f"topic {name} created (id {topic_id})")]
         case CreatePartition():
-            name = f"{_topic_name(before, record.topic_id)}-{record.partition}"
+            topic_name = _topic_name(before, record.topic_id)
+            name = f"{topic_name}-{record.partition}"
             text = f"{name} created: replicas {list(record.replicas)} leader {record.leader}"
-            return [("partition_created", text)]
+            return [("partition_created", text, topic_name, record.partition)]
         case PartitionChange():
             return _partition_change(before, record)
         case DeleteTopic(topic_id=topic_id):
