@@ -23,6 +23,9 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..client import events_frame, groups_frame, lag_frame, partitions_frame
+from ..client.browse import COUNT_DEFAULT as BROWSE_COUNT_DEFAULT
+from ..client.browse import COUNT_MAX as BROWSE_COUNT_MAX
+from ..client.browse import browse
 from ..client.io import (
     CONSUME_TIMEOUT_S,
     LogClientError,
@@ -269,6 +272,42 @@ class LogMagics(Magics):
                             f"{args.timeout:g} s")
         return frame
 
+    # -- %log_browse ----------------------------------------------------------------------------
+
+    @line_magic
+    @magic_arguments()
+    @argument("topic")
+    @argument("-p", "--partition", type=int, default=0, help="the partition (default 0)")
+    @argument("--from", dest="start", default="earliest",
+              help="an offset, earliest (default), latest (the last page), or -N (N from the end)")
+    @argument("-n", "--count", type=int, default=BROWSE_COUNT_DEFAULT,
+              help=f"records per page (default {BROWSE_COUNT_DEFAULT}, at most {BROWSE_COUNT_MAX})")
+    @argument("--key", default="", help="only records with this whole key")
+    @argument("--contains", default="", help="only records whose value contains this text")
+    @argument("--header", default="", help="only records with this header: NAME or NAME=VALUE")
+    @argument("--since", default="", help="only records at or after this time (UTC)")
+    @argument("--until", default="", help="only records at or before this time (UTC)")
+    @argument("--frame", action="store_true", help="return the page as a DataFrame, no widget")
+    @_one_line_errors
+    def log_browse(self, line: str):
+        """Browse a partition's records a page at a time: key, value (text, pretty JSON or hex),
+        headers, timestamp; filters; "as DataFrame" puts the page shown into the notebook.
+
+        browser = %log_browse orders -p 1 --from -20 --contains refund
+        df = %log_browse orders --from 100 -n 500 --frame
+        """
+        args = parse_argstring(self.log_browse, line)
+        query = {"partition": args.partition, "start": _browse_start(args.start),
+                 "count": args.count, "key": _unquoted(args.key),
+                 "value_contains": _unquoted(args.contains), "header": _unquoted(args.header),
+                 "since": _unquoted(args.since), "until": _unquoted(args.until)}
+        from ..widgets.browser import MessageBrowser  # anywidget only once a browse is asked for
+
+        read = browse if args.frame else MessageBrowser  # "" is no filter to both
+        # a quick page says nothing; a filter scanning a long log says so after a second
+        with waiting(f"reading {args.topic} partition {args.partition}…"):
+            return read(self._target(), args.topic, **query)
+
     # -- groups ---------------------------------------------------------------------------------
 
     @line_magic
@@ -319,6 +358,23 @@ def _consume_wait(args, waits: bool) -> str:
         return f"{joining}reading {args.topic} up to its end…"
     return (f"{joining}waiting for {_count(args.count, 'new record')} of {args.topic} "
             f"(up to {args.timeout:g} s for each)…")
+
+
+def _browse_start(text: str) -> str | int:
+    """--from as browse takes it: earliest, latest, or an offset (negative: from the end)."""
+    if text in ("earliest", "latest"):
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"--from {text!r}: an offset, earliest, latest or -N") from None
+
+
+def _unquoted(text: str) -> str:
+    """``'a b'`` as ``a b``: IPython's argument splitter keeps the quotes that group words."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
 
 
 def _count(number: int, noun: str) -> str:
