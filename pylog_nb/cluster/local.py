@@ -10,6 +10,7 @@ it listens. Ports are kept in ``cluster.json`` so a restart comes back on the sa
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,6 +115,8 @@ class LocalCluster:
             self._spawn(broker)
         self._save_ports()
         self._started = True
+        if self._temporary:  # a kernel that exits without stop() leaves no /tmp/pylog-* behind
+            atexit.register(_stop_at_exit, weakref.ref(self))
         self.wait_until_ready()
         return self
 
@@ -398,6 +402,14 @@ class LocalCluster:
 
 
 ADMIN_TIMEOUT_S = 10.0
+
+
+def _stop_at_exit(ref: weakref.ref) -> None:
+    """At interpreter exit: stop a still-running cluster with a temporary data directory, which
+    stops its brokers cleanly and removes the directory."""
+    cluster = ref()
+    if cluster is not None and cluster._started:
+        cluster.stop()
 
 
 def _get_json(url: str) -> object:
