@@ -10,6 +10,13 @@ BAR_WIDTH_PX = 120
 STATE_COLOURS = {"up": "#2e7d32", "paused": "#f9a825", "isolated": "#ef6c00", "down": "#c62828"}
 WARNING_COLOUR = "#b71c1c"  # a replica's own view contradicts the controller's
 STALE_COLOUR = "#999"
+NOTE_WIDTH_PX = 2 * BAR_WIDTH_PX  # a warning wraps at this width instead of widening its column
+# Inline styles (a pane's HTML must not restyle the rest of the page): padded cells, top-aligned,
+# and numbers that never break across lines.
+TABLE = '<table style="border-collapse:collapse">'
+TH = '<th style="padding:2px 10px 2px 0;text-align:left;vertical-align:bottom">'
+TD = '<td style="padding:3px 10px 3px 0;vertical-align:top">'
+NOWRAP = '<span style="white-space:nowrap">'
 
 
 def render_brokers(snapshot: dict) -> str:
@@ -24,12 +31,12 @@ def render_partitions(snapshot: dict) -> str:
     """One row per partition: the controller's leader, epoch and ISR, then each replica's own
     role and LEO/HW as a bar, with a ⚠ and the text where its view disagrees."""
     states = {b["broker_id"]: b["state"] for b in snapshot["brokers"]}
-    head = "".join(f"<th>broker {_e(b)}</th>" for b in states)
+    head = "".join(f"{TH}broker {_e(b)}</th>" for b in states)
     rows = "".join(_partition_row(p, states) for p in snapshot["partitions"])
     if not rows:
         rows = f'<tr><td colspan="{4 + len(states)}">no topics yet</td></tr>'
     return (f"{_authority_note(snapshot.get('authority', 'controller'))}"
-            f"<table><tr><th>partition</th><th>leader</th><th>epoch</th><th>ISR</th>{head}</tr>"
+            f"{TABLE}<tr>{TH}partition</th>{TH}leader</th>{TH}epoch</th>{TH}ISR</th>{head}</tr>"
             f"{rows}</table>")
 
 
@@ -43,23 +50,29 @@ def _authority_note(source: str) -> str:
 def _partition_row(partition: dict, states: dict[int, str]) -> str:
     replicas = partition["replicas"]
     top = max([r["log_end_offset"] for r in replicas.values()] + [1])
-    cells = "".join(f"<td>{_replica_slot(partition, b, state, top)}</td>"
+    cells = "".join(f"{TD}{_replica_slot(partition, b, state, top)}</td>"
                     for b, state in states.items())
     leader = partition["leader"] if partition["leader"] >= 0 else "none"
     epoch = "?" if partition["leader_epoch"] is None else partition["leader_epoch"]
-    return (f"<tr><td>{_e(partition['topic'])}-{_e(partition['partition'])}</td>"
-            f"<td>{_e(leader)}</td><td>{_e(epoch)}</td>"
-            f"<td>{_e(partition['isr'])}</td>{cells}</tr>")
+    return (f"<tr>{TD}{NOWRAP}{_e(partition['topic'])}-{_e(partition['partition'])}</span></td>"
+            f"{TD}{_e(leader)}</td>{TD}{_e(epoch)}</td>"
+            f"{TD}{NOWRAP}{_e(partition['isr'])}</span></td>{cells}</tr>")
 
 
 def _replica_slot(partition: dict, broker_id: int, state: str, top: int) -> str:
     """The replica's cell; a grey note for an assigned replica never heard from."""
     replica = partition["replicas"].get(broker_id)
     if replica is not None:
-        return _replica_cell(replica, top, _role(partition, broker_id, replica), state)
+        return _replica_cell(replica, top, _role(partition, broker_id, replica), state,
+                             _out_of_isr(partition, broker_id))
     if broker_id in partition.get("assigned", []):
         return f'<small style="color:{STALE_COLOUR}">no answer ({_e(state)})</small>'
     return ""
+
+
+def _out_of_isr(partition: dict, broker_id: int) -> bool:
+    """An assigned replica the authority's ISR leaves out (only when that ISR is known)."""
+    return bool(partition["isr"]) and broker_id not in partition["isr"]
 
 
 def _role(partition: dict, broker_id: int, replica: dict) -> str:
@@ -77,7 +90,8 @@ def _role(partition: dict, broker_id: int, replica: dict) -> str:
     return role
 
 
-def _replica_cell(replica: dict, top: int, role: str, state: str = "up") -> str:
+def _replica_cell(replica: dict, top: int, role: str, state: str = "up",
+                  out_of_isr: bool = False) -> str:
     """A bar: filled up to the HW, lighter up to the LEO; the numbers beside it; any
     disagreement with the controller; greyed when it is the broker's last known state."""
     hw_px = BAR_WIDTH_PX * replica["high_watermark"] // top
@@ -86,8 +100,9 @@ def _replica_cell(replica: dict, top: int, role: str, state: str = "up") -> str:
            f'<div style="position:absolute;width:{leo_px}px;height:8px;background:#90caf9"></div>'
            f'<div style="position:absolute;width:{hw_px}px;height:8px;background:#1565c0"></div>'
            f"</div>")
-    text = (f"{bar}<small>{_e(role)} · HW {_e(replica['high_watermark'])} · "
-            f"LEO {_e(replica['log_end_offset'])}{_compaction(replica)}"
+    outside = f'<span style="color:{STALE_COLOUR}"> · out of ISR</span>' if out_of_isr else ""
+    text = (f"{bar}<small>{NOWRAP}{_e(role)} · HW {_e(replica['high_watermark'])} · "
+            f"LEO {_e(replica['log_end_offset'])}{outside}</span>{_compaction(replica)}"
             f"{_disagreement(replica.get('disagreement', ''))}</small>")
     if not replica.get("last_known"):
         return text
@@ -98,29 +113,30 @@ def _replica_cell(replica: dict, top: int, role: str, state: str = "up") -> str:
 def _disagreement(text: str) -> str:
     if not text:
         return ""
-    return f'<br><span style="color:{WARNING_COLOUR}">⚠ {_e(text)}</span>'
+    return (f'<br><span style="color:{WARNING_COLOUR};display:inline-block;'
+            f'max-width:{NOTE_WIDTH_PX}px">⚠ {_e(text)}</span>')
 
 
 def _compaction(replica: dict) -> str:
     """For a compacted topic: how far this replica's cleaner got, and the bytes on disk."""
     if not replica.get("compacted"):
         return ""
-    return (f"<br>compacted · cleaned below {_e(replica['first_dirty_offset'])} · "
-            f"{_e(replica['size_bytes'])} B")
+    return (f"<br>{NOWRAP}compacted · cleaned below {_e(replica['first_dirty_offset'])} · "
+            f"{_e(replica['size_bytes'])} B</span>")
 
 
 def render_groups(snapshot: dict) -> str:
     """One row per group: its coordinator (stale claims marked), members and committed offsets."""
     rows = "".join(
-        f"<tr><td>{_e(g['group'])}</td><td>{_e(g['state'])}</td><td>{_e(g['generation'])}</td>"
-        f"<td>{_e(g['coordinator'])}{_disagreement(g.get('disagreement', ''))}</td>"
-        f"<td>{_e(', '.join(g['members']))}</td>"
-        f"<td>{_offsets(g['offsets'])}</td></tr>"
+        f"<tr>{TD}{_e(g['group'])}</td>{TD}{_e(g['state'])}</td>{TD}{_e(g['generation'])}</td>"
+        f"{TD}{_e(g['coordinator'])}{_disagreement(g.get('disagreement', ''))}</td>"
+        f"{TD}{_e(', '.join(g['members']))}</td>"
+        f"{TD}{_offsets(g['offsets'])}</td></tr>"
         for g in snapshot["groups"])
     if not rows:
         return "<div>no consumer groups</div>"
-    return ("<table><tr><th>group</th><th>state</th><th>generation</th><th>coordinator</th>"
-            f"<th>members</th><th>committed (lag)</th></tr>{rows}</table>")
+    return (f"{TABLE}<tr>{TH}group</th>{TH}state</th>{TH}generation</th>{TH}coordinator</th>"
+            f"{TH}members</th>{TH}committed (lag)</th></tr>{rows}</table>")
 
 
 def _offsets(offsets: list[dict]) -> str:
