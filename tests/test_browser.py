@@ -12,6 +12,7 @@ installed by ``scripts/setup.sh``; without them this test fails, it never skips.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -24,7 +25,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from confluent_kafka import Producer
 from nbformat.v4 import new_code_cell, new_notebook
+
+from pylog_nb.cluster.local import CLUSTER_FILE
 
 try:
     from playwright.sync_api import expect, sync_playwright
@@ -43,6 +47,7 @@ WAIT_MS = WAIT_S * 1000
 STOP_S = 10
 POLL_S = 0.2
 LOG_TAIL_CHARS = 3000
+MORE_RECORDS = 30  # written after the kill, in the new leader's epoch
 VIEWPORT = {"width": 1400, "height": 2200}  # the whole view at once, for the screenshots
 
 
@@ -279,8 +284,11 @@ def test_view_draws_broker_nodes_and_replica_bars(view):
         replicas = view.locator(f'.pylog-partition[data-partition="{partition}"] .pylog-replica')
         expect(replicas).to_have_count(3)
         expect(replicas.locator(".pylog-committed")).to_have_count(3)  # 40 records, committed
+        expect(replicas.locator('.pylog-committed[data-epoch="0"]')).to_have_count(3)
     shows(view, view.locator(".pylog-section-timeline"), "Latest events")
     expect(view.locator(".pylog-legend")).to_contain_text("the leader the controller chose")
+    expect(view.locator(".pylog-legend")).to_contain_text("leader-epoch cache")
+    expect(view.locator(".pylog-legend")).to_contain_text("truncated")
     expect(view.locator(".pylog-fold")).to_contain_text("__consumer_offsets")
 
 
@@ -319,10 +327,32 @@ def test_killing_the_leader_from_the_view_shows_pending_then_a_new_leader(page, 
     expect(old_row).to_have_class(re.compile(r"\blast-known\b"))
     expect(old_row).to_contain_text("last known")
     shows(view, view.locator(".pylog-events"), "leader")
+    # Records written after the election: the new leader's log gains a range in the new epoch,
+    # and the dead follower falls behind by exactly those records.
+    produce_more(root, partition=0, count=MORE_RECORDS)
+    new_row = shown.locator(f'.pylog-replica[data-broker="{new}"]')
+    expect(new_row.locator(".pylog-committed")).to_have_count(2, timeout=WAIT_MS)
+    shows(view, old_row, f"lag {MORE_RECORDS} records")
+    expect(view.locator(".pylog-spark").first).to_be_visible(timeout=WAIT_MS)
+    expect(shown.locator(".pylog-uncommitted")).to_have_count(0)  # followers learnt the HW
     view.screenshot(path=str(artifacts / "after-kill.png"))
+    box, legend = view.bounding_box(), view.locator(".pylog-legend").bounding_box()
+    page.screenshot(path=str(artifacts / "readme.png"), clip={  # the view without its legend
+        "x": box["x"], "y": box["y"], "width": box["width"], "height": legend["y"] - box["y"]})
     view.locator('button.pylog-action[data-action="kill"]').click()
     shows(view, view.locator(".pylog-actions"), f"kill refused: broker {old} is already down")
     assert page.evaluate("typeof window.__pwned") == "undefined"
+
+
+def produce_more(root: Path, partition: int, count: int) -> None:
+    """Write ``count`` records to ``partition`` from the test, through the running brokers."""
+    ports = json.loads((root / "data" / CLUSTER_FILE).read_text())["ports"]
+    bootstrap = ",".join(f"{HOST}:{port}" for broker, (port, _admin) in ports.items()
+                         if broker != "0")
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 0})
+    for n in range(count):
+        producer.produce(TOPIC, f"more-{n}", partition=partition)
+    assert producer.flush(WAIT_S) == 0, "records not acknowledged"
 
 
 def test_stepping_back_replays_an_earlier_snapshot(view):

@@ -1,10 +1,11 @@
 """The live cluster view (ClusterView, an anywidget) without a browser.
 
 First on a scripted cluster (no processes): the snapshot history is bounded in count and bytes,
-an idle cluster sends the browser nothing and a change sends one message, faults that cannot
-apply are refused with the reason, replay shows a recorded snapshot. Then against three real
-broker processes: what the snapshot holds, that the view's actions break and heal a broker,
-and that an idle real cluster stays silent. The browser half is tests/test_browser.py.
+an idle cluster sends the browser nothing and a change sends one small patch that rebuilds the
+snapshot, replicas carry their leader-epoch ranges, follower lag and recent truncations, faults
+that cannot apply are refused with the reason, replay shows a recorded snapshot. Then against
+three real broker processes: what the snapshot holds, that the view's actions break and heal a
+broker, and that an idle real cluster stays silent. The browser half is tests/test_browser.py.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import copy
 import json
 import re
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,9 @@ from pylog_nb import LocalCluster, widgets
 from pylog_nb.cluster import ClusterError
 from pylog_nb.client.io import produce
 from pylog_nb.widgets import ClusterView, SnapshotHistory, take_snapshot
+from pylog_nb.widgets import delta
 from pylog_nb.widgets.actions import ACTIONS, refusal
+from pylog_nb.widgets.snapshot import TRUNCATED_SHOWN_MS
 from pylog_nb.widgets.render import render_events, render_groups, render_partitions
 
 REFRESH_S = 0.2
@@ -36,13 +40,16 @@ TOPIC = "orders"
 # == a scripted cluster =========================================================================
 
 
-def replica_row(broker_id: int, leader: int, leo: int, epoch: int = 0) -> dict:
+def replica_row(broker_id: int, leader: int, leo: int, epoch: int = 0,
+                followers: list[dict] | None = None) -> dict:
     """A /v1/partitions row as broker ``broker_id`` reports it."""
     return {"topic": TOPIC, "partition": 0, "leader": leader, "leader_epoch": epoch,
             "replicas": [1, 2, 3], "isr": [1, 2, 3], "log_start_offset": 0,
             "high_watermark": leo, "log_end_offset": leo, "size_bytes": 10 * leo,
             "cleanup_policy": "delete", "first_dirty_offset": 0, "segments": [],
-            "role": "leader" if broker_id == leader else "follower", "followers": []}
+            "epochs": [{"epoch": e, "start_offset": min(e * 2, leo)} for e in range(epoch + 1)],
+            "role": "leader" if broker_id == leader else "follower",
+            "followers": (followers or []) if broker_id == leader else []}
 
 
 class ScriptedCluster:
@@ -54,11 +61,12 @@ class ScriptedCluster:
         self.controller = object()
         self.states = {1: "up", 2: "up", 3: "up"}
         self.leader, self.epoch, self.leo = 1, 0, 5
+        self.followers: list[dict] = []  # the leader's view of its followers
         self.event_log: list[dict] = []
         self.faults: list[tuple[str, int]] = []
 
     def describe(self) -> dict[int, list[dict]]:
-        return {b: [replica_row(b, self.leader, self.leo, self.epoch)]
+        return {b: [replica_row(b, self.leader, self.leo, self.epoch, self.followers)]
                 for b, state in self.states.items() if state in ("up", "isolated")}
 
     def controller_describe(self) -> dict:
@@ -112,12 +120,21 @@ class Sent:
 
     def __init__(self) -> None:
         self.messages: list[dict] = []
+        self.buffer_bytes: list[int] = []
 
     def __call__(self, message: dict, buffers=None) -> None:
         self.messages.append(message)
+        self.buffer_bytes.append(sum(len(b) for b in buffers or []))
 
     def traits(self) -> list[set[str]]:
-        return [set(m["state"]) for m in self.messages if m.get("method") == "update"]
+        """The traits each update carries (binary ones travel as buffers, named by path)."""
+        return [set(m["state"]) | {path[0] for path in m.get("buffer_paths", [])}
+                for m in self.messages if m.get("method") == "update"]
+
+    def sizes(self) -> list[int]:
+        """Bytes on the comm: each message's JSON and its binary buffers."""
+        return [len(json.dumps(m, separators=(",", ":"))) + n
+                for m, n in zip(self.messages, self.buffer_bytes)]
 
 
 @pytest.fixture
@@ -220,17 +237,56 @@ def test_an_idle_cluster_sends_nothing_and_a_change_sends_one_message(scripted, 
     assert quiet_view._send.messages == []
     scripted.leo += 1
     quiet_view.refresh()
-    assert quiet_view._send.traits() == [{"snapshot", "timeline"}]  # marks: none new
+    assert quiet_view._send.traits() == [{"delta_z", "timeline"}]  # marks: none new
     assert quiet_view.snapshot["partitions"][0]["replicas"][1]["log_end_offset"] == 6
     quiet_view.refresh()
     assert len(quiet_view._send.messages) == 1
+
+
+def test_a_change_sends_a_patch_from_the_base_that_rebuilds_the_snapshot(scripted,
+                                                                         quiet_view):
+    base = json.loads(json.dumps(quiet_view.base))  # what the browser holds: JSON
+    for _ in range(3):
+        scripted.leo += 7
+        quiet_view.refresh()
+    assert quiet_view.base["seq"] == base["seq"]  # small patches: the base stays
+    assert quiet_view._send.traits() == [{"delta_z", "timeline"}] * 3
+    sent = json.loads(zlib.decompress(quiet_view.delta_z))  # as the browser inflates it
+    assert sent == json.loads(json.dumps(quiet_view.delta))
+    assert sent["base_seq"] == base["seq"] and sent["seq"] == base["seq"] + 3
+    rebuilt = delta.apply(base["snapshot"], sent["patch"])  # from the base: a late view needs
+    assert rebuilt == json.loads(json.dumps(quiet_view.snapshot))  # only the newest delta
+    assert all(size < 1000 for size in quiet_view._send.sizes())  # numbers, not snapshots
+    assert sent["point"]["partitions"][f"{TOPIC}-0"] == [26, 26]
+    assert json.loads(zlib.decompress(quiet_view.base_z)) == base
+
+
+def test_a_patch_that_outgrows_its_base_is_sent_as_a_new_base(scripted, quiet_view):
+    first = quiet_view.base["seq"]
+    scripted.elect(2)  # leader, epochs, roles, an event: a large part of a small snapshot
+    scripted.leo = 50
+    quiet_view.refresh()
+    assert quiet_view.base["seq"] > first and quiet_view.delta["patch"] == {}
+    assert quiet_view.base["snapshot"] == quiet_view.snapshot
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ({"a": 1, "b": [1, 2]}, {"a": 1, "b": [1, 3]}),
+    ({"a": {"1": {"x": 1}}}, {"a": {"2": {"x": 1}}}),
+    ({"a": [1, 2]}, {"a": [1, 2, 3]}),
+    ({"a": None}, {"a": {"b": []}}),
+    ({"a": {"b": 1}, "c": 2}, {"a": 3}),
+    ([{"a": 1}, {"b": 2}], [{"a": 1}, {"b": 2, "c": None}]),
+])
+def test_a_patch_rebuilds_the_new_value_from_the_old(old, new):
+    assert delta.apply(old, delta.diff(old, new)) == new
 
 
 def test_an_election_sends_the_snapshot_and_its_timeline_mark_together(scripted, quiet_view):
     scripted.elect(2)
     quiet_view.refresh()
     [changed] = quiet_view._send.traits()
-    assert changed == {"snapshot", "timeline", "marks"}
+    assert {"delta_z", "timeline", "marks"} <= changed
     assert quiet_view.snapshot["partitions"][0]["leader"] == 2
     assert quiet_view.marks[-1]["text"] == f"{TOPIC}-0 leader -> 2 (epoch 1)"
     assert quiet_view.marks[-1]["seq"] == quiet_view.timeline["last_seq"]
@@ -269,6 +325,78 @@ def test_internal_topics_are_folded_until_asked_for(scripted, quiet_view):
     assert quiet_view.snapshot["folded"] == {}
     assert {p["topic"] for p in quiet_view.snapshot["partitions"]} == {TOPIC,
                                                                        "__consumer_offsets"}
+
+
+def test_each_replica_carries_the_leader_epoch_that_wrote_each_offset_range(scripted):
+    scripted.elect(2)
+    scripted.elect(3)
+    scripted.leo = 10
+    [partition] = take_snapshot(scripted)["partitions"]
+    assert partition["replicas"][1]["epochs"] == [[0, 0], [1, 2], [2, 4]]
+
+
+def test_a_follower_shows_its_lag_in_records_and_since_when(scripted):
+    scripted.followers = [
+        {"broker_id": 2, "in_isr": True, "log_end_offset": 5, "lag_records": 0, "lag_ms": 0,
+         "last_caught_up_ms": 1_000},
+        {"broker_id": 3, "in_isr": True, "log_end_offset": 2, "lag_records": 3, "lag_ms": 700,
+         "last_caught_up_ms": 1_000}]
+    [partition] = take_snapshot(scripted)["partitions"]
+    replicas = partition["replicas"]
+    assert (replicas[2]["lag_records"], replicas[2]["behind_since_ms"]) == (0, None)
+    assert (replicas[3]["lag_records"], replicas[3]["behind_since_ms"]) == (3, 1_000)
+    assert "lag_records" not in replicas[1]  # the leader
+    scripted.followers[1]["lag_ms"] = 5_700  # only the age grew: the snapshot stays the same
+    assert take_snapshot(scripted)["partitions"] == [partition]
+
+
+def test_a_truncation_is_shown_on_its_replica_for_a_while(scripted):
+    scripted.event_log.append({"source": "broker-3", "kind": "Truncated", "now_ms": 10_000,
+                               "topic": TOPIC, "partition": 0, "from_offset": 9,
+                               "to_offset": 5, "reason": "diverging_epoch"})
+    shown = take_snapshot(scripted, now_ms=11_000)
+    replicas = shown["partitions"][0]["replicas"]
+    assert replicas[3]["truncated"] == [{"from_offset": 9, "to_offset": 5, "now_ms": 10_000,
+                                         "reason": "diverging_epoch"}]
+    assert "truncated" not in replicas[2]
+    assert [e["category"] for e in shown["events"]] == ["truncation"]
+    later = take_snapshot(scripted, now_ms=10_000 + TRUNCATED_SHOWN_MS + 1)
+    assert "truncated" not in later["partitions"][0]["replicas"][3]
+
+
+def test_internal_topic_events_are_folded_by_their_topic_field(scripted):
+    scripted.event_log += [
+        {"source": "controller", "now_ms": 1, "kind": "leader_elected",
+         "text": "leader 1 -> 2", "topic": "__consumer_offsets", "partition": 3},
+        {"source": "controller", "now_ms": 2, "kind": "topic_created",
+         "text": "topic __consumer_offsets created (id x)"},
+        {"source": "controller", "now_ms": 3, "kind": "isr_shrink",
+         "text": "ISR [1, 2] -> [1]", "topic": TOPIC, "partition": 0}]
+    assert [e["now_ms"] for e in take_snapshot(scripted)["events"]] == [3]
+    assert [e["now_ms"] for e in take_snapshot(scripted, internal=True)["events"]] == [1, 2, 3]
+
+
+def test_the_charts_points_follow_the_recorded_snapshots(scripted, quiet_view):
+    for _ in range(3):
+        scripted.leo += 10
+        quiet_view.refresh()
+    series = quiet_view.history.series()
+    assert [point["partitions"][f"{TOPIC}-0"] for point in series] == [
+        [5, 5], [15, 15], [25, 25], [35, 35]]
+    assert len(quiet_view.history.series(points_max=2)) == 2
+
+
+def test_a_groups_charted_lag_is_unknown_while_a_partitions_lag_is():
+    from pylog_nb.widgets.history import Recorded, series_point
+
+    def point(lags: list[int | None]) -> dict:
+        offsets = [{"topic": TOPIC, "partition": i, "committed": 0, "lag": lag}
+                   for i, lag in enumerate(lags)]
+        snapshot = {"partitions": [], "groups": [{"group": "g", "offsets": offsets}]}
+        return series_point(Recorded(1, 0, snapshot, 0))
+
+    assert point([3, 4])["groups"] == {"g": 7}
+    assert point([3, None])["groups"] == {"g": None}  # not a dip to 3
 
 
 # == actions and refusals =======================================================================
@@ -501,9 +629,11 @@ def test_an_idle_real_cluster_sends_nothing(three, view):
     def settled() -> bool:
         first = take_snapshot(three)
         time.sleep(REFRESH_S * 3)
-        return _replicated_everywhere(three) and take_snapshot(three) == first
+        return (_replicated_everywhere(three) and take_snapshot(three) == first
+                and not _truncation_shown(first))
 
-    wait_for(settled, "earlier tests' ISR changes, elections and HW moves to settle")
+    wait_for(settled, "earlier tests' ISR changes, elections, HW moves and truncation marks "
+             "to settle", timeout_s=TIMEOUT_S + TRUNCATED_SHOWN_MS / 1000)
     view.refresh()
     view._send = Sent()
     time.sleep(REFRESH_S * 10)  # ten refreshes of an idle cluster
@@ -511,7 +641,12 @@ def test_an_idle_real_cluster_sends_nothing(three, view):
     produce(three.bootstrap_servers, "idle-check", [(None, "wake up")])
     wait_for(lambda: any(p["topic"] == "idle-check" for p in view.snapshot["partitions"]),
              "the new topic to show")
-    assert any("snapshot" in traits for traits in view._send.traits())
+    assert any("delta_z" in traits for traits in view._send.traits())
+
+
+def _truncation_shown(snapshot: dict) -> bool:
+    """A truncation mark is shown: it will expire, and the snapshot change, on its own."""
+    return any("truncated" in r for p in snapshot["partitions"] for r in p["replicas"].values())
 
 
 def _replicated_everywhere(cluster) -> bool:

@@ -1,8 +1,11 @@
 // The browser half of ClusterView (cluster_view.py): draws the synced state, sends clicks back.
 //
 // Python holds every piece of state (the snapshot, the history, the outcome of an action); this
-// module keeps only what is about the page: which broker is selected and which of its own
-// clicks are still pending. Everything that came from the cluster or its clients (topic names,
+// module keeps only what is about the page: which broker is selected, which of its own clicks
+// are still pending, and the chart points it has seen. The live snapshot is the "base" trait
+// with the "delta" trait's patch applied (applyPatch: the rules of delta.py); every patch is
+// from the base, so a view that opens late needs nothing from the kernel to draw the present.
+// Both come as zlib-compressed JSON (base_z, delta_z), inflated here in arrival order. Everything that came from the cluster or its clients (topic names,
 // group ids, client ids, event texts) goes into the page as text: textContent, text nodes and
 // attribute values, never innerHTML or markup built from strings.
 
@@ -13,6 +16,11 @@ const BAR_UNCOMMITTED_UNITS_MIN = 5; // a few records above the HW stay visible 
 const NODE_GAP = 130;
 const NODE_R = 22;
 const STRIP_UNITS = 600;
+const SPARK_W = 120; // a sparkline's viewBox width (one unit per point at most)
+const SPARK_H = 22;
+const SERIES_POINTS_MAX = 120; // as history.py: the points a sparkline draws
+const PATCH_NEW = "$new"; // delta.py's markers
+const PATCH_DELETE = "$del";
 const STATES = ["up", "paused", "isolated", "down", "fenced"];
 const CATEGORIES = ["election", "isr", "broker", "truncation", "group", "topic", "other"];
 const STATE_HELP = {
@@ -31,6 +39,36 @@ const CATEGORY_HELP = {
   topic: "topic or partition created, deleted or reconfigured",
   other: "anything else",
 };
+let viewCount = 0; // per page: each view's SVG pattern ids are its own
+
+// A kernel patch applied to a snapshot (delta.py: apply); returns the new value.
+function applyPatch(old, patch) {
+  if (patch === null || typeof patch !== "object" || Array.isArray(patch)) return patch;
+  if (Object.prototype.hasOwnProperty.call(patch, PATCH_NEW)) return patch[PATCH_NEW];
+  if (Array.isArray(old)) {
+    const result = old.slice();
+    for (const [index, sub] of Object.entries(patch)) result[Number(index)] = applyPatch(result[Number(index)], sub);
+    return result;
+  }
+  const result = { ...(old || {}) };
+  for (const key of patch[PATCH_DELETE] || []) delete result[key];
+  for (const [key, sub] of Object.entries(patch)) {
+    if (key !== PATCH_DELETE) result[key] = applyPatch(result[key], sub);
+  }
+  return result;
+}
+
+// zlib-compressed JSON (a DataView of the comm's binary buffer) as a value; null when empty.
+async function inflate(data) {
+  if (!data || !data.byteLength) return null;
+  const bytes = new Uint8Array(data.buffer || data, data.byteOffset || 0, data.byteLength);
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return JSON.parse(await new Response(stream).text());
+}
+
+function seconds(ms) {
+  return ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`;
+}
 
 // -- building DOM and SVG as text ------------------------------------------------------------
 
@@ -111,7 +149,32 @@ function roleText(p, id, r) {
 // -- the view --------------------------------------------------------------------------------
 
 function render({ model, el }) {
-  const page = { selected: null, pending: new Map(), sent: 0 };
+  const page = { selected: null, pending: new Map(), sent: 0, uid: `pylog-${++viewCount}-${Date.now()}` };
+  // The live state: base + delta (see the top of this file), and the chart points seen.
+  const live = { key: "", snapshot: {}, series: [], base: {}, delta: {}, baseZ: null, deltaZ: null };
+  async function inflateTraits() {
+    const baseZ = model.get("base_z"), deltaZ = model.get("delta_z");
+    if (baseZ !== live.baseZ) live.base = (await inflate(baseZ)) || {};
+    if (deltaZ !== live.deltaZ) live.delta = (await inflate(deltaZ)) || {};
+    live.baseZ = baseZ;
+    live.deltaZ = deltaZ;
+  }
+  function refreshLive() {
+    const base = live.base;
+    const delta = live.delta;
+    const key = `${base.seq}:${delta.seq}`;
+    if (key === live.key) return;
+    live.key = key;
+    live.snapshot = delta.base_seq === base.seq ? applyPatch(base.snapshot || {}, delta.patch || {})
+      : base.snapshot || {};
+    const lastSeq = (points) => (points.length ? points[points.length - 1].seq : -1);
+    const kept = base.series || [];
+    if (lastSeq(kept) >= lastSeq(live.series)) live.series = kept.slice(); // the kernel's history
+    if (delta.point && delta.point.seq > lastSeq(live.series)) live.series.push(delta.point);
+    live.series = live.series.slice(-SERIES_POINTS_MAX);
+  }
+  Object.defineProperty(live, "timeline", { get: () => model.get("timeline") || {} });
+  Object.defineProperty(live, "marks", { get: () => model.get("marks") || [] });
   const root = h("div", { class: "pylog-view" });
   const parts = {
     head: h("div", { class: "pylog-head" }),
@@ -120,9 +183,10 @@ function render({ model, el }) {
     partitions: h("div", { class: "pylog-partitions" }),
     groups: h("div", { class: "pylog-groups" }),
     timeline: h("div", { class: "pylog-timeline" }),
-    legend: legend(),
+    legend: legend(page.uid),
   };
   add(root, [
+    hatchPattern(page.uid),
     parts.head,
     h("div", { class: "pylog-top" }, parts.topology, parts.actions),
     section("Partitions", parts.partitions, "pylog-section-partitions"),
@@ -134,7 +198,8 @@ function render({ model, el }) {
 
   const replay = () => model.get("replay") || {};
   const replaying = () => Boolean(replay().snapshot);
-  const shown = () => (replaying() ? replay().snapshot : model.get("snapshot")) || {};
+  const shown = () => (replaying() ? replay().snapshot : live.snapshot) || {};
+  const shownMs = () => (replaying() ? replay().taken_ms : live.timeline.last_ms) || Date.now();
 
   function send(message) {
     model.send(message);
@@ -149,7 +214,7 @@ function render({ model, el }) {
   }
 
   function showSeq(seq) {
-    const timeline = model.get("timeline") || {};
+    const timeline = live.timeline;
     if (seq >= timeline.last_seq) send({ type: "live" });
     else send({ type: "replay", seq: Math.max(seq, timeline.first_seq) });
   }
@@ -166,12 +231,13 @@ function render({ model, el }) {
     ];
     const status = model.get("status");
     if (status) lines.push(h("div", { class: "pylog-error" }, `⚠ ${status}`));
+    if (live.error) lines.push(h("div", { class: "pylog-error" }, `⚠ cannot read the kernel's update: ${live.error}`));
     if (snap.authority === "newest claim") {
       lines.push(h("div", { class: "pylog-warning" },
         "⚠ the controller does not answer: leader, epoch and ISR are the newest any broker claims"));
     }
     if (replaying()) {
-      const timeline = model.get("timeline") || {};
+      const timeline = live.timeline;
       const behind = Math.round((timeline.last_ms - replay().taken_ms) / 1000);
       lines.push(h("div", { class: "pylog-replaying" },
         `⏪ Replaying the cluster as it was at ${clock(replay().taken_ms)} ` +
@@ -345,23 +411,46 @@ function render({ model, el }) {
     const rs = ids.map((id) => p.replicas[id]).filter(Boolean);
     const lo = Math.min(...rs.map((r) => r.log_start_offset), Infinity);
     const low = Number.isFinite(lo) ? lo : 0;
-    const high = Math.max(low + 1, ...rs.map((r) => r.log_end_offset));
+    const removed = rs.flatMap((r) => (r.truncated || []).map((cut) => cut.from_offset));
+    const high = Math.max(low + 1, ...rs.map((r) => r.log_end_offset), ...removed);
     const leader = p.leader >= 0 ? `★ ${p.leader}` : "none";
+    const name = `${p.topic}-${p.partition}`;
     const head = h("div", { class: "pylog-p-head" },
-      h("span", { class: "pylog-p-name" }, `${p.topic}-${p.partition}`),
+      h("span", { class: "pylog-p-name" }, name),
       h("span", {}, `leader ${leader}`),
       h("span", {}, "epoch ", epochChip(p.leader_epoch)),
       h("span", {}, `ISR [${p.isr.join(", ")}]`),
-      h("span", { class: "pylog-dim" }, `offsets ${low} … ${high}`));
+      h("span", { class: "pylog-dim" }, `offsets ${low} … ${high}`),
+      partitionSpark(name));
     if (p.leader < 0) head.append(h("span", { class: "pylog-warning" }, "⚠ no leader: the partition is offline"));
     const rows = ids.map((id) => replicaRow(p, id, states[id], low, high));
-    const data = { partition: `${p.topic}-${p.partition}`, leader: String(p.leader), isr: p.isr.join(",") };
+    const data = { partition: name, leader: String(p.leader), isr: p.isr.join(",") };
     return h("div", { class: "pylog-partition", data }, head, rows);
   }
 
   function epochChip(epoch) {
     if (epoch === null || epoch === undefined) return h("span", { class: "pylog-chip" }, "?");
     return h("span", { class: "pylog-chip", style: `background:${epochColour(epoch)}` }, String(epoch));
+  }
+
+  // A follower's lag as its leader measures it: records behind, and for how long (from the
+  // leader's last-caught-up time, so an idle snapshot stays the same while the seconds count).
+  function lagNote(p, id, r) {
+    if (id === p.leader || r.lag_records === undefined) return null;
+    if (r.lag_records === null) { // the leader has no fetch from it (it was elected since)
+      const leader = p.replicas[p.leader];
+      if (r.last_known && leader && !leader.last_known) {
+        return h("span", { class: "pylog-lag", title: "the broker does not answer: the leader's LEO minus the last LEO it reported" },
+          `lag ${Math.max(0, leader.log_end_offset - r.log_end_offset)} records (from its last known LEO)`);
+      }
+      return h("span", { class: "pylog-lag pylog-dim", title: "the leader has had no fetch from this replica since it was elected" },
+        "lag ? (no fetch from this leader yet)");
+    }
+    if (r.lag_records === 0) return h("span", { class: "pylog-lag pylog-dim", title: "at the leader's log end offset" }, "caught up");
+    const behind = r.behind_since_ms ? Math.max(0, shownMs() - r.behind_since_ms) : null;
+    const text = `lag ${r.lag_records} records${behind === null ? "" : ` · behind ${seconds(behind)}`}`;
+    return h("span", { class: "pylog-lag", title: behind === null ? "records behind the leader's LEO"
+      : `records behind the leader's LEO; not caught up for ${behind} ms (as of this snapshot)` }, text);
   }
 
   function replicaRow(p, id, broker, low, high) {
@@ -383,6 +472,11 @@ function render({ model, el }) {
       notes.push(h("span", { class: "pylog-tag" },
         `compacted · cleaned below ${r.first_dirty_offset} · ${r.size_bytes} B`));
     }
+    for (const cut of r.truncated || []) {
+      const ago = Math.max(0, Math.round((shownMs() - cut.now_ms) / 1000));
+      notes.push(h("span", { class: "pylog-truncated-note" },
+        `✂ truncated [${cut.to_offset}, ${cut.from_offset}) ${ago} s ago (${cut.reason})`));
+    }
     if (r.disagreement) notes.push(h("span", { class: "pylog-disagreement" }, `⚠ ${r.disagreement}`));
     const uncommitted = r.log_end_offset - r.high_watermark;
     return h("div", { class: classes.filter(Boolean).join(" "), data: { broker: String(id) } },
@@ -391,29 +485,115 @@ function render({ model, el }) {
       bar(r, low, high, inIsr),
       h("span", { class: "pylog-r-nums" },
         `HW ${r.high_watermark} · LEO ${r.log_end_offset}`,
-        uncommitted > 0 ? h("span", { class: "pylog-uncommitted" }, ` (+${uncommitted} uncommitted)`) : "",
-        r.log_start_offset > 0 ? h("span", { class: "pylog-dim" }, ` · starts at ${r.log_start_offset}`) : ""),
+        uncommitted > 0 && r.role === "leader" ? h("span", { class: "pylog-uncommitted" }, ` (+${uncommitted} uncommitted)`) : "",
+        uncommitted > 0 && r.role !== "leader" ? h("span", { class: "pylog-uncommitted",
+          title: "a follower learns the leader's HW with its next fetch; these may be committed already" },
+        ` (+${uncommitted} above its HW)`) : "",
+        r.log_start_offset > 0 ? h("span", { class: "pylog-dim" }, ` · starts at ${r.log_start_offset}`) : "",
+        " ", lagNote(p, id, r)),
       notes.length ? h("div", { class: "pylog-r-notes" }, notes) : null);
+  }
+
+  // Offset ranges [from, to) and the leader epoch that wrote each, from the replica's
+  // leader-epoch cache, clipped to its log; the replica's own epoch when the cache is empty.
+  function epochRanges(r) {
+    const entries = (r.epochs || []).filter(([, start]) => start < r.log_end_offset);
+    if (!entries.length) return [[r.log_start_offset, r.log_end_offset, r.leader_epoch]];
+    return entries.map(([epoch, start], i) => [
+      Math.max(start, r.log_start_offset),
+      i + 1 < entries.length ? entries[i + 1][1] : r.log_end_offset, epoch,
+    ]).filter(([from, to]) => to > from);
   }
 
   function bar(r, low, high, inIsr) {
     const x = (offset) => ((offset - low) / (high - low)) * BAR_UNITS;
     const start = x(r.log_start_offset);
-    const hw = x(Math.max(r.high_watermark, r.log_start_offset));
+    const hwOffset = Math.max(r.high_watermark, r.log_start_offset);
+    const hw = x(hwOffset);
     let end = x(r.log_end_offset);
     if (r.log_end_offset > r.high_watermark) end = Math.max(end, Math.min(BAR_UNITS, hw + BAR_UNCOMMITTED_UNITS_MIN));
-    const colour = r.last_known ? "var(--pylog-stale)" : epochColour(r.leader_epoch);
+    // Above the HW the bar may be stretched (a few uncommitted records stay visible).
+    const at = (offset) => (offset <= hwOffset || r.log_end_offset <= hwOffset ? x(offset)
+      : hw + ((offset - hwOffset) / (r.log_end_offset - hwOffset)) * (end - hw));
     const svg = s("svg", { class: "pylog-bar", viewBox: `0 0 ${BAR_UNITS} 16`, preserveAspectRatio: "none",
       role: "img", "aria-label": `log from ${r.log_start_offset} to ${r.log_end_offset}, HW ${r.high_watermark}` },
       s("rect", { class: "pylog-track", x: 0, y: 2, width: BAR_UNITS, height: 12 }));
-    if (hw > start) svg.append(s("rect", { class: "pylog-committed", x: start, y: 2, width: hw - start, height: 12, style: `fill:${colour}` }));
-    if (end > hw) svg.append(s("rect", { class: "pylog-uncommitted-part", x: hw, y: 2, width: end - hw, height: 12, style: `fill:${colour}` }));
+    const ranges = epochRanges(r);
+    ranges.forEach(([from, to, epoch], i) => {
+      const colour = r.last_known ? "var(--pylog-stale)" : epochColour(epoch);
+      const a = at(from), b = at(to), mid = at(Math.min(Math.max(hwOffset, from), to));
+      const what = `epoch ${epoch}: offsets ${from} to ${to - 1}, written while the leader epoch was ${epoch}`;
+      if (mid > a) svg.append(s("rect", { class: "pylog-committed", x: a, y: 2, width: mid - a, height: 12, style: `fill:${colour}`, data: { epoch: String(epoch) } }, tip(what)));
+      if (b > mid) svg.append(s("rect", { class: "pylog-uncommitted-part", x: mid, y: 2, width: b - mid, height: 12, style: `fill:${colour}`, data: { epoch: String(epoch) } }, tip(`${what} (above the HW: not committed)`)));
+      if (i > 0) svg.append(s("line", { class: "pylog-epoch-edge", x1: a, y1: 2, x2: a, y2: 14 }));
+    });
     if (end > start) {
       svg.append(s("rect", { class: `pylog-outline ${inIsr ? "" : "dashed"}`, x: start, y: 2, width: end - start, height: 12 }));
       svg.append(s("line", { class: "pylog-hw-tick", x1: hw, y1: 0, x2: hw, y2: 16 }));
     }
+    for (const cut of r.truncated || []) {
+      const a = x(cut.to_offset), b = Math.max(x(cut.from_offset), a + 2);
+      svg.append(s("rect", { class: "pylog-truncated", x: a, y: 1, width: b - a, height: 14,
+        style: `fill:url(#${page.uid}-hatch)` },
+      tip(`truncated: offsets ${cut.to_offset} to ${cut.from_offset - 1} removed at ${clock(cut.now_ms)} (${cut.reason})`)));
+    }
     svg.append(tip(`offsets ${r.log_start_offset} to ${r.log_end_offset}: committed below HW ${r.high_watermark}`));
     return svg;
+  }
+
+  // -- charts: sparklines over the recorded snapshots -----------------------------------------
+
+  // Values over time as a polyline, flat from the last point to the shown moment.
+  function sparkline(points, className, label) {
+    const shownAt = shownMs();
+    const kept = points.filter((pt) => pt.t <= shownAt);
+    if (kept.length < 1) return null;
+    const t0 = kept[0].t, t1 = Math.max(shownAt, t0 + 1000);
+    const lines = kept[0].values.map((_, k) => kept.map((pt) => pt.values[k]));
+    const top = Math.max(1, ...lines.flat().filter((v) => v !== null));
+    const bottom = Math.min(...lines.flat().filter((v) => v !== null), top);
+    const span = Math.max(1, top - bottom);
+    const xs = (ms) => ((ms - t0) / (t1 - t0)) * SPARK_W;
+    const ys = (v) => SPARK_H - 2 - ((v - bottom) / span) * (SPARK_H - 4);
+    const svg = s("svg", { class: `pylog-spark ${className}`, viewBox: `0 0 ${SPARK_W} ${SPARK_H}`,
+      preserveAspectRatio: "none", role: "img", "aria-label": label });
+    lines.forEach((values, k) => {
+      const coords = kept.map((pt, i) => `${xs(pt.t).toFixed(1)},${ys(values[i]).toFixed(1)}`);
+      coords.push(`${SPARK_W},${ys(values[values.length - 1]).toFixed(1)}`);
+      svg.append(s("polyline", { class: `pylog-spark-line line-${k}`, points: coords.join(" ") }));
+    });
+    svg.append(tip(label));
+    return svg;
+  }
+
+  function seriesUpTo() {
+    const seq = replaying() ? replay().seq : Infinity;
+    return live.series.filter((pt) => pt.seq <= seq);
+  }
+
+  function rate(points, k) { // per second, over the points drawn
+    if (points.length < 2) return null;
+    const a = points[0], b = points[points.length - 1];
+    const seconds = (b.t - a.t) / 1000;
+    return seconds > 0 ? (b.values[k] - a.values[k]) / seconds : null;
+  }
+
+  function partitionSpark(name) {
+    const points = seriesUpTo().filter((pt) => pt.partitions && pt.partitions[name])
+      .map((pt) => ({ t: pt.taken_ms, values: pt.partitions[name] }));
+    if (points.length < 2) return null;
+    const perSecond = rate(points, 1);
+    const label = `HW (solid) and LEO (dashed) of ${name} over the last ${plural(points.length, "change")}` +
+      (perSecond === null ? "" : `; on average ${Math.round(perSecond)} records/s written over that span`);
+    return h("span", { class: "pylog-chart", title: label }, sparkline(points, "spark-offsets", label),
+      perSecond === null ? null : h("span", { class: "pylog-dim" }, ` avg ${Math.round(perSecond)} rec/s`));
+  }
+
+  function groupSpark(group) {
+    const points = seriesUpTo().filter((pt) => pt.groups && typeof pt.groups[group] === "number") // unknown: left out
+      .map((pt) => ({ t: pt.taken_ms, values: [pt.groups[group]] }));
+    if (points.length < 2) return null;
+    return sparkline(points, "spark-lag", `total lag of group ${group} over the last ${plural(points.length, "change")}`);
   }
 
   // -- consumer groups ------------------------------------------------------------------------
@@ -429,9 +609,10 @@ function render({ model, el }) {
       g.group, g.state, String(g.generation),
       [String(g.coordinator), g.disagreement ? h("div", { class: "pylog-disagreement" }, `⚠ ${g.disagreement}`) : null],
       g.members.join(", "),
-      g.offsets.map((o) => h("div", {}, `${o.topic}-${o.partition}: ${o.committed} (lag ${o.lag === null ? "?" : o.lag})`)))));
+      g.offsets.map((o) => h("div", {}, `${o.topic}-${o.partition}: ${o.committed} (lag ${o.lag === null ? "?" : o.lag})`)),
+      [String(g.offsets.reduce((sum, o) => sum + (o.lag || 0), 0)), " ", groupSpark(g.group)])));
     parts.groups.replaceChildren(h("table", { class: "pylog-table" },
-      h("thead", {}, h("tr", {}, ["group", "state", "generation", "coordinator", "members", "committed (lag)"].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ["group", "state", "generation", "coordinator", "members", "committed (lag)", "total lag over time"].map((t) => h("th", {}, t)))),
       h("tbody", {}, rows)));
   }
 
@@ -443,10 +624,10 @@ function render({ model, el }) {
   const where = h("span", { class: "pylog-where" });
   const strip = h("div", { class: "pylog-strip" });
   const events = h("div", { class: "pylog-events" });
-  const shownSeq = () => (replaying() ? replay().seq : (model.get("timeline") || {}).last_seq || 0);
+  const shownSeq = () => (replaying() ? replay().seq : live.timeline.last_seq || 0);
   const step = {
     oldest: h("button", { class: "pylog-oldest", title: "the oldest snapshot kept",
-      onclick: () => showSeq((model.get("timeline") || {}).first_seq) }, "|◀ oldest"),
+      onclick: () => showSeq(live.timeline.first_seq) }, "|◀ oldest"),
     back: h("button", { class: "pylog-back", title: "one snapshot back", onclick: () => showSeq(shownSeq() - 1) }, "◀ step back"),
     forward: h("button", { class: "pylog-forward", title: "one snapshot forward", onclick: () => showSeq(shownSeq() + 1) }, "step forward ▶"),
     live: h("button", { class: "pylog-live", title: "follow the cluster as it is now", onclick: () => send({ type: "live" }) }, "● live"),
@@ -455,7 +636,7 @@ function render({ model, el }) {
   parts.timeline.append(strip, controls, events);
 
   function drawTimeline() {
-    const timeline = model.get("timeline") || {};
+    const timeline = live.timeline;
     const first = timeline.first_seq || 0, last = timeline.last_seq || 0;
     slider.min = String(first);
     slider.max = String(last);
@@ -473,13 +654,15 @@ function render({ model, el }) {
   }
 
   function drawStrip(timeline) {
-    const marks = model.get("marks") || [];
+    const marks = live.marks;
     const t0 = Math.min(timeline.first_ms || 0, ...marks.map((m) => m.now_ms));
     const t1 = Math.max(timeline.last_ms || 0, t0 + 1000);
     const x = (ms) => 8 + ((ms - t0) / (t1 - t0)) * (STRIP_UNITS - 16);
     const svg = s("svg", { class: "pylog-strip-svg", viewBox: `0 0 ${STRIP_UNITS} 44`, preserveAspectRatio: "none" },
       s("line", { class: "pylog-axis", x1: 8, y1: 30, x2: STRIP_UNITS - 8, y2: 30 }));
-    for (const m of marks) {
+    // Drawn in order of weight, so an election at the same moment as a broker change is on top.
+    const weight = (m) => (CATEGORIES.includes(m.category) ? CATEGORIES.length - CATEGORIES.indexOf(m.category) : 0);
+    for (const m of marks.slice().sort((a, b) => weight(a) - weight(b))) {
       const mx = x(m.now_ms);
       svg.append(s("g", { class: `pylog-mark cat-${CATEGORIES.includes(m.category) ? m.category : "other"}`,
         data: { seq: String(m.seq) }, onclick: () => showSeq(m.seq) },
@@ -518,20 +701,50 @@ function render({ model, el }) {
     drawTimeline();
   }
 
+  let inflating = Promise.resolve(); // one after the other: a newer delta never lands first
+  function onChange() {
+    inflating = inflating.then(inflateTraits).then(redrawLive, (error) => {
+      live.error = String(error);
+      drawHead();
+    });
+  }
+
+  function redrawLive() {
+    const before = live.key;
+    refreshLive();
+    if (live.key === before) return; // base and delta change in one message: draw once
+    if (replaying()) {
+      drawHead();
+      drawTimeline();
+    } else {
+      drawShown();
+    }
+  }
+
   const handlers = [
-    ["change:snapshot", () => { if (!replaying()) drawShown(); }],
-    ["change:replay", drawShown],
-    ["change:timeline", () => { drawHead(); drawTimeline(); }],
+    ["change:delta_z", onChange],
+    ["change:base_z", onChange],
     ["change:marks", () => drawTimeline()],
+    ["change:replay", drawShown],
     ["change:action", onAction],
     ["change:status", drawHead],
     ["change:show_internal", drawPartitions],
   ];
   for (const [name, handler] of handlers) model.on(name, handler);
   drawShown();
+  onChange();
   return () => {
     for (const [name, handler] of handlers) model.off(name, handler);
   };
+}
+
+// The hatching of a truncated range, defined once per view (bars refer to it by id).
+function hatchPattern(uid) {
+  return s("svg", { class: "pylog-defs", width: 0, height: 0, "aria-hidden": "true" },
+    s("defs", {}, s("pattern", { id: `${uid}-hatch`, patternUnits: "userSpaceOnUse", width: 6, height: 6,
+      patternTransform: "rotate(45)" },
+    s("rect", { class: "pylog-hatch-bg", x: 0, y: 0, width: 6, height: 6 }),
+    s("line", { class: "pylog-hatch-line", x1: 1, y1: 0, x2: 1, y2: 6 }))));
 }
 
 function section(title, body, className) {
@@ -540,11 +753,19 @@ function section(title, body, className) {
 
 // -- legend: every mark the view draws -------------------------------------------------------
 
-function legend() {
+function legend(uid) {
   const swatch = (cls) => s("svg", { class: "pylog-swatch", viewBox: "0 0 20 14" }, s("circle", { class: cls, cx: 10, cy: 7, r: 6 }));
   const barSwatch = (cls) => s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 14" },
     s("rect", { class: "pylog-track", x: 0, y: 1, width: 40, height: 12 }),
     s("rect", { class: cls, x: 0, y: 1, width: 40, height: 12, style: "fill:var(--pylog-epoch-0)" }));
+  const epochBar = s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 14" },
+    [0, 1, 2].map((e) => s("rect", { x: e * 40 / 3, y: 1, width: 40 / 3, height: 12, style: `fill:${epochColour(e)}` })));
+  const hatched = s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 14" },
+    s("rect", { class: "pylog-track", x: 0, y: 1, width: 40, height: 12 }),
+    s("rect", { class: "pylog-truncated", x: 0, y: 1, width: 40, height: 12, style: `fill:url(#${uid}-hatch)` }));
+  const spark = s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 14" },
+    s("polyline", { class: "pylog-spark-line line-0", points: "0,12 12,9 24,6 40,2" }),
+    s("polyline", { class: "pylog-spark-line line-1", points: "0,10 12,7 24,4 40,1" }));
   const item = (mark, text) => h("div", { class: "pylog-legend-item" }, mark, h("span", {}, text));
   const nodes = STATES.map((state) => item(swatch(`legend-state state-${state}`), `${state}: ${STATE_HELP[state]}`));
   const cats = CATEGORIES.map((c) => item(h("span", { class: `pylog-dot cat-${c}` }), `${c}: ${CATEGORY_HELP[c]}`));
@@ -558,7 +779,11 @@ function legend() {
       h("div", {}, h("div", { class: "pylog-legend-head" }, "Replica logs"),
         item(barSwatch("pylog-committed"), "dark: committed, below the high watermark (HW): consumers can read it"),
         item(barSwatch("pylog-uncommitted-part"), "light: written but not yet committed (HW up to the log end offset, LEO)"),
-        item(epochs, "colour: the leader epoch the replica is at (per-batch epochs are not exposed yet)"),
+        item(epochBar, "bar colours: the leader epoch that wrote each offset range (the replica's leader-epoch cache); a new colour starts where a new leader began writing"),
+        item(epochs, "chip: the leader epoch a replica (or, in the partition's head, the controller) is at"),
+        item(hatched, "hatched, with ✂: a range the follower truncated (removed) in the last 30 s, to match its leader"),
+        item(h("span", { class: "pylog-lag" }, "lag 120 records"), "a follower's distance from the leader's LEO; \"behind 3.2 s\": how long it has not been caught up"),
+        item(spark, "sparkline: a partition's HW (solid) and LEO (dashed) over the recorded changes, with the write rate; in groups, total lag"),
         item(h("b", {}, "★"), "the leader the controller chose: one per partition"),
         item(h("span", { class: "pylog-tag" }, "out of ISR"), "dashed outline: not in the in-sync replica set"),
         item(h("span", { class: "pylog-tag" }, "last known"), "grey: the broker does not answer; its last report"),

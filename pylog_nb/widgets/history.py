@@ -11,6 +11,11 @@ Marks are what the timeline draws: each notable event the first time a snapshot 
 each broker state change the view saw (up -> down after a kill, before the controller says
 anything). A mark names the snapshot (``seq``) that first showed it, so a click on a mark
 replays that moment. Marks of snapshots no longer kept are dropped with them.
+
+The charts draw the same history: ``series_point`` reduces a recorded snapshot to per partition
+HW and LEO (the leader's, as consumers see them) and per group the total lag; ``series`` is the
+newest ``SERIES_POINTS_MAX`` of them, sent once when a browser view opens (after that, each
+change carries its own point).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass
 HISTORY_SNAPSHOTS_MAX = 300  # 5 minutes of changes at 1 Hz: back past an election and its causes
 HISTORY_BYTES_MAX = 16 * 1024 * 1024  # JSON bytes kept; a 100-partition snapshot is ~100 KB
 MARKS_MAX = 200  # the timeline is a strip of a few hundred pixels: more would be one smear
+SERIES_POINTS_MAX = 120  # a sparkline is ~120 px wide; at 100 partitions ~150 KB sent once
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +90,11 @@ class SnapshotHistory:
         return {"first_seq": first.seq, "last_seq": last.seq, "first_ms": first.taken_ms,
                 "last_ms": last.taken_ms, "marks": list(self._marks)}
 
+    def series(self, points_max: int = SERIES_POINTS_MAX) -> list[dict]:
+        """The charts' points for the newest ``points_max`` kept snapshots, oldest first."""
+        newest = list(self._recorded)[-points_max:] if points_max else []
+        return [series_point(entry) for entry in newest]
+
     def _evict(self) -> None:
         """Drop the oldest snapshots (never the newest) until both limits hold, then the marks
         that point at dropped snapshots or exceed ``marks_max``."""
@@ -123,3 +134,25 @@ def _shown_state(broker: dict) -> str:
     if broker["state"] == "up" and broker.get("fenced"):
         return "fenced"
     return broker["state"]
+
+
+def series_point(entry: Recorded) -> dict:
+    """What the charts draw of one snapshot: its time, per partition ("topic-partition") the
+    leader's [HW, LEO] (the highest any replica reports when no leader answers), per group the
+    total lag (None while a partition's lag is unknown: its leader does not answer)."""
+    partitions = {}
+    for p in entry.snapshot.get("partitions", []):
+        replicas = p.get("replicas", {})
+        leader = replicas.get(p.get("leader"))
+        shown = [leader] if leader is not None else list(replicas.values())
+        if shown:
+            partitions[f"{p['topic']}-{p['partition']}"] = [
+                max(r["high_watermark"] for r in shown), max(r["log_end_offset"] for r in shown)]
+    groups = {g["group"]: _total_lag(g) for g in entry.snapshot.get("groups", [])}
+    return {"seq": entry.seq, "taken_ms": entry.taken_ms, "partitions": partitions,
+            "groups": groups}
+
+
+def _total_lag(group: dict) -> int | None:
+    lags = [o["lag"] for o in group.get("offsets", [])]
+    return None if None in lags else sum(lags)

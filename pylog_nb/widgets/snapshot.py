@@ -8,7 +8,14 @@ or that another event already says (a broker's RoleChanged after the controller'
 are left out too; the rest carry a ``category`` the timeline colours them by.
 
 Only what changes when the cluster changes goes in (no "lag in ms", no wall-clock ages), so two
-snapshots of an idle cluster are equal and an unchanged view sends the browser nothing.
+snapshots of an idle cluster are equal and an unchanged view sends the browser nothing. A
+follower's lag is its lag in records and the time it has been behind *since*
+(``behind_since_ms``, the leader's last-caught-up time, fixed while it stays behind): the
+browser turns that into seconds. A truncation is shown on its replica for
+``TRUNCATED_SHOWN_MS`` after it happened; the snapshot changes once more when it expires.
+
+Each replica carries its leader-epoch cache (``epochs``: ``[epoch, start_offset]`` pairs, which
+leader epoch wrote which offsets), so its bar can be coloured by epoch per offset range.
 
 A partition's leader, epoch and ISR are the controller's (``client.introspect.authority_of``),
 never whichever broker answered: a replica whose own view differs keeps its role and epoch and
@@ -17,6 +24,8 @@ state it last reported, marked ``last_known``, so its column neither empties nor
 """
 
 from __future__ import annotations
+
+import time
 
 from ..client.introspect import (
     Authority,
@@ -28,6 +37,12 @@ from ..client.introspect import (
 from ..cluster import ClusterError, LocalCluster
 
 EVENTS_SHOWN = 20  # the newest notable events; the view's timeline keeps older ones as marks
+TRUNCATED_SHOWN_MS = 30_000  # long enough to look at the bar, short enough not to pass for now
+TRUNCATIONS_SHOWN_MAX = 3  # per replica: the newest; a flapping follower would stack more
+EPOCHS_SHOWN_MAX = 64  # per replica, the newest: more ranges than a bar has pixels to colour
+# Controller events about a whole topic name it only in their text ("topic t created"); the
+# partition events carry ``topic`` and ``partition`` fields and are folded by those.
+TOPIC_EVENT_KINDS = ("topic_created", "topic_deleted", "config_changed")
 INTERNAL_PREFIX = "__"  # Kafka's internal topics: __consumer_offsets, __transaction_state
 
 # Event kind -> timeline category; kinds named None are left out (see the module docstring).
@@ -46,14 +61,19 @@ EVENT_CATEGORIES = {
 
 
 def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
-                  internal: bool = False) -> dict:
+                  internal: bool = False, now_ms: int | None = None) -> dict:
     """Brokers, partitions, groups and the latest events of ``cluster``; replicas of brokers
     that do not answer now come from ``previous`` (the last snapshot), marked ``last_known``.
-    Internal topics are counted in ``folded`` unless ``internal``."""
+    Internal topics are counted in ``folded`` unless ``internal``. ``now_ms`` (wall clock,
+    default now) decides which truncations are still shown."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     replicas = cluster.describe()
     truth, fenced = _authority(cluster, replicas)
     states = cluster.broker_states()
+    events = cluster.events()
     partitions = _partitions(replicas, truth, states, previous or {}, internal)
+    _add_follower_lag(partitions, replicas, truth)
+    _add_truncations(partitions, events, now_ms)
     return {
         "brokers": [{"broker_id": b, "state": s, "fenced": b in fenced}
                     for b, s in states.items()],
@@ -61,7 +81,7 @@ def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
         "partitions": partitions,
         "folded": {} if internal else _folded(truth, replicas),
         "groups": _groups(cluster.groups(), replicas, truth),
-        "events": _events(cluster.events(), internal),
+        "events": _events(events, internal),
     }
 
 
@@ -154,12 +174,69 @@ def _partition_entry(key: tuple[str, int], known) -> dict:
 def _replica(row: dict) -> dict:
     """One broker's own view of a replica: the role and epoch it acts on, the leader and ISR its
     metadata names, and its offsets."""
-    return {
+    compacted = "compact" in row["cleanup_policy"]
+    epochs = [[e["epoch"], e["start_offset"]] for e in row.get("epochs", [])]
+    replica = {
         "role": row["role"], "leader": row["leader"], "leader_epoch": row["leader_epoch"],
         "isr": list(row["isr"]), "log_start_offset": row["log_start_offset"],
         "high_watermark": row["high_watermark"], "log_end_offset": row["log_end_offset"],
-        "size_bytes": row["size_bytes"], "compacted": "compact" in row["cleanup_policy"],
+        "epochs": epochs[-EPOCHS_SHOWN_MAX:], "compacted": compacted,
         "first_dirty_offset": row["first_dirty_offset"], "last_known": False}
+    if compacted:  # shown only for compacted topics; elsewhere it would change with every batch
+        replica["size_bytes"] = row["size_bytes"]
+    return replica
+
+
+def _add_follower_lag(partitions: list[dict], replicas: dict[int, list[dict]],
+                      truth: Authority) -> None:
+    """On each follower replica, its lag as the authority's leader measures it: records behind,
+    and since when (``behind_since_ms``, None while caught up). Left as it was when the leader
+    does not answer."""
+    leader_rows = {(r["topic"], r["partition"]): r
+                   for broker_id, rows in replicas.items() for r in rows
+                   if r["role"] == "leader" and (known := truth.partitions.get(
+                       (r["topic"], r["partition"]))) is not None and known.leader == broker_id}
+    for entry in partitions:
+        row = leader_rows.get((entry["topic"], entry["partition"]))
+        if row is None:
+            continue
+        for follower in row.get("followers", []):
+            replica = entry["replicas"].get(follower["broker_id"])
+            if replica is None:
+                continue
+            behind = follower["lag_ms"] > 0 and follower.get("last_caught_up_ms") is not None
+            replica["lag_records"] = follower["lag_records"]
+            replica["behind_since_ms"] = follower["last_caught_up_ms"] if behind else None
+
+
+def _add_truncations(partitions: list[dict], events: list[dict], now_ms: int) -> None:
+    """On each replica, the ranges its broker truncated in the last ``TRUNCATED_SHOWN_MS``
+    (newest ``TRUNCATIONS_SHOWN_MAX``). A broker that does not answer keeps the ones it had
+    until they expire."""
+    fresh: dict[tuple[str, int, int], list[dict]] = {}
+    for event in events:
+        broker_id = _broker_of(event.get("source", ""))
+        if event.get("kind") != "Truncated" or broker_id is None or (
+                now_ms - event["now_ms"] > TRUNCATED_SHOWN_MS):
+            continue
+        fresh.setdefault((event["topic"], event["partition"], broker_id), []).append(
+            {"from_offset": event["from_offset"], "to_offset": event["to_offset"],
+             "now_ms": event["now_ms"], "reason": event.get("reason", "")})
+    for entry in partitions:
+        for broker_id, replica in entry["replicas"].items():
+            shown = fresh.get((entry["topic"], entry["partition"], broker_id))
+            if shown is None and replica["last_known"]:
+                shown = [t for t in replica.get("truncated", [])
+                         if now_ms - t["now_ms"] <= TRUNCATED_SHOWN_MS]
+            replica.pop("truncated", None)
+            if shown:
+                replica["truncated"] = shown[-TRUNCATIONS_SHOWN_MAX:]
+
+
+def _broker_of(source: str) -> int | None:
+    """The broker id in an event's ``source`` ("broker-2"), or None (the controller)."""
+    head, _, broker_id = source.partition("-")
+    return int(broker_id) if head == "broker" and broker_id.isdigit() else None
 
 
 def _groups(groups: list[dict], replicas: dict[int, list[dict]], truth: Authority) -> list[dict]:
@@ -209,20 +286,18 @@ def _events(events: list[dict], internal: bool) -> list[dict]:
 def _event_row(event: dict) -> dict:
     """An event as time, source, kind, its timeline category and one line of text."""
     kind = event.get("kind", "")
-    topic = event.get("topic") or _topic_named_in(event.get("text", ""))
+    topic = event.get("topic") or ""
+    if not topic and kind in TOPIC_EVENT_KINDS:
+        topic = _topic_named_in(event.get("text", ""))
     return {"now_ms": event["now_ms"], "source": event["source"], "kind": kind,
             "category": EVENT_CATEGORIES.get(kind, "other"), "topic": topic,
             "text": _event_text(event)}
 
 
 def _topic_named_in(text: str) -> str:
-    """The topic a controller event's text starts with ("t-0 leader 1 -> 2", "topic t
-    created"), or "" (controller events carry no topic field)."""
+    """The topic a topic-level controller event's text names ("topic t created"), or ""."""
     words = text.split(" ", 2)
-    if words[0] == "topic" and len(words) > 1:
-        return words[1]
-    head = words[0].rpartition("-")
-    return head[0] if head[2].isdigit() else ""
+    return words[1] if words[0] == "topic" and len(words) > 1 else ""
 
 
 def _event_text(event: dict) -> str:
