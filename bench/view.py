@@ -5,9 +5,8 @@ Usage::
     .venv/bin/python bench/view.py [--seconds 60] [--rate 10000] [--partitions 100]
 
 Setup: a LocalCluster of 3 brokers (fresh temporary data directory), one topic with
-``--partitions`` partitions and replication factor 3, a confluent-kafka producer (acks=all,
-linger 5 ms) writing ``--rate`` records/s of 100 bytes, keys spread over all partitions, and a
-consumer group reading them (so groups have lag to chart). A ClusterView refreshes at its
+``--partitions`` partitions and replication factor 3, the load of bench/load.py (a producer
+process writing ``--rate`` records/s, a consumer group reading them). A ClusterView refreshes at its
 default rate (``REFRESH_S``) with its comm replaced by a counter: every message the widget
 would send the browser is serialised as JSON and its size counted.
 
@@ -20,13 +19,12 @@ whole        bytes/s had every change sent the whole snapshot as JSON (the first
 refresh      wall time of one refresh (median; ms)
 Then ``IDLE_S`` with the producer stopped: the messages sent once the cluster settles.
 
-The issue's targets: under 5% of one core and under 50 KB/s. Browser frame time is not
-measured here (tests/test_browser.py drives the real page).
+The issue's targets: under 5% of one core and under 50 KB/s. Browser frame time is measured
+by bench/view_browser.py (the view in JupyterLab in Chromium).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -36,20 +34,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confluent_kafka import Consumer, Producer  # noqa: E402
+from load import TOPIC, Clients, arguments  # noqa: E402
 
 from pylog_nb import LocalCluster  # noqa: E402
 from pylog_nb.client.io import create_topic  # noqa: E402
 from pylog_nb.widgets import ClusterView  # noqa: E402
 from pylog_nb.widgets.cluster_view import REFRESH_S  # noqa: E402
 
-TOPIC = "bench-view"
-GROUP = "bench-view-readers"
-VALUE = b"v" * 100
 WINDOW_S = 10.0  # one table sample: long enough to hold ~10 refreshes
 WARMUP_S = 10.0  # producer and view running before the measurement starts
 IDLE_S = 15.0  # producer stopped: the view should fall silent once the cluster settles
-TICK_S = 0.01  # the producer sends rate * TICK_S records per tick
 
 
 class CountingComm:
@@ -101,33 +95,6 @@ class RefreshMeter:
             return self.cpu_s, len(self.walls_s)
 
 
-def produce(bootstrap: str, rate: int, stop: threading.Event, counts: list[int]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "log_level": 3})
-    per_tick, n, next_tick = max(1, int(rate * TICK_S)), 0, time.monotonic()
-    while not stop.is_set():
-        for _ in range(per_tick):
-            try:
-                producer.produce(TOPIC, VALUE, key=str(n).encode())
-            except BufferError:
-                producer.poll(0.05)
-            n += 1
-        producer.poll(0)
-        next_tick += TICK_S
-        time.sleep(max(0.0, next_tick - time.monotonic()))
-    producer.flush(30)
-    counts.append(n)
-
-
-def consume(bootstrap: str, stop: threading.Event) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
-                         "auto.offset.reset": "earliest", "log_level": 3})
-    consumer.subscribe([TOPIC])
-    while not stop.is_set():
-        consumer.consume(1000, 0.2)
-    consumer.close()
-
-
 def windows(view: ClusterView, comm: CountingComm, meter: RefreshMeter,
             seconds: float) -> list[dict]:
     rows = []
@@ -147,35 +114,22 @@ def windows(view: ClusterView, comm: CountingComm, meter: RefreshMeter,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--rate", type=int, default=10_000)
-    parser.add_argument("--partitions", type=int, default=100)
-    args = parser.parse_args()
+    args = arguments(__doc__.split("\n")[0])
     with LocalCluster(brokers=3) as cluster:
         create_topic(cluster.bootstrap_servers, TOPIC, partitions=args.partitions,
                      replication_factor=3)
-        stop_producing, stop_consuming = threading.Event(), threading.Event()
-        counts: list[int] = []
-        threads = [
-            threading.Thread(target=produce, args=(cluster.bootstrap_servers, args.rate,
-                                                   stop_producing, counts), daemon=True),
-            threading.Thread(target=consume, args=(cluster.bootstrap_servers, stop_consuming),
-                             daemon=True)]
-        for thread in threads:
-            thread.start()
-        view = ClusterView(cluster)
-        comm = CountingComm(view)
-        view._send = comm
-        meter = RefreshMeter(view)
-        time.sleep(WARMUP_S)
-        produced_before = time.perf_counter()
-        busy = windows(view, comm, meter, args.seconds)
-        stop_producing.set()
-        threads[0].join(60)
-        produced_s = time.perf_counter() - produced_before
-        stop_consuming.set()
-        threads[1].join(30)
+        clients = Clients(cluster.bootstrap_servers, args.rate)
+        try:
+            view = ClusterView(cluster)
+            comm = CountingComm(view)
+            view._send = comm
+            meter = RefreshMeter(view)
+            time.sleep(WARMUP_S)
+            delivered_before, started = clients.delivered.value, time.perf_counter()
+            busy = windows(view, comm, meter, args.seconds)
+            rate = (clients.delivered.value - delivered_before) / (time.perf_counter() - started)
+        finally:
+            clients.stop()
         time.sleep(IDLE_S)  # let replication, HW moves and the group settle
         idle_bytes0, _, idle_messages0 = comm.totals()
         time.sleep(IDLE_S)
@@ -183,7 +137,6 @@ def main() -> None:
         walls = sorted(meter.walls_s)
         view.close()
     snapshot_kb = len(json.dumps(view.snapshot, separators=(",", ":"))) / 1000
-    rate = (counts[0] if counts else 0) / (produced_s + WARMUP_S)
     print(f"3 brokers, {args.partitions} partitions x3, producer ~{rate:,.0f} records/s "
           f"(asked {args.rate:,}), view refresh every {REFRESH_S:g} s, "
           f"{len(busy)} windows of {WINDOW_S:g} s")

@@ -12,42 +12,36 @@ installed by ``scripts/setup.sh``; without them this test fails, it never skips.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
-import nbformat
 import pytest
 from confluent_kafka import Producer
-from nbformat.v4 import new_code_cell, new_notebook
-
-from pylog_nb.cluster.local import CLUSTER_FILE
+from confluent_kafka.admin import AdminClient, NewTopic
+from lab import (
+    CHROMIUM,
+    WAIT_MS,
+    WAIT_S,
+    bootstrap_of,
+    missing_browser,
+    run_all_cells,
+    running_lab,
+    write_notebook,
+)
 
 try:
     from playwright.sync_api import expect, sync_playwright
-except ImportError:  # the fixture below fails with how to install it
+except ImportError:  # the chromium fixture fails with how to install it (lab.missing_browser)
     expect = sync_playwright = None
 
-CHROMIUM = Path("/usr/bin/chromium")
-HOST = "127.0.0.1"
 NOTEBOOK = "view.ipynb"
 TOPIC = "t"
-KERNEL_IDLE = "Python 3 (ipykernel) | Idle"  # status bar; "Initializing" before the kernel runs
 HOSTILE_GROUP = '<img src=x onerror="window.__pwned=1">'
 GO_FILE = "go"  # the last cell keeps the kernel busy until the test creates this file
-WAIT_S = 60
-WAIT_MS = WAIT_S * 1000
-STOP_S = 10
-POLL_S = 0.2
-LOG_TAIL_CHARS = 3000
 MORE_RECORDS = 30  # written after the kill, in the new leader's epoch
+WIDE = "wide"  # a topic of many partitions: the grid, the pages, the focus
+WIDE_PARTITIONS = 100
+COMPACTED = "facts"
 VIEWPORT = {"width": 1400, "height": 2200}  # the whole view at once, for the screenshots
 
 
@@ -73,116 +67,7 @@ def notebook_cells(data_dir: Path, go: Path) -> list[str]:
     ]
 
 
-def write_notebook(path: Path, cells: list[str]) -> None:
-    kernelspec = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    notebook = new_notebook(cells=[new_code_cell(source) for source in cells],
-                            metadata={"kernelspec": kernelspec})
-    nbformat.write(notebook, path)
-
-
-# -- JupyterLab --------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
-
-
-def lab_command(root: Path, port: int, token: str) -> list[str]:
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.ip={HOST}",
-               f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-               "--LabApp.expose_app_in_browser=True"]  # window.jupyterapp: the theme command
-    if os.getuid() == 0:
-        command.append("--allow-root")
-    return command
-
-
-def lab_env(home: Path) -> dict[str, str]:
-    """Keep the user's Jupyter config, settings and kernelspecs out of the test; no news
-    pop-up over the screenshots."""
-    dirs = {"JUPYTER_CONFIG_DIR": "config", "JUPYTER_DATA_DIR": "data",
-            "JUPYTER_RUNTIME_DIR": "runtime", "JUPYTERLAB_SETTINGS_DIR": "settings",
-            "JUPYTERLAB_WORKSPACES_DIR": "workspaces"}
-    news = home / "settings" / "@jupyterlab" / "apputils-extension"
-    news.mkdir(parents=True, exist_ok=True)
-    (news / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    return {**os.environ, **{name: str(home / sub) for name, sub in dirs.items()}}
-
-
-def wait_until_answering(server: subprocess.Popen, url: str, log: Path) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise AssertionError(f"jupyter lab exited with {server.returncode}: {tail(log)}")
-        try:
-            with urllib.request.urlopen(url, timeout=POLL_S * 5) as response:  # noqa: S310
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(POLL_S)
-    raise AssertionError(f"jupyter lab not answering after {WAIT_S}s: {tail(log)}")
-
-
-def tail(log: Path) -> str:
-    return log.read_text(errors="replace")[-LOG_TAIL_CHARS:]
-
-
-# -- stopping everything: the server, its kernel, the kernel's brokers -------------------------
-
-
-def descendants(root_pid: int) -> list[int]:
-    """Every process below ``root_pid`` (kernels and brokers run in sessions of their own)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (stat := read_stat(int(entry.name))):
-            children.setdefault(int(stat[1]), []).append(int(entry.name))
-    found, todo = [], [root_pid]
-    while todo:
-        kids = children.get(todo.pop(), [])
-        found += kids
-        todo += kids
-    return found
-
-
-def read_stat(pid: int) -> list[str] | None:
-    """State and parent pid of ``pid``, or None once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text.rsplit(")", 1)[1].split()[:2]
-
-
-def alive(pid: int) -> bool:
-    stat = read_stat(pid)
-    return stat is not None and stat[0] != "Z"
-
-
-def stop(server: subprocess.Popen) -> None:
-    """SIGTERM the server (it shuts its kernel down, and the brokers follow their kernel), then
-    SIGKILL the process group of whatever is still running."""
-    below = descendants(server.pid)
-    os.killpg(server.pid, signal.SIGTERM)
-    try:
-        server.wait(STOP_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait(STOP_S)
-    deadline = time.monotonic() + STOP_S
-    while any(map(alive, below)) and time.monotonic() < deadline:
-        time.sleep(POLL_S)
-    for pid in filter(alive, below):
-        try:
-            os.killpg(os.getpgid(pid), signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + STOP_S
-    while any(map(alive, below)) and time.monotonic() < deadline:
-        time.sleep(POLL_S)
-    assert not any(map(alive, below)), f"left running: {list(filter(alive, below))}"
+# -- JupyterLab (tests/lab.py starts and stops it) -------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -190,19 +75,11 @@ def lab(tmp_path_factory):
     """A JupyterLab server on 127.0.0.1 whose root holds the notebook: (notebook URL, root)."""
     root = tmp_path_factory.mktemp("lab")
     write_notebook(root / NOTEBOOK, notebook_cells(root / "data", root / GO_FILE))
-    port, token = free_port(), os.urandom(16).hex()
-    log = root / "jupyter.log"
-    with open(log, "wb") as log_file:
-        server = subprocess.Popen(lab_command(root, port, token), env=lab_env(root / "jupyter"),
-                                  stdin=subprocess.DEVNULL, stdout=log_file,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        base = f"http://{HOST}:{port}"
-        wait_until_answering(server, f"{base}/api/status?token={token}", log)
-        yield f"{base}/lab/tree/{NOTEBOOK}?token={token}", root
-    finally:
-        (root / GO_FILE).touch()  # let the kernel go, whatever a test did
-        stop(server)
+    with running_lab(root) as server:
+        try:
+            yield server.url(NOTEBOOK), root
+        finally:
+            (root / GO_FILE).touch()  # let the kernel go, whatever a test did
 
 
 # -- the browser -------------------------------------------------------------------------------
@@ -211,10 +88,8 @@ def lab(tmp_path_factory):
 @pytest.fixture(scope="module")
 def chromium() -> Path:
     """Debian's Chromium and Playwright, or a failure saying where they come from."""
-    if sync_playwright is None:
-        pytest.fail("playwright is not installed: scripts/setup.sh installs it (the test extra)")
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: scripts/setup.sh installs Debian's chromium")
+    if why := missing_browser():
+        pytest.fail(why)
     return CHROMIUM
 
 
@@ -232,13 +107,6 @@ def page(chromium, lab):
             yield shown
         finally:
             browser.close()
-
-
-def run_all_cells(page) -> None:
-    """Wait until the kernel is started and idle, then Run → Run All Cells."""
-    expect(page.locator("#jp-main-statusbar")).to_contain_text(KERNEL_IDLE, timeout=WAIT_MS)
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
 
 
 @pytest.fixture(scope="module")
@@ -298,6 +166,62 @@ def test_untrusted_group_id_stays_text(page, view):
     assert page.evaluate("typeof window.__pwned") == "undefined"
 
 
+def test_a_hundred_partitions_read_as_a_grid_a_page_and_a_focus(page, view, lab, artifacts):
+    """Past a dozen partitions every one is a cell of a health grid and the bars come a page
+    at a time; the focus narrows them; a compacted topic's cleaned range is drawn with gaps;
+    the traffic table shows what each broker moves. The focus is reset at the end."""
+    _url, root = lab
+    bootstrap = bootstrap_of(root / "data")
+    create_topics(bootstrap, [NewTopic(WIDE, WIDE_PARTITIONS, 3), NewTopic(COMPACTED, 1, 3, config={
+        "cleanup.policy": "compact", "segment.bytes": "1024",
+        "min.cleanable.dirty.ratio": "0.01"})])
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 0})
+    for n in range(WIDE_PARTITIONS * 5):
+        producer.produce(WIDE, f"v{n}", key=f"k{n}")
+    for n in range(40):  # four keys, ten updates each: compaction leaves gaps
+        producer.produce(COMPACTED, f"update-{n}" * 10, key=f"key-{n % 4}")
+        producer.flush(WAIT_S)
+    assert producer.flush(WAIT_S) == 0, "records not acknowledged"
+    total = WIDE_PARTITIONS + 3  # with t-0, t-1 and the compacted topic's one
+    expect(view.locator(".pylog-grid .pylog-cell")).to_have_count(total, timeout=WAIT_MS)
+    expect(view.locator('.pylog-grid .pylog-cell[data-health="ok"]')).to_have_count(total)
+    shows(view, view.locator(".pylog-overview-summary"), f"{total} partitions: {total} in sync")
+    shows(view, view.locator(".pylog-pager"), f"in detail: 1–12 of {total}")
+    expect(view.locator(".pylog-partition")).to_have_count(12)
+    expect(view.locator(".pylog-traffic tr.pylog-total")).to_contain_text("records/s")
+    gaps = view.locator(f'.pylog-partition[data-partition="{COMPACTED}-0"] .pylog-compaction-gap')
+    expect(gaps.first).to_be_attached(timeout=WAIT_MS)  # the cleaner looks every 5 s
+    assert int(gaps.first.get_attribute("data-kept")) < (
+        int(gaps.first.get_attribute("data-to")) - int(gaps.first.get_attribute("data-from")))
+    without_legend(page, view, artifacts / "hundred-partitions.png")
+    view.locator("select.pylog-focus-topic").select_option(WIDE)
+    view.locator("input.pylog-focus-partitions").fill("5-7, 42")
+    expect(view.locator(".pylog-partition")).to_have_count(4)
+    expect(view.locator(".pylog-grid .pylog-cell")).to_have_count(0)  # one page of 4: no grid
+    expect(view.locator(f'.pylog-partition[data-partition="{WIDE}-42"]')).to_have_count(1)
+    view.locator("input.pylog-focus-partitions").fill("5-")
+    expect(view.locator("input.pylog-focus-partitions")).to_have_class(re.compile(r"\binvalid\b"))
+    view.locator("input.pylog-focus-partitions").fill("")
+    view.locator("input.pylog-focus-attention").check()
+    shows(view, view.locator(".pylog-section-partitions"), "no partition matches the focus")
+    view.locator("input.pylog-focus-attention").uncheck()
+    view.locator("select.pylog-focus-topic").select_option("")
+    expect(view.locator(".pylog-grid .pylog-cell")).to_have_count(total)
+
+
+def without_legend(page, view, path: Path) -> None:
+    """A screenshot of the view down to its legend (README images)."""
+    box, legend = view.bounding_box(), view.locator(".pylog-legend").bounding_box()
+    page.screenshot(path=str(path), clip={"x": box["x"], "y": box["y"], "width": box["width"],
+                                          "height": legend["y"] - box["y"]})
+
+
+def create_topics(bootstrap: str, topics: list) -> None:
+    client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    for future in client.create_topics(topics).values():
+        future.result(WAIT_S)
+
+
 def test_killing_the_leader_from_the_view_shows_pending_then_a_new_leader(page, view, lab,
                                                                          artifacts):
     _url, root = lab
@@ -336,9 +260,10 @@ def test_killing_the_leader_from_the_view_shows_pending_then_a_new_leader(page, 
     expect(view.locator(".pylog-spark").first).to_be_visible(timeout=WAIT_MS)
     expect(shown.locator(".pylog-uncommitted")).to_have_count(0)  # followers learnt the HW
     view.screenshot(path=str(artifacts / "after-kill.png"))
-    box, legend = view.bounding_box(), view.locator(".pylog-legend").bounding_box()
-    page.screenshot(path=str(artifacts / "readme.png"), clip={  # the view without its legend
-        "x": box["x"], "y": box["y"], "width": box["width"], "height": legend["y"] - box["y"]})
+    view.locator("select.pylog-focus-topic").select_option(TOPIC)  # the election's story alone
+    expect(view.locator(".pylog-partition")).to_have_count(2)
+    without_legend(page, view, artifacts / "readme.png")
+    view.locator("select.pylog-focus-topic").select_option("")
     view.locator('button.pylog-action[data-action="kill"]').click()
     shows(view, view.locator(".pylog-actions"), f"kill refused: broker {old} is already down")
     assert page.evaluate("typeof window.__pwned") == "undefined"
@@ -346,10 +271,8 @@ def test_killing_the_leader_from_the_view_shows_pending_then_a_new_leader(page, 
 
 def produce_more(root: Path, partition: int, count: int) -> None:
     """Write ``count`` records to ``partition`` from the test, through the running brokers."""
-    ports = json.loads((root / "data" / CLUSTER_FILE).read_text())["ports"]
-    bootstrap = ",".join(f"{HOST}:{port}" for broker, (port, _admin) in ports.items()
-                         if broker != "0")
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 0})
+    producer = Producer({"bootstrap.servers": bootstrap_of(root / "data"), "acks": "all",
+                         "log_level": 0})
     for n in range(count):
         producer.produce(TOPIC, f"more-{n}", partition=partition)
     assert producer.flush(WAIT_S) == 0, "records not acknowledged"

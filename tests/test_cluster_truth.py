@@ -67,6 +67,9 @@ class FakeCluster:
     def broker_states(self) -> dict[int, str]:
         return self.states
 
+    def broker_views(self) -> dict[int, tuple[str, dict | None]]:
+        return {b: (s, {} if s in ("up", "isolated") else None) for b, s in self.states.items()}
+
     def groups(self) -> list[dict]:
         return self.claims
 

@@ -23,13 +23,12 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from pylog_nb import LocalCluster, widgets
-from pylog_nb.cluster import ClusterError
 from pylog_nb.client.io import produce
-from pylog_nb.widgets import ClusterView, SnapshotHistory, take_snapshot
-from pylog_nb.widgets import delta
+from pylog_nb.cluster import ClusterError
+from pylog_nb.widgets import ClusterView, SnapshotHistory, delta, take_snapshot
 from pylog_nb.widgets.actions import ACTIONS, refusal
-from pylog_nb.widgets.snapshot import TRUNCATED_SHOWN_MS
 from pylog_nb.widgets.render import render_events, render_groups, render_partitions
+from pylog_nb.widgets.snapshot import TRUNCATED_SHOWN_MS
 
 REFRESH_S = 0.2
 NEVER_S = 3600.0  # a refresh period no test waits out: the test calls refresh() itself
@@ -64,6 +63,8 @@ class ScriptedCluster:
         self.followers: list[dict] = []  # the leader's view of its followers
         self.event_log: list[dict] = []
         self.faults: list[tuple[str, int]] = []
+        self.stats = {b: {"messages_in": 0, "bytes_in": 0, "bytes_out": 0,
+                          "replication_bytes_out": 0} for b in self.brokers}
 
     def describe(self) -> dict[int, list[dict]]:
         return {b: [replica_row(b, self.leader, self.leo, self.epoch, self.followers)]
@@ -79,6 +80,10 @@ class ScriptedCluster:
 
     def broker_states(self) -> dict[int, str]:
         return dict(self.states)
+
+    def broker_views(self) -> dict[int, tuple[str, dict | None]]:
+        return {b: (s, {"stats": dict(self.stats[b])} if s in ("up", "isolated") else None)
+                for b, s in self.states.items()}
 
     def groups(self) -> list[dict]:
         return []
@@ -134,7 +139,7 @@ class Sent:
     def sizes(self) -> list[int]:
         """Bytes on the comm: each message's JSON and its binary buffers."""
         return [len(json.dumps(m, separators=(",", ":"))) + n
-                for m, n in zip(self.messages, self.buffer_bytes)]
+                for m, n in zip(self.messages, self.buffer_bytes, strict=True)]
 
 
 @pytest.fixture
@@ -232,6 +237,9 @@ def test_history_drops_marks_with_their_snapshots_and_beyond_their_limit():
 
 
 def test_an_idle_cluster_sends_nothing_and_a_change_sends_one_message(scripted, quiet_view):
+    quiet_view.refresh()  # the first with traffic rates: two readings of the counters
+    assert [b["rates"]["messages_in_per_s"] for b in quiet_view.snapshot["brokers"]] == [0] * 3
+    quiet_view._send.messages.clear()
     for _ in range(10):
         quiet_view.refresh()
     assert quiet_view._send.messages == []
@@ -384,6 +392,31 @@ def test_the_charts_points_follow_the_recorded_snapshots(scripted, quiet_view):
     assert [point["partitions"][f"{TOPIC}-0"] for point in series] == [
         [5, 5], [15, 15], [25, 25], [35, 35]]
     assert len(quiet_view.history.series(points_max=2)) == 2
+
+
+def test_traffic_rates_are_measured_between_two_snapshots_and_unknown_after_a_restart(
+        scripted, quiet_view):
+    quiet_view.refresh()
+    taken = quiet_view._snapshot_ms
+    scripted.stats[1].update(messages_in=5_000, bytes_in=500_000, replication_bytes_out=1_000_000)
+    scripted.stats[2]["bytes_out"] = 250_000
+    time.sleep(0.2)
+    quiet_view.refresh()
+    elapsed_s = (quiet_view._snapshot_ms - taken) / 1000
+    rates = {b["broker_id"]: b["rates"] for b in quiet_view.snapshot["brokers"]}
+    assert rates[1]["messages_in_per_s"] == round(5_000 / elapsed_s)
+    assert rates[1]["replication_bytes_out_per_s"] == round(1_000_000 / elapsed_s)
+    assert rates[2]["bytes_out_per_s"] == round(250_000 / elapsed_s)
+    assert rates[3] == dict.fromkeys(rates[3], 0)
+    point = quiet_view.history.series()[-1]
+    assert point["brokers"]["1"] == rates[1]  # what the traffic charts draw
+    scripted.stats[1] = dict.fromkeys(scripted.stats[1], 0)  # a restarted process starts again
+    scripted.pause(2)
+    quiet_view.refresh()
+    after = {b["broker_id"]: b for b in quiet_view.snapshot["brokers"]}
+    assert after[1]["rates"] is None and after[2]["rates"] is None and after[2]["stats"] is None
+    quiet_view.refresh()
+    assert quiet_view.snapshot["brokers"][0]["rates"]["messages_in_per_s"] == 0
 
 
 def test_a_groups_charted_lag_is_unknown_while_a_partitions_lag_is():
@@ -566,9 +599,52 @@ def test_a_compacted_topic_shows_how_far_each_replicas_cleaner_got(three, topic_
     cleaned = {b: r["first_dirty_offset"] for b, r in partition["replicas"].items()}
     assert all(offset > 0 for offset in cleaned.values())
     assert all(r["compacted"] for r in partition["replicas"].values())
+    # The gaps drawn: each cleaned segment's offsets and the records a consumer still reads there.
+    readable = _offsets(three, topic_name)
+    for replica in partition["replicas"].values():
+        ranges = replica["cleaned"]
+        assert ranges and ranges[-1][1] <= replica["first_dirty_offset"]
+        for start, end, kept in ranges:
+            assert kept == sum(1 for offset in readable if start <= offset < end)
+        assert sum(kept for _, _, kept in ranges) < sum(end - start for start, end, _ in ranges)
     html = render_partitions({**snapshot, "partitions": [partition]})
     for offset in cleaned.values():
         assert f"compacted · cleaned below {offset}" in html
+
+
+def _offsets(cluster, topic: str) -> list[int]:
+    """The offsets a consumer reads from partition 0 of ``topic``, start to end."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": topic,
+                         "enable.auto.commit": False, "log_level": 0})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), TIMEOUT_S)
+        offsets: list[int] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while (not offsets or offsets[-1] < high - 1) and time.monotonic() < deadline:
+            offsets += [m.offset() for m in consumer.consume(100, 0.5) if not m.error()]
+        assert offsets and offsets[-1] == high - 1, (offsets, high)
+        return offsets
+    finally:
+        consumer.close()
+
+
+def test_each_broker_counts_what_it_moved_for_clients_and_for_replication(three, topic_name):
+    _create(three, topic_name)
+    before = {b: view["stats"] for b, (_s, view) in three.broker_views().items()}
+    produce(three.bootstrap_servers, topic_name, [(None, "x" * 100)] * 50)
+    offsets = _offsets(three, topic_name)
+    assert len(offsets) == 50
+    [row] = [r for r in _replicas(three, topic_name) if r["role"] == "leader"]
+    leader = row["leader"]
+    after = {b: view["stats"] for b, (_s, view) in three.broker_views().items()}
+    moved = {b: {k: after[b][k] - before[b][k] for k in after[b]} for b in after}
+    assert moved[leader]["messages_in"] == 50 and moved[leader]["bytes_in"] > 50 * 100
+    # Two followers each fetched every byte the leader took in; the consumer read them once.
+    assert moved[leader]["replication_bytes_out"] == 2 * moved[leader]["bytes_in"]
+    assert moved[leader]["bytes_out"] >= moved[leader]["bytes_in"]  # (a re-fetch adds to it)
+    for follower in set(after) - {leader}:
+        assert moved[follower]["messages_in"] == 0 and moved[follower]["bytes_out"] == 0
 
 
 def _replicas(cluster, topic: str) -> list[dict]:

@@ -7,7 +7,9 @@ leader epoch, segments), so each broker answers:
                            "log_start_offset", "high_watermark", "log_end_offset", "size_bytes",
                            "cleanup_policy", "first_dirty_offset" (where the cleaner
                            has yet to look), "segments": [{"base_offset", "next_offset",
-                           "size_bytes"}], "epochs": [{"epoch", "start_offset"}] (the
+                           "size_bytes"}], "cleaned": [{"from_offset", "to_offset",
+                           "records"}] (segments the cleaner has been through: the records
+                           compaction kept), "epochs": [{"epoch", "start_offset"}] (the
                            leader-epoch cache: which leader epoch wrote which offsets),
                            "role": "leader" | "follower" | "offline", "proposed_isr",
                            "followers": [{"broker_id", "in_isr", "log_end_offset",
@@ -15,7 +17,10 @@ leader epoch, segments), so each broker answers:
     GET /v1/broker       {"broker_id", "host", "port", "cluster_id", "partitions", "live_brokers",
                           "isolated", "lifecycle": {"state": "running" | "recovering" |
                           "registering", "fenced", "applied_offset", "catch_up_offset",
-                          "stall_count", ...} (null for a broker running alone)}
+                          "stall_count", ...} (null for a broker running alone),
+                          "stats": {"messages_in", "bytes_in", "bytes_out",
+                                    "replication_bytes_out", ...} (broker/stats.py: traffic
+                                    counters since the process started)}
     GET /v1/events       [{"kind", "now_ms", ...}] replication and consumer-group events
     GET /v1/groups       [{"group", "coordinator_partition", "state", "generation",
                            "protocol_type", "protocol", "leader",
@@ -73,6 +78,9 @@ def partitions_view(node: BrokerNode) -> list[dict]:
                  "size_bytes": s.size_bytes}
                 for s in plog.segments
             ],
+            "cleaned": [{"from_offset": start, "to_offset": end, "records": records}
+                        for start, end, records in (
+                            plog.cleaned_ranges() if plog.config.compact else [])],
             "epochs": [{"epoch": e.epoch, "start_offset": e.start_offset}
                        for e in plog.leader_epoch_cache.entries],
             **_replication(node, partition),
@@ -102,6 +110,7 @@ def broker_view(node: BrokerNode) -> dict:
         "live_brokers": node.live_broker_ids(),
         "isolated": node.isolated,
         "lifecycle": node.lifecycle_view() if node.lifecycle_view is not None else None,
+        "stats": node.replicas.stats.as_dict(),
     }
 
 

@@ -38,6 +38,7 @@ from .replication.actions import Action, RoleChanged
 from .replication.divergence import diverging_epoch
 from .replication.follower import FollowerState
 from .replication.leader import LeaderState
+from .stats import BrokerTopicStats
 from .storage import cleaner
 from .storage.cleaner import FilterStats
 from .storage.log import Log
@@ -151,6 +152,7 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.serving = serving
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.stats = BrokerTopicStats()  # traffic since this process started
 
     def _partition_dir(self, topic: str, index: int) -> Path:
         return self.data_dir / f"{topic}-{index}"
@@ -284,6 +286,7 @@ class ReplicaManager:
             if isinstance(error, ValueError) and not hasattr(error, "error_code"):
                 code = errors.CORRUPT_MESSAGE
             return {**result, "error_code": code, "error_message": str(error)[:200]}, []
+        self.stats.on_append(info.last_offset - info.first_offset + 1, len(records))
         result.update(error_code=errors.NONE, base_offset=info.first_offset,
                       log_append_time=info.log_append_time_ms,
                       log_start_offset=info.log_start_offset)

@@ -276,16 +276,21 @@ class LocalCluster:
 
     def broker_states(self) -> dict[int, str]:
         """Each broker's state as a fault-injecting user sees it: up, paused, isolated or down."""
-        states = {}
+        return {broker_id: state for broker_id, (state, _view) in self.broker_views().items()}
+
+    def broker_views(self) -> dict[int, tuple[str, dict | None]]:
+        """Each broker's state (as ``broker_states``) and, if it answers, what it says of itself
+        (``GET /v1/broker``: lifecycle, traffic counters since it started)."""
+        views: dict[int, tuple[str, dict | None]] = {}
         for broker_id, broker in sorted(self.brokers.items()):
             if not broker.running:
-                states[broker_id] = "down"
+                views[broker_id] = ("down", None)
             elif broker.paused:
-                states[broker_id] = "paused"
+                views[broker_id] = ("paused", None)
             else:
                 view = _get_json(f"http://{self.host}:{broker.admin_port}/v1/broker")
-                states[broker_id] = "isolated" if view.get("isolated") else "up"
-        return states
+                views[broker_id] = ("isolated" if view.get("isolated") else "up", view)
+        return views
 
     def describe(self) -> dict[int, list[dict]]:
         """Per broker, every hosted partition: leader, epoch, ISR, log start, HW, LEO, segments."""

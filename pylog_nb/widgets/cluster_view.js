@@ -19,10 +19,19 @@ const STRIP_UNITS = 600;
 const SPARK_W = 120; // a sparkline's viewBox width (one unit per point at most)
 const SPARK_H = 22;
 const SERIES_POINTS_MAX = 120; // as history.py: the points a sparkline draws
+const DRAW_MEASURE = "pylog-view-draw"; // see drawShown
 const PATCH_NEW = "$new"; // delta.py's markers
 const PATCH_DELETE = "$del";
 const STATES = ["up", "paused", "isolated", "down", "fenced"];
 const CATEGORIES = ["election", "isr", "broker", "truncation", "group", "topic", "other"];
+const OVERVIEW_PARTITIONS_MIN = 13; // more partitions than this: a grid of all, details paged
+const PAGE_PARTITIONS = 12; // partitions drawn in detail at once (each is 3+ bars)
+const HEALTH_HELP = {
+  ok: "every assigned replica is in the ISR",
+  under: "under-replicated: a replica is out of the ISR",
+  offline: "offline: no leader, nothing can be read or written",
+  disagree: "a broker's own view differs from the controller's",
+};
 const STATE_HELP = {
   up: "running, registered with the controller",
   paused: "SIGSTOP: frozen, answers nothing; its replicas show their last known state",
@@ -148,8 +157,41 @@ function roleText(p, id, r) {
 
 // -- the view --------------------------------------------------------------------------------
 
+// What a partition's overview cell says: offline, under-replicated, disagreeing, or fine.
+function health(p) {
+  if (p.leader < 0) return "offline";
+  if (p.isr.length < p.assigned.length) return "under";
+  if (Object.values(p.replicas).some((r) => r.disagreement)) return "disagree";
+  return "ok";
+}
+
+// "0-9, 12" -> a test for partition numbers; "" -> null (all); anything else -> undefined.
+function partitionTest(text) {
+  const parts = text.split(",").map((part) => part.trim()).filter(Boolean);
+  if (!parts.length) return null;
+  const ranges = [];
+  for (const part of parts) {
+    const m = /^(\d+)(?:\s*-\s*(\d+))?$/.exec(part);
+    if (!m) return undefined;
+    ranges.push([Number(m[1]), Number(m[2] ?? m[1])]);
+  }
+  return (n) => ranges.some(([a, b]) => n >= a && n <= b);
+}
+
+function perSecond(value, unit) {
+  if (value === null || value === undefined) return "?";
+  if (unit === "B") {
+    if (value >= 1e6) return `${(value / 1e6).toFixed(1)} MB/s`;
+    if (value >= 1e3) return `${(value / 1e3).toFixed(1)} KB/s`;
+    return `${value} B/s`;
+  }
+  return `${value.toLocaleString("en")} ${unit}/s`;
+}
+
 function render({ model, el }) {
   const page = { selected: null, pending: new Map(), sent: 0, uid: `pylog-${++viewCount}-${Date.now()}` };
+  // What the user chose to look at: a topic ("" all), partition numbers, only the troubled.
+  const focus = { topic: "", test: null, attention: false, first: 0 };
   // The live state: base + delta (see the top of this file), and the chart points seen.
   const live = { key: "", snapshot: {}, series: [], base: {}, delta: {}, baseZ: null, deltaZ: null };
   async function inflateTraits() {
@@ -180,7 +222,9 @@ function render({ model, el }) {
     head: h("div", { class: "pylog-head" }),
     topology: h("div", { class: "pylog-topology" }),
     actions: h("div", { class: "pylog-actions" }),
+    focus: h("div", { class: "pylog-focus" }),
     partitions: h("div", { class: "pylog-partitions" }),
+    traffic: h("div", { class: "pylog-traffic" }),
     groups: h("div", { class: "pylog-groups" }),
     timeline: h("div", { class: "pylog-timeline" }),
     legend: legend(page.uid),
@@ -189,7 +233,8 @@ function render({ model, el }) {
     hatchPattern(page.uid),
     parts.head,
     h("div", { class: "pylog-top" }, parts.topology, parts.actions),
-    section("Partitions", parts.partitions, "pylog-section-partitions"),
+    section("Partitions", h("div", {}, parts.focus, parts.partitions), "pylog-section-partitions"),
+    section("Traffic", parts.traffic, "pylog-section-traffic"),
     section("Consumer groups", parts.groups, "pylog-section-groups"),
     section("Timeline", parts.timeline, "pylog-section-timeline"),
     parts.legend,
@@ -375,35 +420,129 @@ function render({ model, el }) {
 
   // -- partitions: every replica's log on the partition's offset axis ------------------------
 
+  // -- focus: which partitions are drawn (built once, so typing in it is never interrupted) --
+
+  const topicSelect = h("select", { class: "pylog-focus-topic", "aria-label": "topic shown" });
+  const partitionBox = h("input", { type: "text", class: "pylog-focus-partitions", size: 12,
+    placeholder: "all, or 0-9, 12", "aria-label": "partitions shown" });
+  const attentionBox = h("input", { type: "checkbox", class: "pylog-focus-attention" });
+  const internalBox = h("input", { type: "checkbox", class: "pylog-internal" });
+  const foldNote = h("span", {});
+  function refocus(change) {
+    Object.assign(focus, change, { first: 0 });
+    drawPartitions();
+    drawEvents();
+  }
+  topicSelect.addEventListener("change", () => refocus({ topic: topicSelect.value }));
+  partitionBox.addEventListener("input", () => {
+    const test = partitionTest(partitionBox.value);
+    partitionBox.classList.toggle("invalid", test === undefined);
+    partitionBox.title = test === undefined ? "partition numbers or ranges, comma-separated: 0-9, 12" : "";
+    if (test !== undefined) refocus({ test });
+  });
+  attentionBox.addEventListener("change", () => refocus({ attention: attentionBox.checked }));
+  internalBox.addEventListener("change", () => { model.set("show_internal", internalBox.checked); model.save_changes(); });
+  add(parts.focus, [
+    h("label", {}, "topic ", topicSelect),
+    h("label", {}, "partitions ", partitionBox),
+    h("label", { title: "offline, under-replicated, a broker disagreeing with the controller, or a recent truncation" },
+      attentionBox, " only those needing attention"),
+    h("label", { class: "pylog-fold" }, internalBox, " show internal topics", foldNote),
+  ]);
+
+  function drawFocus(snap) {
+    const topics = [...new Set((snap.partitions || []).map((p) => p.topic))];
+    if (focus.topic && !topics.includes(focus.topic)) focus.topic = "";
+    const options = [["", `all ${plural(topics.length, "topic")}`], ...topics.map((topic) => [topic, topic])];
+    const current = [...topicSelect.options].map((o) => [o.value, o.textContent]);
+    if (JSON.stringify(current) !== JSON.stringify(options)) {
+      topicSelect.replaceChildren(...options.map(([value, label]) => h("option", { value }, label)));
+    }
+    topicSelect.value = focus.topic;
+    internalBox.checked = Boolean(model.get("show_internal"));
+    const folded = Object.entries(snap.folded || {});
+    foldNote.textContent = folded.length && !internalBox.checked
+      ? ` (${folded.map(([topic, n]) => `${topic}: ${n} partitions`).join(", ")} folded)` : "";
+  }
+
+  function needsAttention(p) {
+    return health(p) !== "ok" || Object.values(p.replicas).some((r) => (r.truncated || []).length);
+  }
+
+  // -- partitions: a grid of all in focus, then every replica's log of a page of them ---------
+
   function drawPartitions() {
     const snap = shown();
+    drawFocus(snap);
     const states = Object.fromEntries((snap.brokers || []).map((b) => [b.broker_id, b]));
-    const head = [];
-    const folded = Object.entries(snap.folded || {});
-    const internal = model.get("show_internal");
-    if (folded.length || internal) {
-      const what = folded.map(([topic, n]) => `${topic}: ${n} partitions`).join(", ");
-      const box = h("input", { type: "checkbox", class: "pylog-internal" });
-      box.checked = Boolean(internal);
-      box.addEventListener("change", () => { model.set("show_internal", box.checked); model.save_changes(); });
-      head.push(h("label", { class: "pylog-fold" }, box,
-        internal ? " show internal topics" : ` show internal topics (${what} folded)`));
-    }
+    const all = snap.partitions || [];
+    const chosen = all.filter((p) => (!focus.topic || p.topic === focus.topic)
+      && (!focus.test || focus.test(p.partition)) && (!focus.attention || needsAttention(p)));
+    focus.first = Math.min(focus.first, Math.max(0, chosen.length - 1));
+    const detailed = chosen.slice(focus.first, focus.first + PAGE_PARTITIONS);
+    const blocks = [];
+    if (chosen.length >= OVERVIEW_PARTITIONS_MIN) blocks.push(overview(chosen));
+    if (chosen.length > PAGE_PARTITIONS) blocks.push(pager(chosen.length));
     const byTopic = new Map();
-    for (const p of snap.partitions || []) {
+    for (const p of detailed) {
       if (!byTopic.has(p.topic)) byTopic.set(p.topic, []);
       byTopic.get(p.topic).push(p);
     }
-    const blocks = [...byTopic].map(([topic, partitions]) => h("div", { class: "pylog-topic" },
-      h("div", { class: "pylog-topic-name" }, topic,
-        h("span", { class: "pylog-dim" }, ` · ${plural(partitions.length, "partition")}`)),
-      partitions.map((p) => partition(p, states))));
-    if (!blocks.length) blocks.push(h("div", { class: "pylog-dim" }, "no topics yet"));
+    const count = (topic) => all.filter((p) => p.topic === topic).length;
+    for (const [topic, partitions] of byTopic) {
+      blocks.push(h("div", { class: "pylog-topic", data: { topic } },
+        h("div", { class: "pylog-topic-name" }, topic,
+          h("span", { class: "pylog-dim" }, ` · ${plural(count(topic), "partition")}`)),
+        partitions.map((p) => partition(p, states))));
+    }
+    if (!all.length) blocks.push(h("div", { class: "pylog-dim" }, "no topics yet"));
+    else if (!chosen.length) blocks.push(h("div", { class: "pylog-dim" }, "no partition matches the focus"));
     const scroll = parts.partitions.querySelector(".pylog-scroll");
     const top = scroll ? scroll.scrollTop : 0;
     const list = h("div", { class: "pylog-scroll" }, blocks);
-    parts.partitions.replaceChildren(...head, list);
+    parts.partitions.replaceChildren(list);
     list.scrollTop = top;
+  }
+
+  // One cell per partition, coloured by its health, the leader's id under its number.
+  function overview(chosen) {
+    const counts = {};
+    for (const p of chosen) counts[health(p)] = (counts[health(p)] || 0) + 1;
+    const summary = Object.keys(HEALTH_HELP).filter((k) => counts[k])
+      .map((k) => `${counts[k]} ${{ ok: "in sync", under: "under-replicated", offline: "offline", disagree: "disagreeing" }[k]}`);
+    const byTopic = new Map();
+    for (const p of chosen) {
+      if (!byTopic.has(p.topic)) byTopic.set(p.topic, []);
+      byTopic.get(p.topic).push(p);
+    }
+    const cell = (p) => {
+      const state = health(p);
+      const name = `${p.topic}-${p.partition}`;
+      const what = `${name}: leader ${p.leader >= 0 ? p.leader : "none"}, epoch ${p.leader_epoch ?? "?"}, ` +
+        `ISR [${p.isr.join(", ")}] of replicas [${p.assigned.join(", ")}]: ${HEALTH_HELP[state]}. Click to show it alone.`;
+      return h("button", { class: `pylog-cell health-${state}`, data: { partition: name, health: state }, title: what,
+        onclick: () => {
+          partitionBox.value = String(p.partition);
+          partitionBox.classList.remove("invalid");
+          refocus({ topic: p.topic, test: partitionTest(partitionBox.value) });
+        } },
+      h("span", { class: "pylog-cell-p" }, String(p.partition)),
+      h("span", { class: "pylog-cell-l" }, p.leader >= 0 ? `★${p.leader}` : "✕"));
+    };
+    return h("div", { class: "pylog-overview" },
+      h("div", { class: "pylog-overview-summary" }, `${plural(chosen.length, "partition")}: ${summary.join(", ")}`),
+      [...byTopic].map(([topic, ps]) => h("div", { class: "pylog-grid-topic" },
+        byTopic.size > 1 ? h("div", { class: "pylog-grid-name" }, topic) : null,
+        h("div", { class: "pylog-grid" }, ps.map(cell)))));
+  }
+
+  function pager(total) {
+    const first = focus.first, last = Math.min(total, first + PAGE_PARTITIONS);
+    const go = (to) => { focus.first = to; drawPartitions(); };
+    return h("div", { class: "pylog-pager" },
+      h("button", { class: "pylog-prev", disabled: first === 0, onclick: () => go(Math.max(0, first - PAGE_PARTITIONS)) }, "◀ previous"),
+      h("span", {}, ` in detail: ${first + 1}–${last} of ${total} `),
+      h("button", { class: "pylog-next", disabled: last >= total, onclick: () => go(first + PAGE_PARTITIONS) }, "next ▶"));
   }
 
   function partition(p, states) {
@@ -469,8 +608,12 @@ function render({ model, el }) {
     if (!inIsr && p.assigned.includes(id)) notes.push(h("span", { class: "pylog-tag" }, "out of ISR"));
     if (r.last_known) notes.push(h("span", { class: "pylog-tag" }, `last known · broker ${state}`));
     if (r.compacted) {
+      const cleaned = r.cleaned || [];
+      const span = cleaned.reduce((total, [from, to]) => total + to - from, 0);
+      const kept = cleaned.reduce((total, [, , records]) => total + records, 0);
       notes.push(h("span", { class: "pylog-tag" },
-        `compacted · cleaned below ${r.first_dirty_offset} · ${r.size_bytes} B`));
+        `compacted · cleaned below ${r.first_dirty_offset}` +
+        (span ? ` (${kept} of ${span} offsets still hold a record)` : "") + ` · ${r.size_bytes} B`));
     }
     for (const cut of r.truncated || []) {
       const ago = Math.max(0, Math.round((shownMs() - cut.now_ms) / 1000));
@@ -527,6 +670,17 @@ function render({ model, el }) {
       if (b > mid) svg.append(s("rect", { class: "pylog-uncommitted-part", x: mid, y: 2, width: b - mid, height: 12, style: `fill:${colour}`, data: { epoch: String(epoch) } }, tip(`${what} (above the HW: not committed)`)));
       if (i > 0) svg.append(s("line", { class: "pylog-epoch-edge", x1: a, y1: 2, x2: a, y2: 14 }));
     });
+    for (const [from, to, kept] of r.cleaned || []) { // compaction gaps, denser where more went
+      const span = to - from;
+      if (span <= 0 || kept >= span || to <= r.log_start_offset) continue;
+      const a = x(Math.max(from, r.log_start_offset)), b = Math.max(x(to), a + 1);
+      const removed = 1 - kept / span;
+      svg.append(s("rect", { class: "pylog-compaction-gap", x: a, y: 2, width: b - a, height: 12,
+        style: `fill:url(#${page.uid}-gaps);opacity:${(0.3 + 0.7 * removed).toFixed(2)}`,
+        data: { from: String(from), to: String(to), kept: String(kept) } },
+      tip(`compacted: offsets ${from} to ${to - 1} hold ${kept} of ${span} records; compaction removed ` +
+        "the others (a newer record has the same key) and consumers skip the gaps")));
+    }
     if (end > start) {
       svg.append(s("rect", { class: `pylog-outline ${inIsr ? "" : "dashed"}`, x: start, y: 2, width: end - start, height: 12 }));
       svg.append(s("line", { class: "pylog-hw-tick", x1: hw, y1: 0, x2: hw, y2: 16 }));
@@ -594,6 +748,48 @@ function render({ model, el }) {
       .map((pt) => ({ t: pt.taken_ms, values: [pt.groups[group]] }));
     if (points.length < 2) return null;
     return sparkline(points, "spark-lag", `total lag of group ${group} over the last ${plural(points.length, "change")}`);
+  }
+
+  // -- traffic: each broker's rates, which the kernel measures between two snapshots ---------
+
+  function drawTraffic() {
+    const brokers = shown().brokers || [];
+    const cells = (b) => {
+      const r = b.rates;
+      const answering = b.state === "up" || b.state === "isolated";
+      const value = (key, unit) => (answering ? perSecond(r ? r[key] : null, unit) : "—");
+      return [value("messages_in_per_s", "records"), value("bytes_in_per_s", "B"),
+        value("bytes_out_per_s", "B"), value("replication_bytes_out_per_s", "B")]
+        .map((text) => h("td", { class: "pylog-num" }, text));
+    };
+    const rows = brokers.map((b) => h("tr", { data: { broker: String(b.broker_id) } },
+      h("td", {}, `broker ${b.broker_id}`), cells(b), h("td", {}, trafficSparks(b.broker_id))));
+    const known = brokers.filter((b) => b.rates);
+    const sum = (key) => known.reduce((total, b) => total + b.rates[key], 0);
+    if (known.length > 1) {
+      rows.push(h("tr", { class: "pylog-total" }, h("td", {}, "cluster"),
+        [["messages_in_per_s", "records"], ["bytes_in_per_s", "B"], ["bytes_out_per_s", "B"],
+          ["replication_bytes_out_per_s", "B"]].map(([key, unit]) => h("td", { class: "pylog-num" }, perSecond(sum(key), unit))),
+        h("td", {})));
+    }
+    const heads = [["broker", ""], ["records in", "records appended as leader, from producers (Kafka: MessagesInPerSec)"],
+      ["bytes in", "bytes of those appends (BytesInPerSec)"],
+      ["fetched by consumers", "record bytes served to consumers (BytesOutPerSec)"],
+      ["fetched by followers", "record bytes served to follower replicas: the cost of replication (ReplicationBytesOutPerSec)"],
+      ["over time", "records in per second; bytes fetched per second by consumers (solid) and followers (dashed)"]];
+    parts.traffic.replaceChildren(h("table", { class: "pylog-table" },
+      h("thead", {}, h("tr", {}, heads.map(([text, title]) => h("th", { title }, text)))),
+      h("tbody", {}, rows)));
+  }
+
+  function trafficSparks(id) {
+    const points = seriesUpTo().filter((pt) => pt.brokers && pt.brokers[id]);
+    if (points.length < 2) return null;
+    const over = (keys) => points.map((pt) => ({ t: pt.taken_ms, values: keys.map((k) => pt.brokers[id][k]) }));
+    return h("span", {},
+      sparkline(over(["messages_in_per_s"]), "spark-in", `records in per second at broker ${id}`), " ",
+      sparkline(over(["bytes_out_per_s", "replication_bytes_out_per_s"]), "spark-out",
+        `bytes fetched per second from broker ${id}: by consumers (solid), by followers (dashed)`));
   }
 
   // -- consumer groups ------------------------------------------------------------------------
@@ -680,25 +876,33 @@ function render({ model, el }) {
     strip.replaceChildren(svg, labels);
   }
 
-  function drawEvents() {
-    const list = (shown().events || []).slice().reverse();
+  function drawEvents() { // a chosen topic's own, and those about no topic (brokers, groups)
+    const mine = (e) => !focus.topic || !e.topic || e.topic === focus.topic;
+    const list = (shown().events || []).filter(mine).reverse();
     const rows = list.map((e) => h("div", { class: `pylog-event cat-${CATEGORIES.includes(e.category) ? e.category : "other"}` },
       h("span", { class: "pylog-dot" }), h("code", {}, clock(e.now_ms)), " ",
       h("span", { class: "pylog-source" }, e.source), " ", h("span", {}, e.text)));
     events.replaceChildren(h("div", { class: "pylog-events-title" },
-      replaying() ? "Events up to the replayed snapshot (newest first)" : "Latest events (newest first)"),
+      (replaying() ? "Events up to the replayed snapshot" : "Latest events") +
+      (focus.topic ? ` of topic ${focus.topic} and the brokers` : "") + " (newest first)"),
     ...(rows.length ? rows : [h("div", { class: "pylog-dim" }, "no events yet")]));
   }
 
   // -- wiring ---------------------------------------------------------------------------------
 
+  // Each full draw is a User Timing measure (DRAW_MEASURE), cleared at once so a long-lived
+  // page keeps none: a PerformanceObserver still sees every one (bench/view_browser.py).
   function drawShown() {
+    const started = performance.now();
     drawHead();
     drawTopology();
     drawActions();
     drawPartitions();
+    drawTraffic();
     drawGroups();
     drawTimeline();
+    performance.measure(DRAW_MEASURE, { start: started });
+    performance.clearMeasures(DRAW_MEASURE);
   }
 
   let inflating = Promise.resolve(); // one after the other: a newer delta never lands first
@@ -738,13 +942,16 @@ function render({ model, el }) {
   };
 }
 
-// The hatching of a truncated range, defined once per view (bars refer to it by id).
+// The hatching of a truncated range and the gaps of a compacted one, defined once per view
+// (bars refer to them by id).
 function hatchPattern(uid) {
   return s("svg", { class: "pylog-defs", width: 0, height: 0, "aria-hidden": "true" },
     s("defs", {}, s("pattern", { id: `${uid}-hatch`, patternUnits: "userSpaceOnUse", width: 6, height: 6,
       patternTransform: "rotate(45)" },
     s("rect", { class: "pylog-hatch-bg", x: 0, y: 0, width: 6, height: 6 }),
-    s("line", { class: "pylog-hatch-line", x1: 1, y1: 0, x2: 1, y2: 6 }))));
+    s("line", { class: "pylog-hatch-line", x1: 1, y1: 0, x2: 1, y2: 6 })),
+    s("pattern", { id: `${uid}-gaps`, patternUnits: "userSpaceOnUse", width: 4, height: 12 },
+      s("rect", { class: "pylog-gap", x: 0, y: 0, width: 2, height: 12 }))));
 }
 
 function section(title, body, className) {
@@ -763,6 +970,11 @@ function legend(uid) {
   const hatched = s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 14" },
     s("rect", { class: "pylog-track", x: 0, y: 1, width: 40, height: 12 }),
     s("rect", { class: "pylog-truncated", x: 0, y: 1, width: 40, height: 12, style: `fill:url(#${uid}-hatch)` }));
+  const gaps = s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 14" },
+    s("rect", { class: "pylog-track", x: 0, y: 1, width: 40, height: 12 }),
+    s("rect", { x: 0, y: 1, width: 40, height: 12, style: "fill:var(--pylog-epoch-0)" }),
+    s("rect", { class: "pylog-compaction-gap", x: 0, y: 1, width: 40, height: 12, style: `fill:url(#${uid}-gaps);opacity:0.8` }));
+  const cell = (state) => h("span", { class: `pylog-cell health-${state}` }, h("span", { class: "pylog-cell-p" }, "7"), h("span", { class: "pylog-cell-l" }, "★2"));
   const spark = s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 14" },
     s("polyline", { class: "pylog-spark-line line-0", points: "0,12 12,9 24,6 40,2" }),
     s("polyline", { class: "pylog-spark-line line-1", points: "0,10 12,7 24,4 40,1" }));
@@ -782,13 +994,18 @@ function legend(uid) {
         item(epochBar, "bar colours: the leader epoch that wrote each offset range (the replica's leader-epoch cache); a new colour starts where a new leader began writing"),
         item(epochs, "chip: the leader epoch a replica (or, in the partition's head, the controller) is at"),
         item(hatched, "hatched, with ✂: a range the follower truncated (removed) in the last 30 s, to match its leader"),
+        item(gaps, "striped: a compacted range; the more stripes, the more offsets compaction emptied (hover: how many records it kept)"),
         item(h("span", { class: "pylog-lag" }, "lag 120 records"), "a follower's distance from the leader's LEO; \"behind 3.2 s\": how long it has not been caught up"),
         item(spark, "sparkline: a partition's HW (solid) and LEO (dashed) over the recorded changes, with the write rate; in groups, total lag"),
         item(h("b", {}, "★"), "the leader the controller chose: one per partition"),
         item(h("span", { class: "pylog-tag" }, "out of ISR"), "dashed outline: not in the in-sync replica set"),
         item(h("span", { class: "pylog-tag" }, "last known"), "grey: the broker does not answer; its last report"),
         item(h("span", { class: "pylog-disagreement" }, "⚠"), "the broker's own view differs from the controller's (a stale claim is never a second leader)")),
-      h("div", {}, h("div", { class: "pylog-legend-head" }, "Timeline marks (hover: the event; click: replay)"), cats)));
+      h("div", {}, h("div", { class: "pylog-legend-head" }, "Partition grid (shown past a dozen partitions; click a cell to show it alone)"),
+        Object.entries(HEALTH_HELP).map(([state, text]) => item(cell(state), `${text}; 7 is the partition, ★2 its leader`)),
+        h("div", { class: "pylog-legend-head" }, "Timeline marks (hover: the event; click: replay)"), cats,
+        h("div", { class: "pylog-legend-head" }, "Traffic"),
+        item(h("span", {}, "records in"), "per broker, measured by the kernel between two snapshots; \"fetched by followers\" is what replication costs")))); 
 }
 
 export default { render };

@@ -96,6 +96,7 @@ class ClusterView(anywidget.AnyWidget):
         self._action_ids = itertools.count(1)
         self._stop = threading.Event()
         self._wake = threading.Event()  # refresh now, not at the next tick
+        self._snapshot_ms: int | None = None  # when self.snapshot was taken
         self.on_msg(self._on_message)
         self.refresh()
         self._thread = threading.Thread(target=self._run, name="pylog-cluster-view", daemon=True)
@@ -111,12 +112,15 @@ class ClusterView(anywidget.AnyWidget):
     def refresh(self) -> None:
         """Take a snapshot now; the browser gets it only if anything changed."""
         with self._cluster_lock:
+            now_ms = int(time.time() * 1000)
             try:
                 snapshot = take_snapshot(self.cluster, previous=self.snapshot,
-                                         internal=self.show_internal)
+                                         internal=self.show_internal, now_ms=now_ms,
+                                         previous_ms=self._snapshot_ms)
             except (OSError, ValueError, KeyError, ClusterError) as error:
                 self.status = f"cannot read the cluster: {error}"
                 return
+            self._snapshot_ms = now_ms  # the traffic rates of the next one are since now
             self._publish(snapshot)
 
     def _publish(self, snapshot: dict) -> None:

@@ -37,7 +37,8 @@ def diff(old: Any, new: Any) -> Any:
             patch[DELETE] = gone
         return patch
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return {str(index): diff(a, b) for index, (a, b) in enumerate(zip(old, new)) if a != b}
+        pairs = enumerate(zip(old, new, strict=True))
+        return {str(index): diff(a, b) for index, (a, b) in pairs if a != b}
     return _whole(new)
 
 

@@ -13,7 +13,8 @@ anything). A mark names the snapshot (``seq``) that first showed it, so a click 
 replays that moment. Marks of snapshots no longer kept are dropped with them.
 
 The charts draw the same history: ``series_point`` reduces a recorded snapshot to per partition
-HW and LEO (the leader's, as consumers see them) and per group the total lag; ``series`` is the
+HW and LEO (the leader's, as consumers see them), per group the total lag, per broker its
+traffic rates (records in, bytes out to consumers and to followers); ``series`` is the
 newest ``SERIES_POINTS_MAX`` of them, sent once when a browser view opens (after that, each
 change carries its own point).
 """
@@ -139,7 +140,8 @@ def _shown_state(broker: dict) -> str:
 def series_point(entry: Recorded) -> dict:
     """What the charts draw of one snapshot: its time, per partition ("topic-partition") the
     leader's [HW, LEO] (the highest any replica reports when no leader answers), per group the
-    total lag (None while a partition's lag is unknown: its leader does not answer)."""
+    total lag (None while a partition's lag is unknown: its leader does not answer), per
+    broker its traffic rates where known (records in, bytes in and out per second)."""
     partitions = {}
     for p in entry.snapshot.get("partitions", []):
         replicas = p.get("replicas", {})
@@ -149,8 +151,10 @@ def series_point(entry: Recorded) -> dict:
             partitions[f"{p['topic']}-{p['partition']}"] = [
                 max(r["high_watermark"] for r in shown), max(r["log_end_offset"] for r in shown)]
     groups = {g["group"]: _total_lag(g) for g in entry.snapshot.get("groups", [])}
+    brokers = {str(b["broker_id"]): b["rates"] for b in entry.snapshot.get("brokers", [])
+               if b.get("rates") is not None}
     return {"seq": entry.seq, "taken_ms": entry.taken_ms, "partitions": partitions,
-            "groups": groups}
+            "groups": groups, "brokers": brokers}
 
 
 def _total_lag(group: dict) -> int | None:

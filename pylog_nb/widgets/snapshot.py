@@ -15,7 +15,9 @@ browser turns that into seconds. A truncation is shown on its replica for
 ``TRUNCATED_SHOWN_MS`` after it happened; the snapshot changes once more when it expires.
 
 Each replica carries its leader-epoch cache (``epochs``: ``[epoch, start_offset]`` pairs, which
-leader epoch wrote which offsets), so its bar can be coloured by epoch per offset range.
+leader epoch wrote which offsets), so its bar can be coloured by epoch per offset range; a
+replica of a compacted topic carries the segments its cleaner went through (``cleaned``:
+``[from_offset, to_offset, records kept]``), the gaps compaction left.
 
 A partition's leader, epoch and ISR are the controller's (``client.introspect.authority_of``),
 never whichever broker answered: a replica whose own view differs keeps its role and epoch and
@@ -39,10 +41,13 @@ from ..cluster import ClusterError, LocalCluster
 EVENTS_SHOWN = 20  # the newest notable events; the view's timeline keeps older ones as marks
 TRUNCATED_SHOWN_MS = 30_000  # long enough to look at the bar, short enough not to pass for now
 TRUNCATIONS_SHOWN_MAX = 3  # per replica: the newest; a flapping follower would stack more
+CLEANED_SHOWN_MAX = 64  # per replica, the newest cleaned segments (their compaction gaps)
 EPOCHS_SHOWN_MAX = 64  # per replica, the newest: more ranges than a bar has pixels to colour
 # Controller events about a whole topic name it only in their text ("topic t created"); the
 # partition events carry ``topic`` and ``partition`` fields and are folded by those.
 TOPIC_EVENT_KINDS = ("topic_created", "topic_deleted", "config_changed")
+# The traffic counters the charts turn into rates (Kafka's BrokerTopicMetrics, broker/stats.py).
+STATS_SHOWN = ("messages_in", "bytes_in", "bytes_out", "replication_bytes_out")
 INTERNAL_PREFIX = "__"  # Kafka's internal topics: __consumer_offsets, __transaction_state
 
 # Event kind -> timeline category; kinds named None are left out (see the module docstring).
@@ -61,22 +66,25 @@ EVENT_CATEGORIES = {
 
 
 def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
-                  internal: bool = False, now_ms: int | None = None) -> dict:
+                  internal: bool = False, now_ms: int | None = None,
+                  previous_ms: int | None = None) -> dict:
     """Brokers, partitions, groups and the latest events of ``cluster``; replicas of brokers
     that do not answer now come from ``previous`` (the last snapshot), marked ``last_known``.
     Internal topics are counted in ``folded`` unless ``internal``. ``now_ms`` (wall clock,
-    default now) decides which truncations are still shown."""
+    default now) decides which truncations are still shown; with ``previous_ms``, when
+    ``previous`` was taken, each broker's traffic rates are measured since then."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     replicas = cluster.describe()
     truth, fenced = _authority(cluster, replicas)
-    states = cluster.broker_states()
+    views = cluster.broker_views()
+    states = {broker_id: state for broker_id, (state, _view) in views.items()}
     events = cluster.events()
     partitions = _partitions(replicas, truth, states, previous or {}, internal)
     _add_follower_lag(partitions, replicas, truth)
     _add_truncations(partitions, events, now_ms)
     return {
-        "brokers": [{"broker_id": b, "state": s, "fenced": b in fenced}
-                    for b, s in states.items()],
+        "brokers": _brokers(views, fenced, previous or {},
+                            None if previous_ms is None else now_ms - previous_ms),
         "authority": truth.source,
         "partitions": partitions,
         "folded": {} if internal else _folded(truth, replicas),
@@ -99,6 +107,36 @@ def _authority(cluster: LocalCluster,
         return authority_from_brokers(replicas, "newest claim"), set()
     fenced = {b["broker_id"] for b in described.get("brokers", []) if b.get("fenced")}
     return authority_from_controller(described), fenced
+
+
+def _brokers(views: dict[int, tuple[str, dict | None]], fenced: set[int], previous: dict,
+             elapsed_ms: int | None) -> list[dict]:
+    """Each broker's state, whether the controller fenced it, its traffic counters since it
+    started (``broker/stats.py``; None while it does not answer) and their rates per second
+    since ``previous`` (``elapsed_ms`` ago; None when not known: no earlier reading, or the
+    broker restarted and its counters began again)."""
+    before = {b["broker_id"]: b.get("stats") for b in previous.get("brokers", [])}
+    brokers = []
+    for broker_id, (state, view) in views.items():
+        stats = None
+        if view is not None and "stats" in view:
+            stats = {name: view["stats"][name] for name in STATS_SHOWN}
+        brokers.append({"broker_id": broker_id, "state": state, "fenced": broker_id in fenced,
+                        "stats": stats,
+                        "rates": _rates(before.get(broker_id), stats, elapsed_ms)})
+    return brokers
+
+
+def _rates(before: dict | None, after: dict | None, elapsed_ms: int | None) -> dict | None:
+    """Per second, rounded (so an idle broker's rates are exactly 0 and its snapshot repeats)."""
+    if before is None or after is None or elapsed_ms is None:
+        return None
+    if before == after:
+        return {f"{name}_per_s": 0 for name in STATS_SHOWN}
+    if elapsed_ms <= 0 or any(after[name] < before[name] for name in STATS_SHOWN):
+        return None  # no time to measure over, or a new process whose counters began again
+    return {f"{name}_per_s": round((after[name] - before[name]) * 1000 / elapsed_ms)
+            for name in STATS_SHOWN}
 
 
 def _internal(topic: str) -> bool:
@@ -184,6 +222,8 @@ def _replica(row: dict) -> dict:
         "first_dirty_offset": row["first_dirty_offset"], "last_known": False}
     if compacted:  # shown only for compacted topics; elsewhere it would change with every batch
         replica["size_bytes"] = row["size_bytes"]
+        replica["cleaned"] = [[c["from_offset"], c["to_offset"], c["records"]]
+                              for c in row.get("cleaned", [])][-CLEANED_SHOWN_MAX:]
     return replica
 
 

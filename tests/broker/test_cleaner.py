@@ -88,6 +88,24 @@ def test_only_the_last_record_of_each_key_stays_below_the_dirty_offset(tmp_path)
     log.close()
 
 
+def test_cleaned_ranges_count_the_records_compaction_kept_in_each_segment(tmp_path):
+    log = _open(tmp_path / "l")
+    for round_ in range(12):
+        for key in (b"a", b"b", b"c"):
+            _append(log, [(key, b"%s-%d" % (key, round_))])
+    assert log.cleaned_ranges() == []  # nothing cleaned yet
+    clean(log, now_ms=1_000_000)
+    ranges = log.cleaned_ranges()
+    below = [r for r in _records(log) if r.offset < log.first_dirty_offset]
+    assert ranges[0][0] == log.log_start_offset and ranges[-1][1] == log.first_dirty_offset
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))  # contiguous
+    assert sum(records for _, _, records in ranges) == len(below)
+    assert sum(end - start for start, end, _ in ranges) > len(below)  # gaps where keys repeated
+    for start, end, records in ranges:
+        assert records == sum(1 for r in below if start <= r.offset < end)
+    log.close()
+
+
 def test_reopening_a_cleaned_log_reads_the_same_records(tmp_path):
     log = _open(tmp_path / "l")
     for i in range(60):

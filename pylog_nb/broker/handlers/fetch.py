@@ -47,6 +47,7 @@ async def handle_fetch(node: BrokerNode, request: Request) -> dict:
         if total_bytes >= body.min_bytes or failed or remaining_s <= 0:
             break
         await _wait_for_data(node, targets, remaining_s)
+    node.replicas.stats.on_fetch(total_bytes, from_follower=_replica_id(body) >= 0)
     for response in responses:
         response["records"] = _pin(response["records"])
     body = {"error_code": errors.NONE, "session_id": FETCH_SESSION_NONE,

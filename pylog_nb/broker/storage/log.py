@@ -738,6 +738,13 @@ class Log:
             cleanable.append((segment, next_segment.base_offset))
         return cleanable
 
+    def cleaned_ranges(self) -> list[tuple[int, int, int]]:
+        """``(from_offset, to_offset, records)`` of each segment the cleaner has been through,
+        oldest first: the offsets it spans and the records compaction kept in them."""
+        first_dirty = self.first_dirty_offset
+        return [(segment.base_offset, end, segment.records_count())
+                for segment, end in self.cleanable_segments() if end <= first_dirty]
+
     def dirty_ratio(self) -> float:
         """Share of the cleanable bytes at or above the first dirty offset."""
         segments = self.cleanable_segments()

@@ -198,6 +198,7 @@ class LogSegment:
         self._max_timestamp: TimestampOffset | None = None
         self._next_offset: int | None = None
         self._rolling_timestamp_ms: int | None = None
+        self._records_count: tuple[int, int] | None = None  # (at size_bytes, records)
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int):
@@ -352,6 +353,15 @@ class LogSegment:
         )
         self.offset_index._truncate_entries(offset_entries)
         self.time_index._truncate_entries(time_entries)
+
+    def records_count(self) -> int:
+        """Records the segment holds (a cleaned batch holds fewer than its offsets span), from
+        its batch headers, one pread per batch; kept until the segment's size changes."""
+        size_bytes = self.size_bytes
+        if self._records_count is None or self._records_count[0] != size_bytes:
+            count = sum(header.records_count for _, header in self._iter_headers(0))
+            self._records_count = (size_bytes, count)
+        return self._records_count[1]
 
     # -- read -------------------------------------------------------------------------------
 
