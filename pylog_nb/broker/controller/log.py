@@ -34,6 +34,8 @@ from typing import Self
 
 import crc32c
 
+from ..raft.log import read_whole as _read_whole
+from ..raft.log import write_all as _write_all
 from .records import MetadataRecord, MetadataRecordError, record_from_json
 
 __all__ = [
@@ -198,22 +200,3 @@ class MetadataLog:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _read_whole(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    chunks, position = [], 0
-    while position < size:
-        chunk = os.pread(fd, size - position, position)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        position += len(chunk)
-    return b"".join(chunks)
-
-
-def _write_all(fd: int, data: bytes, position: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, position)
-        view, position = view[written:], position + written

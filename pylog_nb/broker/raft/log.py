@@ -1,0 +1,263 @@
+"""RaftLog: a voter's replicated log of record batches, each stamped with the epoch that wrote it.
+
+Theory of operation: the file ``raft.log`` is a sequence of batch frames. Offsets count records,
+as in Kafka: a batch of three records at base offset 10 holds offsets 10, 11 and 12, and the log
+end offset is then 13. Every batch carries the epoch of the leader that appended it; the epochs
+of successive batches never decrease, so the log is also its own leader-epoch cache
+(``end_offset_for_epoch``, Kafka's ``endOffsetForEpoch``), which is what a leader answers a
+follower whose log diverges.
+
+Batch frame (big-endian)::
+
+    length       u32   bytes after this field
+    crc          u32   CRC-32C of every byte after this field
+    base_offset  i64   offset of the first record
+    epoch        i32   the leader epoch that appended the batch
+    attributes   u8    bit 0: a control batch (the leader's "I lead epoch N" marker)
+    count        u32   records in the batch
+    records            ``count`` times: u32 length, then the bytes
+
+``append`` writes one batch with one write and fsyncs before it returns, so a batch is durable
+once a voter acts on it (counts it toward the high watermark, answers a fetch with it).
+``truncate_to`` cuts the file at a batch boundary and fsyncs. Recovery (``open``) reads frames
+from the start and keeps the longest valid prefix: the first frame that is short, fails its
+CRC, or does not continue the offsets or the epochs ends the log, and the torn tail is cut.
+
+Batches are also kept in memory: metadata is small, and the snapshot bound of the quorum
+controller keeps it so.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Self
+
+import crc32c
+
+LOG_FILE_NAME = "raft.log"
+_FRAME = struct.Struct(">II")  # length, crc
+_HEADER = struct.Struct(">qiBI")  # base_offset, epoch, attributes, count
+_LENGTH = struct.Struct(">I")
+CONTROL = 0x01
+BATCH_RECORDS_MAX = 20_000  # one decision: a topic of 10,000 partitions is the largest
+BATCH_BYTES_MAX = 16 * 1024 * 1024
+READ_BATCHES_MAX = 64  # one fetch answer; a follower that is far behind catches up in slices
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Records appended together by the leader of ``epoch``, from ``base_offset`` on."""
+
+    base_offset: int
+    epoch: int
+    records: tuple[bytes, ...]
+    control: bool = False
+
+    def __post_init__(self) -> None:
+        assert self.base_offset >= 0 and self.epoch >= 0, (self.base_offset, self.epoch)
+        assert 0 < len(self.records) <= BATCH_RECORDS_MAX, len(self.records)
+
+    @property
+    def end_offset(self) -> int:
+        """The offset after the batch's last record."""
+        return self.base_offset + len(self.records)
+
+
+def encode_batch(batch: Batch) -> bytes:
+    body = bytearray(_HEADER.pack(batch.base_offset, batch.epoch,
+                                  CONTROL if batch.control else 0, len(batch.records)))
+    for record in batch.records:
+        body += _LENGTH.pack(len(record))
+        body += record
+    frame = _FRAME.pack(len(body) + 4, crc32c.crc32c(body)) + body
+    assert len(frame) <= BATCH_BYTES_MAX, f"a raft batch of {len(frame)} bytes is too large"
+    return bytes(frame)
+
+
+def decode_batch(data: bytes, position: int) -> tuple[Batch, int] | None:
+    """The batch at ``position`` and its frame size, or None if it is torn or corrupt."""
+    if len(data) - position < _FRAME.size + _HEADER.size:
+        return None
+    length, crc = _FRAME.unpack_from(data, position)
+    size = 4 + length
+    if not _HEADER.size + 4 <= length <= BATCH_BYTES_MAX or len(data) - position < size:
+        return None
+    body = data[position + _FRAME.size : position + size]
+    if crc32c.crc32c(body) != crc:
+        return None
+    base_offset, epoch, attributes, count = _HEADER.unpack_from(body, 0)
+    if base_offset < 0 or epoch < 0 or not 0 < count <= BATCH_RECORDS_MAX:
+        return None
+    records, at = [], _HEADER.size
+    for _ in range(count):
+        if at + _LENGTH.size > len(body):
+            return None
+        (record_bytes,) = _LENGTH.unpack_from(body, at)
+        at += _LENGTH.size
+        records.append(bytes(body[at : at + record_bytes]))
+        at += record_bytes
+    if at != len(body):
+        return None
+    return Batch(base_offset, epoch, tuple(records), bool(attributes & CONTROL)), size
+
+
+class RaftLog:
+    """An append-only, fsynced, crash-recovering log of epoch-stamped batches."""
+
+    def __init__(self, path: Path, fd: int, *, fsync: bool) -> None:
+        self.path = path
+        self._fd = fd
+        self._fsync = fsync
+        self._batches: list[Batch] = []
+        self._ends: list[int] = []  # each batch's end offset, ascending
+        self._positions: list[int] = []  # each batch's file position
+        self._size_bytes = 0
+        self.truncated_bytes = self._recover()
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike[str], *, fsync: bool = True) -> RaftLog:
+        """Open (creating if needed) the log in ``directory`` and recover it.
+
+        ``fsync=False`` is for tests and simulations only: it drops the durability guarantee.
+        """
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path / LOG_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        return cls(path / LOG_FILE_NAME, fd, fsync=fsync)
+
+    def _recover(self) -> int:
+        data = read_whole(self._fd)
+        position = 0
+        while (decoded := decode_batch(data, position)) is not None:
+            batch, size = decoded
+            if batch.base_offset != self.end_offset or batch.epoch < self.last_epoch:
+                break
+            self._remember(batch, position)
+            position += size
+        if position < len(data):
+            os.ftruncate(self._fd, position)
+            self._sync()
+        self._size_bytes = position
+        return len(data) - position
+
+    def _remember(self, batch: Batch, position: int) -> None:
+        self._batches.append(batch)
+        self._ends.append(batch.end_offset)
+        self._positions.append(position)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next record will get (the log end offset)."""
+        return self._ends[-1] if self._ends else 0
+
+    @property
+    def last_epoch(self) -> int:
+        """The epoch of the last batch; 0 for an empty log."""
+        return self._batches[-1].epoch if self._batches else 0
+
+    def read(self, from_offset: int, max_batches: int = READ_BATCHES_MAX) -> list[Batch]:
+        """Whole batches from ``from_offset``, a batch boundary, on: at most ``max_batches``."""
+        assert 0 < max_batches <= READ_BATCHES_MAX, max_batches
+        index = self._index_at(from_offset)
+        return self._batches[index : index + max_batches]
+
+    def batches(self) -> list[Batch]:
+        """Every batch, oldest first."""
+        return list(self._batches)
+
+    def epoch_ending_at(self, offset: int) -> int | None:
+        """The epoch of the batch that ends at ``offset`` (0 at offset 0), or None when no batch
+        ends there: what a follower's (fetch offset, last fetched epoch) must match."""
+        if offset == 0:
+            return 0
+        index = bisect_left(self._ends, offset)
+        if index < len(self._ends) and self._ends[index] == offset:
+            return self._batches[index].epoch
+        return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """The largest epoch in the log that is <= ``epoch``, and the offset where it ends (the
+        first offset of the next larger epoch, or the log end): ``(0, 0)`` if there is none."""
+        index = bisect_right([b.epoch for b in self._batches], epoch)  # metadata is small
+        if index == 0:
+            return 0, 0
+        found = self._batches[index - 1].epoch
+        end = self._batches[index].base_offset if index < len(self._batches) else self.end_offset
+        return found, end
+
+    def _index_at(self, offset: int) -> int:
+        """The index of the batch starting at ``offset`` (len(batches) at the log end)."""
+        assert 0 <= offset <= self.end_offset, (offset, self.end_offset)
+        index = bisect_right(self._ends, offset)
+        assert index == len(self._batches) or self._batches[index].base_offset == offset, (
+            f"offset {offset} is not a batch boundary")
+        return index
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def append(self, batch: Batch) -> None:
+        """Durably append ``batch``, which must continue the log's offsets and epochs."""
+        assert self._fd >= 0, "log is closed"
+        assert batch.base_offset == self.end_offset, (batch.base_offset, self.end_offset)
+        assert batch.epoch >= self.last_epoch, (batch.epoch, self.last_epoch)
+        frame = encode_batch(batch)
+        try:
+            write_all(self._fd, frame, self._size_bytes)
+            self._sync()
+        except OSError:
+            os.ftruncate(self._fd, self._size_bytes)  # best effort: recovery would cut it too
+            raise
+        self._remember(batch, self._size_bytes)
+        self._size_bytes += len(frame)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch from ``offset``, a batch boundary, on (durably)."""
+        index = self._index_at(offset)
+        if index == len(self._batches):
+            return
+        self._size_bytes = self._positions[index]
+        os.ftruncate(self._fd, self._size_bytes)
+        self._sync()
+        del self._batches[index:], self._ends[index:], self._positions[index:]
+
+    def _sync(self) -> None:
+        if self._fsync:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def read_whole(fd: int) -> bytes:
+    """The whole file behind ``fd``."""
+    size = os.fstat(fd).st_size
+    chunks, position = [], 0
+    while position < size:
+        chunk = os.pread(fd, size - position, position)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        position += len(chunk)
+    return b"".join(chunks)
+
+
+def write_all(fd: int, data: bytes, position: int) -> None:
+    """Write all of ``data`` at ``position`` (pwrite may write less)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view, position = view[written:], position + written

@@ -1,0 +1,88 @@
+"""The messages voters exchange (KIP-595 with KIP-996's pre-vote), as plain values.
+
+Each carries the sender's epoch: a voter that sees a larger epoch than its own moves to it
+before doing anything else (a pre-vote request excepted: it only asks). The wire encoding is
+the shell's business; the core sees these objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .log import Batch
+
+# Errors of a fetch answer, under Kafka's names (codes from ``pylog_nb.broker.errors``).
+NONE = "NONE"
+FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"  # the fetcher is behind: a newer epoch exists
+NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"  # asked a voter that does not lead
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    """Vote for ``candidate_id`` in ``epoch``; a pre-vote asks whether one would (the epoch is
+    the one the candidate would take, and no voter changes state for it)."""
+
+    epoch: int
+    candidate_id: int
+    last_epoch: int  # the epoch of the candidate's last batch
+    end_offset: int  # the candidate's log end offset
+    pre_vote: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    epoch: int  # the voter's epoch
+    granted: bool
+    leader_id: int | None  # the leader the voter knows in its epoch
+    pre_vote: bool
+    proposed_epoch: int  # the request's epoch, so a stale answer is recognised
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpoch:
+    """The new leader of ``epoch`` says so, so voters start fetching from it at once."""
+
+    epoch: int
+    leader_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    epoch: int  # the voter's epoch: larger than the request's if the sender is stale
+    leader_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """A follower asks for the batches after ``fetch_offset``, which it holds up to, and tells
+    the leader the epoch of its batch ending there (to detect a divergent log) and the high
+    watermark it knows (so the leader answers at once when that is behind)."""
+
+    epoch: int
+    replica_id: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    epoch: int
+    leader_id: int | None
+    error: str
+    fetch_offset: int  # the request's, so a stale answer is recognised
+    high_watermark: int
+    batches: tuple[Batch, ...] = ()
+    diverging: tuple[int, int] | None = None  # (epoch, end offset) to truncate to first
+
+
+Message = (VoteRequest | VoteResponse | BeginQuorumEpoch | BeginQuorumEpochResponse
+           | FetchRequest | FetchResponse)
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """What the core asks the shell to deliver."""
+
+    destination: int
+    message: Message
