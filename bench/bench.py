@@ -90,9 +90,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run the whole test suite against real broker processes and clients.
+# Set up (idempotent), lint, and run the whole test suite against real broker processes and
+# clients.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh test
+.venv/bin/ruff check pylog_nb tests bench
 exec .venv/bin/python -m pytest -q "$@"

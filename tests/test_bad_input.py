@@ -8,6 +8,8 @@ import pytest
 import wire
 from clients import consume_all, create_topic, produce
 
+from pylog_nb.broker.errors import Errors
+
 PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
 
 
@@ -33,7 +35,7 @@ def _produce_error(bootstrap, topic, records, partition=0) -> int:
 def test_bad_crc_is_corrupt_message(bootstrap, seeded):
     records = wire.batch([b"evil"])
     records[-1] ^= 0xFF
-    assert _produce_error(bootstrap, seeded, records) == 2  # CORRUPT_MESSAGE
+    assert _produce_error(bootstrap, seeded, records) == Errors.CORRUPT_MESSAGE
     _assert_intact(bootstrap, seeded)
 
 
@@ -61,7 +63,7 @@ def test_unknown_topic_and_partition(bootstrap, seeded):
         response = wire.call(sock, METADATA, 12, {
             "topics": [{"name": "bad name!"}, {"name": "a" * 300}],
             "allow_auto_topic_creation": True})
-    assert [t.error_code for t in response.topics] == [17, 17]  # INVALID_TOPIC_EXCEPTION
+    assert [t.error_code for t in response.topics] == [Errors.INVALID_TOPIC_EXCEPTION] * 2
     _assert_intact(bootstrap, seeded)
 
 
@@ -69,7 +71,7 @@ def test_invalid_acks(bootstrap, seeded):
     with wire.connect(bootstrap) as sock:
         body = wire.produce_body(seeded, wire.batch([b"x"]), acks=5)
         response = wire.call(sock, PRODUCE, 9, body)
-    assert response.responses[0].partition_responses[0].error_code == 21  # INVALID_REQUIRED_ACKS
+    assert response.responses[0].partition_responses[0].error_code == Errors.INVALID_REQUIRED_ACKS
     _assert_intact(bootstrap, seeded)
 
 
@@ -96,7 +98,7 @@ def test_api_versions_unsupported_version_answers_error_35_v0_body(bootstrap):
         sock.sendall(struct.pack(">i", 10) + struct.pack(">hhih", API_VERSIONS, 77, 9, -1))
         frame = wire.read_frame(sock)
     correlation_id, error_code = struct.unpack_from(">ih", frame, 0)
-    assert (correlation_id, error_code) == (9, 35)
+    assert (correlation_id, error_code) == (9, Errors.UNSUPPORTED_VERSION)
     (count,) = struct.unpack_from(">i", frame, 6)
     ranges = {struct.unpack_from(">hhh", frame, 10 + 6 * i)[0]:
               struct.unpack_from(">hhh", frame, 10 + 6 * i)[1:] for i in range(count)}
@@ -114,4 +116,4 @@ def test_fetch_out_of_range_offset(bootstrap, seeded):
                  "last_fetched_epoch": -1, "log_start_offset": -1,
                  "partition_max_bytes": 1 << 20}]}],
             "forgotten_topics_data": [], "rack_id": ""})
-    assert response.responses[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
+    assert response.responses[0].partitions[0].error_code == Errors.OFFSET_OUT_OF_RANGE

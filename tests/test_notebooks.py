@@ -65,7 +65,8 @@ def _check_clean(notebook, where: str) -> None:
               for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, f"{where}: {errors}"
     noise = [t for c in code for t in _texts(c) if any(n in t for n in NOISE)]
-    assert not noise, f"{where}: a library's log line or a warning reached the notebook: {noise[:3]}"
+    assert not noise, (
+        f"{where}: a library's log line or a warning reached the notebook: {noise[:3]}")
     stderr = [o.get("text", "") for c in code if not _shows_an_error(c)
               for o in c.get("outputs", []) if o.get("name") == "stderr"]
     assert not stderr, f"{where}: stderr output: {stderr[:3]}"

@@ -25,6 +25,7 @@ from .broker_lifecycle import (
     SendRegistration,
 )
 from .controller.rpc import ControllerClient, ControllerRpcError, decode_records
+from .errors import Errors
 from .metadata_follower import MetadataFollower
 from .node import BrokerNode
 from .replica_fetcher import FetcherState, ReplicaFetcher
@@ -236,7 +237,7 @@ class ClusterLink:
             self._spawn(self._alter_partition(request))
 
     async def _alter_partition(self, request: AlterPartitionRequest) -> None:
-        error_code = 0
+        error_code: int = Errors.NONE
         try:
             if self.node.isolated:
                 raise ConnectionError("broker is isolated from the controller (fault injection)")

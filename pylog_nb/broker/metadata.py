@@ -15,6 +15,8 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from .errors import Errors, KafkaError
+
 TOPIC_NAME_LENGTH_MAX = 249  # Kafka's limit, so that "<topic>-<partition>" fits a file name
 PARTITIONS_MAX = 10_000  # per topic: a named bound on directories one request can create
 _TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -22,8 +24,8 @@ INTERNAL_TOPIC_PREFIX = "__"
 OFFSETS_TOPIC = "__consumer_offsets"  # committed offsets and group metadata (Kafka's name)
 
 
-class InvalidTopicError(ValueError):
-    error_code = 17  # INVALID_TOPIC_EXCEPTION
+class InvalidTopicError(KafkaError, ValueError):
+    error_code = Errors.INVALID_TOPIC_EXCEPTION
 
 
 def check_topic_name(name: str | None) -> str:

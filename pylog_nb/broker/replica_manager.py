@@ -57,23 +57,23 @@ def always_serving(now_ms: int) -> bool:
     return True
 
 
-class UnknownTopicOrPartitionError(LookupError):
+class UnknownTopicOrPartitionError(errors.KafkaError, LookupError):
     error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
-class NotLeaderOrFollowerError(LookupError):
+class NotLeaderOrFollowerError(errors.KafkaError, LookupError):
     error_code = errors.NOT_LEADER_OR_FOLLOWER
 
 
-class FencedLeaderEpochError(LookupError):
+class FencedLeaderEpochError(errors.KafkaError, LookupError):
     error_code = errors.FENCED_LEADER_EPOCH
 
 
-class UnknownLeaderEpochError(LookupError):
+class UnknownLeaderEpochError(errors.KafkaError, LookupError):
     error_code = errors.UNKNOWN_LEADER_EPOCH
 
 
-class NotEnoughReplicasError(Exception):
+class NotEnoughReplicasError(errors.KafkaError):
     error_code = errors.NOT_ENOUGH_REPLICAS
 
 
@@ -283,7 +283,7 @@ class ReplicaManager:
                 bytearray(records), leader_epoch=leader.leader_epoch, now_ms=now_ms)
         except Exception as error:  # every failure becomes this partition's error code
             code = errors.error_code_of(error)
-            if isinstance(error, ValueError) and not hasattr(error, "error_code"):
+            if isinstance(error, ValueError) and not isinstance(error, errors.KafkaError):
                 code = errors.CORRUPT_MESSAGE
             return {**result, "error_code": code, "error_message": str(error)[:200]}, []
         self.stats.on_append(info.last_offset - info.first_offset + 1, len(records))

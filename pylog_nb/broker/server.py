@@ -17,6 +17,7 @@ import struct
 
 from .admin_http import AdminHttpServer
 from .config import BrokerConfig
+from .errors import Errors
 from .handlers import HANDLERS
 from .node import CLIENT_HOST, BrokerNode
 from .protocol import codec
@@ -27,7 +28,6 @@ from .shutdown import arrange_shutdown
 log = logging.getLogger("pylog.broker")
 
 _SIZE = struct.Struct(">i")
-UNSUPPORTED_VERSION = 35
 WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024  # drain before buffering more responses than this
 PIPELINED_REQUESTS_MAX = 64  # produce requests read ahead of their responses, per connection
 _PRODUCE_KEY_BYTES = struct.pack(">h", PRODUCE_KEY)
@@ -165,7 +165,8 @@ class BrokerServer:
             request = codec.parse_request(frame)
         except codec.UnsupportedRequestError as error:
             if error.header.api_key == API_VERSIONS_KEY:
-                return codec.encode_api_versions_error(error.header, UNSUPPORTED_VERSION)
+                return codec.encode_api_versions_error(
+                    error.header, Errors.UNSUPPORTED_VERSION)
             raise ProtocolViolation(str(error)) from None
         except codec.MalformedRequestError as error:
             raise ProtocolViolation(str(error)) from None

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from .errors import Errors, KafkaError
 from .storage.config import LogConfig
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
 
-class InvalidConfigError(ValueError):
-    error_code = 40  # INVALID_CONFIG
+class InvalidConfigError(KafkaError, ValueError):
+    error_code = Errors.INVALID_CONFIG
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +125,7 @@ def validate(configs: Mapping[str, str | None]) -> dict[str, str]:
     return checked
 
 
-def effective(overrides: Mapping[str, str]) -> dict[str, object]:
+def effective(overrides: Mapping[str, str]) -> dict[str, Any]:
     """Every config's parsed value: the override if present, else the default."""
     return {
         name: d.parse(overrides.get(name, d.default)) for name, d in DEFINITIONS.items()

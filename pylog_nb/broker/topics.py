@@ -28,7 +28,7 @@ DEFAULT_FROM_BROKER = -1  # num_partitions / replication_factor of -1 mean "brok
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
-class AdminError(Exception):
+class AdminError(errors.KafkaError):
     def __init__(self, error_code: int, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code

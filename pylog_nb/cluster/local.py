@@ -345,8 +345,10 @@ class LocalCluster:
         received = b""
         while not received.endswith(b"\n"):
             remaining_s = deadline - time.monotonic()
-            readable, _, _ = select.select([ready_r], [], [], max(0.0, remaining_s))
-            if not readable:
+            # poll, not select: a kernel with over 1024 open files must still start a cluster
+            poller = select.poll()
+            poller.register(ready_r, select.POLLIN)
+            if not poller.poll(max(0, int(remaining_s * 1000))):
                 broker.process.kill()
                 raise ClusterError(f"broker {broker.broker_id} not ready after "
                                    f"{READY_TIMEOUT_S:.0f}s; log: {self._log_tail(broker)}")

@@ -99,7 +99,7 @@ class RecordSender:
     def _send_plain(self, keys: list, values: list) -> None:
         """The common case, kept tight: every row to the topic option's topic."""
         produce, topic = self.producer.produce, self.topic
-        for key, value in zip(keys, values):
+        for key, value in zip(keys, values, strict=True):
             try:
                 produce(topic, value, key)
             except BufferError:
@@ -110,7 +110,7 @@ class RecordSender:
 
     def _send_routed(self, keys: list, values: list, topics: list | None,
                      partitions: list | None, headers: list | None) -> None:
-        for i, (key, value) in enumerate(zip(keys, values)):
+        for i, (key, value) in enumerate(zip(keys, values, strict=True)):
             topic = self.topic or topics[i]
             if not topic:
                 raise SparkSourceError("a row has no topic (its topic column is null) and no "

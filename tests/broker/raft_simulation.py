@@ -150,6 +150,12 @@ class RaftSim:
         self.cut = set()
         self.trace.append(f"{self.now_ms} heal")
 
+    def close(self) -> None:
+        """Close every voter's log (a schedule holds one file open per running voter)."""
+        for voter in self.voters.values():
+            if voter.node is not None:
+                voter.node.log.close()
+
     def _running(self, voter: SimVoter) -> bool:
         return voter.node is not None and self.now_ms >= voter.paused_until_ms
 
@@ -294,8 +300,9 @@ class RaftSim:
                 lacking = [b for i, (b, epoch) in enumerate(zip(self.committed, self.committed_in,
                                                                 strict=True))
                            if epoch < node.epoch and (i >= len(held) or held[i] != b)]
+                first_lacking = lacking[0].base_offset if lacking else 0
                 check(not lacking, f"leader {node.node_id} of epoch {node.epoch} lacks committed "
-                                   f"batches from offset {lacking[0].base_offset if lacking else 0}")
+                                   f"batches from offset {first_lacking}")
             first = self.leaders[node.epoch]
             check(first == node.node_id,
                   f"two leaders in epoch {node.epoch}: {first} and {node.node_id}")
@@ -367,4 +374,6 @@ def run_schedule(seed: int, root: Path, voters: int = 3) -> RaftSim:
     except AssertionError as error:
         trace = "\n".join(sim.trace[-30:])
         raise AssertionError(f"seed {seed}: {error}\nlast events:\n{trace}") from error
+    finally:
+        sim.close()
     return sim

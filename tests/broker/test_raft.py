@@ -94,8 +94,21 @@ def test_the_election_state_survives_a_restart(tmp_path):
 # == scenarios ===================================================================================
 
 
-def quiet(root: Path, voters: int = 3, seed: int = 1) -> RaftSim:
-    """A simulation with no random faults and no loss: the test makes the faults."""
+@pytest.fixture
+def quiet():
+    """Makes simulations with no random faults and no loss (the test makes the faults), and
+    closes their files afterwards."""
+    made: list[RaftSim] = []
+
+    def make(root: Path, voters: int = 3, seed: int = 1) -> RaftSim:
+        made.append(quiet_sim(root, voters, seed))
+        return made[-1]
+    yield make
+    for sim in made:
+        sim.close()
+
+
+def quiet_sim(root: Path, voters: int, seed: int) -> RaftSim:
     sim = RaftSim(seed, root, voters=voters)
     sim.loss = 0.0
     sim.propose_chance = 0.0
@@ -128,14 +141,14 @@ def commit(sim: RaftSim, text: str) -> int:
     return offset
 
 
-def test_a_single_voter_leads_at_once_and_commits_alone(tmp_path):
+def test_a_single_voter_leads_at_once_and_commits_alone(tmp_path, quiet):
     sim = quiet(tmp_path, voters=1)
     run_until(sim, lambda: leader(sim) is not None, limit_ms=2 * CONFIG.election_timeout_ms)
     offset = commit(sim, "alone")
     assert leader(sim).committed(0)[-1].records == (b"alone",) and offset == 2
 
 
-def test_three_voters_elect_one_leader_and_commit_on_a_majority(tmp_path):
+def test_three_voters_elect_one_leader_and_commit_on_a_majority(tmp_path, quiet):
     sim = quiet(tmp_path)
     run_until(sim, lambda: leader(sim) is not None)
     first = leader(sim)
@@ -152,7 +165,7 @@ def test_three_voters_elect_one_leader_and_commit_on_a_majority(tmp_path):
 
 
 def test_a_killed_leader_is_replaced_in_under_two_seconds_and_nothing_committed_is_lost(
-        tmp_path):
+        tmp_path, quiet):
     sim = quiet(tmp_path)
     run_until(sim, lambda: leader(sim) is not None)
     offsets = [commit(sim, f"before-{n}") for n in range(5)]
@@ -171,7 +184,7 @@ def test_a_killed_leader_is_replaced_in_under_two_seconds_and_nothing_committed_
     sim.check_logs()
 
 
-def test_pre_vote_keeps_a_returning_voter_from_deposing_a_healthy_leader(tmp_path):
+def test_pre_vote_keeps_a_returning_voter_from_deposing_a_healthy_leader(tmp_path, quiet):
     sim = quiet(tmp_path)
     run_until(sim, lambda: leader(sim) is not None)
     first = leader(sim)
@@ -187,7 +200,7 @@ def test_pre_vote_keeps_a_returning_voter_from_deposing_a_healthy_leader(tmp_pat
     assert leader(sim) is first and first.epoch == cut_off.epoch
 
 
-def test_an_isolated_leader_steps_down_and_its_uncommitted_tail_is_truncated(tmp_path):
+def test_an_isolated_leader_steps_down_and_its_uncommitted_tail_is_truncated(tmp_path, quiet):
     sim = quiet(tmp_path)
     run_until(sim, lambda: leader(sim) is not None)
     old = leader(sim)
@@ -208,7 +221,7 @@ def test_an_isolated_leader_steps_down_and_its_uncommitted_tail_is_truncated(tmp
     sim.check_logs()
 
 
-def test_restarting_every_voter_keeps_the_log_and_elects_once(tmp_path):
+def test_restarting_every_voter_keeps_the_log_and_elects_once(tmp_path, quiet):
     sim = quiet(tmp_path)
     run_until(sim, lambda: leader(sim) is not None)
     commit(sim, "kept")
@@ -257,6 +270,8 @@ def test_a_new_leader_commits_older_epochs_batches_only_through_one_of_its_own(t
     assert c.role is Role.LEADER and b.leader_id == 3
     assert b.log.batches() == c.log.batches() and b"x" not in [
         r for x in b.log.batches() for r in x.records]  # never committed, so never lost
+    for node in (a, b, c):
+        node.log.close()
 
 
 def exchange(nodes: dict[int, RaftNode], sends: dict[int, list], among: set[int],

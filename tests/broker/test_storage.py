@@ -50,7 +50,7 @@ def fill(log: Log, batch_count: int, *, records_per_batch=3, epoch=0, timestamp_
         info = log.append_as_leader(
             build_batch(values, timestamp_ms=timestamp_ms + 10 * i), leader_epoch=epoch
         )
-        written += list(zip(range(info.first_offset, info.last_offset + 1), values))
+        written += list(zip(range(info.first_offset, info.last_offset + 1), values, strict=True))
     return written
 
 

@@ -1,24 +1,29 @@
 """Kafka error codes the controller answers with, and the error it raises internally.
 
-The codes the rest of the broker already names come from ``pylog_nb.broker.errors``; the ones
-only the controller needs (KRaft's AlterPartition, BrokerRegistration and BrokerHeartbeat) are
-defined here until they move there.
+The codes are the one table's (``pylog_nb.broker.errors``), re-exported here under the names the
+controller uses, KRaft's AlterPartition, BrokerRegistration and BrokerHeartbeat codes included.
 """
 
 from __future__ import annotations
 
 from pylog_nb.broker.errors import (
+    BROKER_ID_NOT_REGISTERED,
     FENCED_LEADER_EPOCH,
+    INELIGIBLE_REPLICA,
     INVALID_CONFIG,
     INVALID_PARTITIONS,
     INVALID_REPLICA_ASSIGNMENT,
     INVALID_REPLICATION_FACTOR,
     INVALID_REQUEST,
     INVALID_TOPIC_EXCEPTION,
+    INVALID_UPDATE_VERSION,
     NONE,
+    NOT_CONTROLLER,
+    STALE_BROKER_EPOCH,
     TOPIC_ALREADY_EXISTS,
     UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
+    KafkaError,
 )
 
 __all__ = [
@@ -41,14 +46,8 @@ __all__ = [
     "ControllerError",
 ]
 
-NOT_CONTROLLER = 41
-STALE_BROKER_EPOCH = 77
-BROKER_ID_NOT_REGISTERED = 102
-INELIGIBLE_REPLICA = 107
-INVALID_UPDATE_VERSION = 108
 
-
-class ControllerError(Exception):
+class ControllerError(KafkaError):
     """A refused controller operation: a Kafka error code and a one-line message."""
 
     def __init__(self, error_code: int, message: str) -> None:

@@ -32,6 +32,7 @@ import socket
 import struct
 from typing import Any, Self
 
+from ..errors import Errors, KafkaError
 from .records import MetadataRecord, record_from_json
 
 __all__ = [
@@ -79,11 +80,11 @@ class FrameError(ValueError):
     """A frame broke the wire format (size out of bounds, not UTF-8 JSON, wrong shape)."""
 
 
-class ControllerRpcError(Exception):
+class ControllerRpcError(KafkaError):
     """The controller refused a call: a Kafka error code and a one-line message."""
 
     def __init__(self, error_code: int, message: str) -> None:
-        assert error_code != 0, "an error needs a non-zero code"
+        assert error_code != Errors.NONE, "an error needs a non-zero code"
         super().__init__(message)
         self.error_code = error_code
         self.message = message
@@ -134,7 +135,7 @@ def _check_response(message: dict[str, Any], request_id: int) -> Any:
     code = message.get("error_code")
     if type(code) is not int:
         raise FrameError("response has no integer error_code")
-    if code != 0:
+    if code != Errors.NONE:
         raise ControllerRpcError(code, str(message.get("message", "")))
     return message.get("result")
 

@@ -374,6 +374,7 @@ class ControllerServer:
         if not isinstance(method, str) or not isinstance(params, dict):
             raise FrameError("request needs a string method and an object params")
         spec = METHODS.get(method)
+        reply: tuple[int, str, Any]
         if spec is None:
             reply = errors.UNSUPPORTED_VERSION, f"Unknown controller method {method[:100]!r}", None
         else:

@@ -682,7 +682,7 @@ class GroupCoordinator:
             )
             return actions
 
-        error = NONE
+        error: int = NONE
         group = self._groups.get(group_id)
         if self.loading:
             error = COORDINATOR_LOAD_IN_PROGRESS

@@ -21,11 +21,11 @@ NO_PRODUCER_ID = -1
 CONSUMER_REPLICA_ID = -1  # ListOffsets from a client; a follower sends its broker id
 
 
-class OffsetOutOfRangeError(Exception):
+class OffsetOutOfRangeError(errors.KafkaError):
     error_code = errors.OFFSET_OUT_OF_RANGE
 
 
-class OffsetNotAvailableError(Exception):
+class OffsetNotAvailableError(errors.KafkaError):
     error_code = errors.OFFSET_NOT_AVAILABLE
 
 

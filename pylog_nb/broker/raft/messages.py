@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import Errors
 from .log import Batch
 
-# Errors of a fetch answer, under Kafka's names (codes from ``pylog_nb.broker.errors``).
-NONE = "NONE"
-FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"  # the fetcher is behind: a newer epoch exists
-NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"  # asked a voter that does not lead
+# The errors a fetch answer carries, from the one error table.
+NONE = Errors.NONE
+FENCED_LEADER_EPOCH = Errors.FENCED_LEADER_EPOCH  # the fetcher is behind: a newer epoch exists
+NOT_LEADER_OR_FOLLOWER = Errors.NOT_LEADER_OR_FOLLOWER  # asked a voter that does not lead
+FETCH_ERRORS = frozenset({NONE, FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER})
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,7 @@ class FetchRequest:
 class FetchResponse:
     epoch: int
     leader_id: int | None
-    error: str
+    error: Errors
     fetch_offset: int  # the request's, so a stale answer is recognised
     high_watermark: int
     batches: tuple[Batch, ...] = ()

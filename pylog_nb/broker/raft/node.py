@@ -197,13 +197,20 @@ class RaftNode:
         out: list[Send] = []
         if message.epoch > self.epoch and not _is_pre_vote_request(message):
             out += self._move_to_epoch(message, now_ms)
-        handler = {
-            VoteRequest: self._on_vote_request, VoteResponse: self._on_vote_response,
-            BeginQuorumEpoch: self._on_begin_quorum_epoch,
-            BeginQuorumEpochResponse: self._on_begin_quorum_epoch_response,
-            FetchRequest: self._on_fetch_request, FetchResponse: self._on_fetch_response,
-        }[type(message)]
-        return out + handler(sender, message, now_ms)
+        return out + self._dispatch(sender, message, now_ms)
+
+    def _dispatch(self, sender: int, message: Message, now_ms: int) -> list[Send]:
+        if isinstance(message, VoteRequest):
+            return self._on_vote_request(sender, message, now_ms)
+        if isinstance(message, VoteResponse):
+            return self._on_vote_response(sender, message, now_ms)
+        if isinstance(message, BeginQuorumEpoch):
+            return self._on_begin_quorum_epoch(sender, message, now_ms)
+        if isinstance(message, FetchRequest):
+            return self._on_fetch_request(sender, message, now_ms)
+        if isinstance(message, FetchResponse):
+            return self._on_fetch_response(sender, message, now_ms)
+        return []  # BeginQuorumEpochResponse: a larger epoch was handled on arrival
 
     def _move_to_epoch(self, message: Message, now_ms: int) -> list[Send]:
         leader = _leader_named(message)
@@ -259,10 +266,6 @@ class RaftNode:
                 f"voters {self.node_id} and {request.leader_id} both lead epoch {self.epoch}")
             out = self._become_follower(self.epoch, request.leader_id, now_ms)  # its first fetch
         return [Send(sender, BeginQuorumEpochResponse(self.epoch, self.leader_id)), *out]
-
-    def _on_begin_quorum_epoch_response(self, sender: int, response: BeginQuorumEpochResponse,
-                                        now_ms: int) -> list[Send]:
-        return []  # a larger epoch was handled on arrival; the fetches follow
 
     # -- the leader ------------------------------------------------------------------------------
 
@@ -336,8 +339,9 @@ class RaftNode:
         self._fetch_sent_ms = now_ms
         offset = self.log.end_offset
         epoch = self.log.epoch_ending_at(offset)
-        assert epoch is not None, "the log end is a batch boundary"
-        return [Send(self.state.leader_id, FetchRequest(
+        leader = self.state.leader_id
+        assert epoch is not None and leader is not None, (epoch, leader)
+        return [Send(leader, FetchRequest(
             self.epoch, self.node_id, offset, epoch, self.high_watermark))]
 
     def _on_fetch_response(self, sender: int, response: FetchResponse,

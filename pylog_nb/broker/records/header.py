@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import crc32c
 
+from ..errors import Errors, KafkaError
+
 # Field layout of DefaultRecordBatch (Kafka's DefaultRecordBatch.java).
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 HEADER_BYTES = HEADER_STRUCT.size  # 61
@@ -44,8 +46,10 @@ _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 
 
-class InvalidRecordError(ValueError):
+class InvalidRecordError(KafkaError, ValueError):
     """A batch that must be refused as a whole: Kafka's CORRUPT_MESSAGE (error code 2)."""
+
+    error_code = Errors.CORRUPT_MESSAGE
 
 
 @dataclass(frozen=True, slots=True)
