@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh test
 .venv/bin/ruff check pylog_nb tests bench
+.venv/bin/mypy
 exec .venv/bin/python -m pytest -q "$@"

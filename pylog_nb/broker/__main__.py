@@ -10,7 +10,8 @@ from pathlib import Path
 
 # kio registers Hypothesis strategies whenever it can import Hypothesis (half a second of start-up
 # in a test environment); a broker process never needs them.
-sys.modules.setdefault("hypothesis", None)
+# None in sys.modules blocks the import; typeshed types its values as modules only.
+sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 from .config import (  # noqa: E402
     GROUP_INITIAL_REBALANCE_DELAY_MS,

@@ -90,7 +90,9 @@ class AlterPartitionManager:
         del self.in_flight[key]
         if error_code not in REFUSED_FOR_ITSELF or not self._still_proposed(request):
             return []  # committed, or the metadata will bring the newer state
-        actions: list[Action] = self.replicas.partitions[key].leader.on_isr_change_rejected(now_ms)
+        leader = self.replicas.partitions[key].leader
+        assert leader is not None  # _still_proposed: this broker still leads the partition
+        actions: list[Action] = leader.on_isr_change_rejected(now_ms)
         return actions
 
     def _still_proposed(self, request: AlterPartitionRequest) -> bool:

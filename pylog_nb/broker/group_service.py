@@ -29,6 +29,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .config import BrokerConfig
 from .errors import TOPIC_ALREADY_EXISTS
@@ -46,7 +47,10 @@ from .metadata import OFFSETS_TOPIC, MetadataImage
 from .purgatory import ProduceDone
 from .records.batch import encode_batch, iter_batches_decoded
 from .replica_manager import ACKS_ALL, Partition, ReplicaManager
-from .topics import AdminError
+from .topics import AdminError, TopicAdmin
+
+if TYPE_CHECKING:
+    from .controller_admin import ControllerAdmin
 
 log = logging.getLogger("pylog.broker")
 
@@ -77,7 +81,8 @@ class GroupService:
 
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, *,
                  metadata: Callable[[], MetadataImage], endpoints: Callable[[], list[dict]],
-                 live_broker_ids: Callable[[], list[int]], admin: Callable[[], object],
+                 live_broker_ids: Callable[[], list[int]],
+                 admin: Callable[[], TopicAdmin | ControllerAdmin],
                  append: Callable[..., tuple[dict, int | None]], events: deque,
                  now_ms: Callable[[], int]) -> None:
         self.config = config
@@ -249,6 +254,7 @@ class GroupService:
         if produce_id is None:
             self._appended(coordinator, action.append_id, result["error_code"])
             return
+        assert self.watch is not None  # the node sets it on construction
         waiting = self.watch([produce_id])
         if waiting.done():  # an ISR of one: committed already, answer without a task
             self._appended(coordinator, action.append_id, _error_code(waiting.result()))

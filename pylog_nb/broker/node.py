@@ -17,6 +17,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, cast
 
 from .config import BrokerConfig
 from .group_service import GroupService
@@ -31,6 +32,9 @@ from .replication.actions import (
 )
 from .topics import TopicAdmin
 
+if TYPE_CHECKING:
+    from .controller_admin import ControllerAdmin
+
 EVENTS_MAX = 1000  # introspection history kept per broker
 FENCED_BROKER_LISTED_MS = 5_000  # a fenced broker stays in Metadata this long (see brokers())
 # The client address of the connection a handler serves ("/127.0.0.1", as Kafka reports it).
@@ -44,7 +48,7 @@ class BrokerNode:
     config: BrokerConfig
     store: MetadataStore
     replicas: ReplicaManager
-    admin: object  # TopicAdmin alone, ControllerAdmin in a cluster
+    admin: TopicAdmin | ControllerAdmin  # TopicAdmin alone, ControllerAdmin in a cluster
     port: int = 0  # the bound port, known once the server listens
     now_ms: Callable[[], int] = field(default=wall_clock_ms)
     events: deque = field(default_factory=lambda: deque(maxlen=EVENTS_MAX))
@@ -64,7 +68,8 @@ class BrokerNode:
         store = MetadataStore(config.data_dir)
         replicas = ReplicaManager(config.broker_id, config.data_dir,
                                   replica_lag_time_max_ms=config.replica_lag_time_max_ms)
-        node = cls(config, store, replicas, None, config.port)
+        # the admin needs node.on_actions, so it is set just below
+        node = cls(config, store, replicas, cast(TopicAdmin, None), config.port)
         node.admin = TopicAdmin(config, store, replicas, node.on_actions)
         node.on_actions(replicas.apply_image(store.image))
         return node

@@ -65,11 +65,13 @@ class FetcherState:
         """The partitions to fetch now (empty: nothing due, or the broker is not serving)."""
         if not self.serving(now_ms):
             return {}
-        issued = {}
+        issued: Issued = {}
         for partition in self.replicas.followers_of(self.leader_id):
-            spec = partition.follower.next_fetch(now_ms)
+            follower = partition.follower
+            assert follower is not None  # followers_of yields only partitions it follows
+            spec = follower.next_fetch(now_ms)
             if spec is not None:
-                issued[(partition.topic, partition.index)] = (partition.follower, spec)
+                issued[(partition.topic, partition.index)] = (follower, spec)
         return issued
 
     def request_body(self, issued: Issued) -> dict:

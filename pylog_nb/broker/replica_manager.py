@@ -126,7 +126,7 @@ class Partition:
 class FetchTarget:
     """One partition of a Fetch request, whatever its version."""
 
-    topic: str
+    topic: str | None  # None: a topic id this broker does not know (Fetch answers it itself)
     index: int
     fetch_offset: int
     current_leader_epoch: int = NO_EPOCH
@@ -303,6 +303,7 @@ class ReplicaManager:
         ``records`` in the response is a lazy file range (``None`` when nothing is read); a
         follower whose log diverges gets ``diverging_epoch`` instead of records.
         """
+        assert target.topic is not None  # handle_fetch answers an unknown topic id itself
         result = {"partition_index": target.index, "high_watermark": -1,
                   "last_stable_offset": -1, "log_start_offset": -1, "records": None}
         try:

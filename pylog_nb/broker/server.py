@@ -109,6 +109,7 @@ class BrokerServer:
         peer = writer.get_extra_info("peername")
         CLIENT_HOST.set(f"/{peer[0]}" if peer else "")  # handlers of this connection see it
         task = asyncio.current_task()
+        assert task is not None  # asyncio.start_server runs each connection in a task
         self.connections.add(task)
         pending: asyncio.Queue = asyncio.Queue(PIPELINED_REQUESTS_MAX)
         responder = asyncio.create_task(self._respond(writer, pending, peer))
@@ -160,7 +161,7 @@ class BrokerServer:
             raise ProtocolViolation(f"request of {size} bytes exceeds socket.request.max.bytes")
         return await reader.readexactly(size)
 
-    async def _dispatch(self, frame: bytes) -> bytes | None:
+    async def _dispatch(self, frame: bytes) -> memoryview | list | None:
         try:
             request = codec.parse_request(frame)
         except codec.UnsupportedRequestError as error:

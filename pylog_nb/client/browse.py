@@ -35,6 +35,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeAlias
 
 import pandas as pd
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -58,7 +59,7 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 COLUMNS = ["partition", "offset", "timestamp", "key", "value", "headers", "value_format",
            "key_bytes", "value_bytes"]
 Source = str  # or anything with ``bootstrap_servers`` (a LocalCluster)
-Moment = pd.Timestamp | datetime | str | int | float  # an int or a float is epoch ms
+Moment: TypeAlias = pd.Timestamp | datetime | str | int | float  # an int or a float is epoch ms
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,12 +199,15 @@ class _Page:
                                          f"at offset {self.next_offset} (is its leader down?)")
                 continue
             idle_until_s = time.monotonic() + READ_IDLE_S
-            if message.error() is not None:
-                self._on_error(message.error())
+            error = message.error()
+            if error is not None:
+                self._on_error(error)
                 continue
+            offset = message.offset()
+            assert offset is not None  # a record without error has an offset
             self.scanned += 1
-            self.next_offset = message.offset() + 1
-            if message.offset() < self.high and filters.match(message):
+            self.next_offset = offset + 1
+            if offset < self.high and filters.match(message):
                 kept.append(message)
         self.next_offset = min(self.next_offset, self.high)
         return kept
@@ -328,6 +332,7 @@ def _value_matches(needle: str | bytes | None, value: bytes | None) -> bool:
     if needle.encode("utf-8") in value:
         return True
     shown, _format = decode(value, pretty=True)  # the pretty JSON or the hex a user sees
+    assert shown is not None  # decode gives None only for a null value
     return needle in shown
 
 

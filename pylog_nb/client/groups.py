@@ -89,7 +89,9 @@ def _groups_frame(source: Source, group_id: str | None) -> pd.DataFrame:
     admin = _admin(source)
     descriptions = _describe(admin, _group_ids(admin, group_id), must_exist=group_id is not None)
     rows = [
-        {"group": d.group_id, "state": _STATE_NAMES.get(d.state, str(d.state)),
+        # confluent_kafka types state as a bare Enum; it is a ConsumerGroupState
+        {"group": d.group_id,
+         "state": _STATE_NAMES.get(d.state, str(d.state)),  # type: ignore[call-overload]
          "protocol": d.partition_assignor or pd.NA, "members": len(d.members),
          "coordinator": d.coordinator.id}
         for d in descriptions

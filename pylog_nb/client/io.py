@@ -8,6 +8,7 @@ the call began, so a call always ends; reading with a group subscribes and commi
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -103,8 +104,11 @@ def _send(producer: Producer, topic: str, index: int, key, value, partition: int
         results[index] = LogClientError(error.str()) if error is not None else message
 
     try:
-        producer.produce(topic, value=value, key=key, on_delivery=on_delivery,
-                         **({} if partition is None else {"partition": partition}))
+        if partition is None:
+            producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+        else:
+            producer.produce(topic, value=value, key=key, on_delivery=on_delivery,
+                             partition=partition)
     except (KafkaException, BufferError, TypeError) as error:
         raise LogClientError(f"{topic}: cannot send record {index}: {error}") from None
     producer.poll(0)
@@ -182,8 +186,18 @@ def _assign(consumer: Consumer, topic: str, partitions: Sequence[int] | None,
     if unknown:
         raise LogClientError(f"{topic} has no partition {unknown[0]} "
                              f"(it has {len(metadata.partitions)})")
-    offset = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}.get(start, start)
+    offset = _start_offset(start, OFFSET_BEGINNING, OFFSET_END)
     consumer.assign([TopicPartition(topic, index, offset) for index in chosen])
+
+
+def _start_offset(start: str | int, earliest: int, latest: int) -> int:
+    """``earliest`` or ``latest`` for those names, else ``start`` itself (an offset)."""
+    if start == "earliest":
+        return earliest
+    if start == "latest":
+        return latest
+    assert isinstance(start, int), start  # consume() accepts only the two names or an offset
+    return start
 
 
 class _Reading:
@@ -207,7 +221,9 @@ class _Reading:
             if message is None or message.error() is not None:
                 continue
             messages.append(message)
-            self.next_offsets[message.partition()] = message.offset() + 1
+            partition, offset = message.partition(), message.offset()
+            assert partition is not None and offset is not None  # a record without error has both
+            self.next_offsets[partition] = offset + 1
             deadline = time.monotonic() + timeout_s
         return messages
 
@@ -218,17 +234,17 @@ class _Reading:
 
     def _learn(self, partitions: list[int]) -> None:
         """Where each newly assigned partition starts and ends (its HW now)."""
-        committed = {}
+        committed: dict[int, int] = {}
         if self.grouped and partitions:
             wanted = [TopicPartition(self.topic, p) for p in partitions]
             committed = {tp.partition: tp.offset
                          for tp in self.consumer.committed(wanted, timeout=METADATA_TIMEOUT_S)}
         for index in partitions:
             tp = TopicPartition(self.topic, index)
-            low, high = through_failover(lambda tp=tp: self.consumer.get_watermark_offsets(
-                tp, timeout=METADATA_TIMEOUT_S))
+            low, high = through_failover(functools.partial(
+                self.consumer.get_watermark_offsets, tp, timeout=METADATA_TIMEOUT_S))
             self.ends[index] = high
-            first = {"earliest": low, "latest": high}.get(self.start, self.start)
+            first = _start_offset(self.start, low, high)
             self.next_offsets.setdefault(
                 index, committed[index] if committed.get(index, -1) >= 0 else first)
 

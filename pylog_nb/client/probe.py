@@ -86,7 +86,8 @@ def _metadata(addresses: list[Address], deadline_s: float, timeout_s: float) -> 
 def _check_advertised(metadata: ClusterMetadata, bootstrap: str, deadline_s: float) -> None:
     """Every later request goes to the brokers the cluster advertises, not to ``bootstrap``."""
     for broker in sorted(metadata.brokers.values(), key=lambda b: b.id):
-        address = Address(broker.host, broker.port)
+        # confluent_kafka's BrokerMetadata says host is None (its default); the client sets a str
+        address = Address(broker.host, broker.port)  # type: ignore[arg-type]
         problem = _tcp_problem(address, deadline_s)
         if problem is not None:
             raise LogClientError(f"{bootstrap} answers, but its broker {broker.id} is advertised "

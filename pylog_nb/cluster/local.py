@@ -24,6 +24,7 @@ import urllib.request
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 READY_TIMEOUT_S = 60.0  # recovery of a large log can take a while
 READY_POLL_S = 0.05
@@ -43,11 +44,17 @@ class _Broker:
     data_dir: Path
     port: int
     admin_port: int = 0
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | _AttachedProcess | None = None
 
     @property
     def log_path(self) -> Path:
         return self.data_dir / "broker.log"
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | _AttachedProcess:
+        """The process, once started or attached (callers check ``running`` first)."""
+        assert self.process is not None, f"broker {self.broker_id} was never started"
+        return self.process
 
     paused: bool = False
 
@@ -143,11 +150,11 @@ class LocalCluster:
         """Stop every broker cleanly (SIGTERM, then SIGKILL after a grace period)."""
         for broker in self.brokers.values():
             if broker.running:
-                broker.process.send_signal(signal.SIGTERM)
+                broker.proc.send_signal(signal.SIGTERM)
         for broker in self.brokers.values():
             self._reap(broker)
         if self.controller is not None and self.controller.running:
-            self.controller.process.send_signal(signal.SIGTERM)
+            self.controller.proc.send_signal(signal.SIGTERM)
             self._reap(self.controller)
         if self._parent_w >= 0:
             os.close(self._parent_w)
@@ -168,7 +175,7 @@ class LocalCluster:
         """SIGKILL a broker: no clean shutdown, its logs recover on restart."""
         broker = self._broker(broker_id)
         if broker.running:
-            broker.process.kill()
+            broker.proc.kill()
         self._reap(broker)
         broker.paused = False
 
@@ -176,7 +183,7 @@ class LocalCluster:
         """Start a broker again on the same port and data; stop it cleanly first if running."""
         broker = self._broker(broker_id)
         if broker.running:
-            broker.process.send_signal(signal.SIGTERM)
+            broker.proc.send_signal(signal.SIGTERM)
             self._reap(broker)
         self._spawn(broker)
         self._save_ports()
@@ -186,14 +193,14 @@ class LocalCluster:
         """SIGSTOP a broker: it holds its sockets but answers nothing (a GC pause, a hung VM)."""
         broker = self._broker(broker_id)
         if broker.running:
-            broker.process.send_signal(signal.SIGSTOP)
+            broker.proc.send_signal(signal.SIGSTOP)
             broker.paused = True
 
     def resume(self, broker_id: int) -> None:
         """SIGCONT a paused broker."""
         broker = self._broker(broker_id)
         if broker.running:
-            broker.process.send_signal(signal.SIGCONT)
+            broker.proc.send_signal(signal.SIGCONT)
         broker.paused = False
 
     def isolate(self, broker_id: int) -> None:
@@ -216,7 +223,7 @@ class LocalCluster:
     def kill_controller(self) -> None:
         """SIGKILL the controller; brokers keep serving with the metadata they have."""
         if self.controller is not None and self.controller.running:
-            self.controller.process.kill()
+            self.controller.proc.kill()
             self._reap(self.controller)
 
     def restart_controller(self) -> None:
@@ -224,7 +231,7 @@ class LocalCluster:
         if self.controller is None:
             raise ClusterError("a one-broker cluster has no controller process")
         if self.controller.running:
-            self.controller.process.send_signal(signal.SIGTERM)
+            self.controller.proc.send_signal(signal.SIGTERM)
             self._reap(self.controller)
         self._spawn(self.controller)
         self._save_ports()
@@ -264,7 +271,7 @@ class LocalCluster:
         return ",".join(f"{self.host}:{b.port}" for b in self.brokers.values())
 
     def broker_pids(self) -> dict[int, int]:
-        return {i: b.process.pid for i, b in self.brokers.items() if b.running}
+        return {i: b.proc.pid for i, b in self.brokers.items() if b.running}
 
     def is_running(self, broker_id: int) -> bool:
         return self._broker(broker_id).running
@@ -349,12 +356,12 @@ class LocalCluster:
             poller = select.poll()
             poller.register(ready_r, select.POLLIN)
             if not poller.poll(max(0, int(remaining_s * 1000))):
-                broker.process.kill()
+                broker.proc.kill()
                 raise ClusterError(f"broker {broker.broker_id} not ready after "
                                    f"{READY_TIMEOUT_S:.0f}s; log: {self._log_tail(broker)}")
             chunk = os.read(ready_r, 64)
             if not chunk:
-                broker.process.wait()
+                broker.proc.wait()
                 raise ClusterError(f"broker {broker.broker_id} exited during start-up; "
                                    f"log: {self._log_tail(broker)}")
             received += chunk
@@ -394,17 +401,18 @@ class LocalCluster:
         self.wait_until_ready()
         return True
 
-    def _load_ports(self) -> dict[int, int]:
+    def _load_ports(self) -> dict[int, tuple[int, int]]:
         path = self.data_dir / CLUSTER_FILE
         if not path.exists():
             return {}
-        return {int(k): tuple(v) for k, v in json.loads(path.read_text())["ports"].items()}
+        # _save_ports writes each entry as [port, admin_port]
+        return {int(k): (v[0], v[1]) for k, v in json.loads(path.read_text())["ports"].items()}
 
     def _save_ports(self) -> None:
         ports = {b.broker_id: [b.port, b.admin_port] for b in self.brokers.values()}
         if self.controller is not None:
             ports[0] = [self.controller.port, 0]
-        pids = {m.broker_id: m.process.pid for m in self._members() if m.running}
+        pids = {m.broker_id: m.proc.pid for m in self._members() if m.running}
         (self.data_dir / CLUSTER_FILE).write_text(json.dumps({"ports": ports, "pids": pids}))
 
 
@@ -419,7 +427,7 @@ def _stop_at_exit(ref: weakref.ref) -> None:
         cluster.stop()
 
 
-def _get_json(url: str) -> object:
+def _get_json(url: str) -> Any:  # parsed JSON
     with urllib.request.urlopen(url, timeout=ADMIN_TIMEOUT_S) as response:  # noqa: S310 (loopback)
         return json.loads(response.read())
 
@@ -479,6 +487,7 @@ class _AttachedProcess:
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
             if deadline is not None and time.monotonic() > deadline:
+                assert timeout is not None  # deadline is set only with a timeout
                 raise subprocess.TimeoutExpired(str(self.pid), timeout)
             time.sleep(self.POLL_S)
         return 0

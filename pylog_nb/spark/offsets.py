@@ -73,6 +73,7 @@ class ClusterOffsets:
                                    f"{unnamed[0][1]}: give every partition")
         offsets: dict[TopicPartition, int | None] = {}
         for timestamp_ms in set(wanted.values()):
+            assert timestamp_ms is not None  # partitions without a timestamp were refused
             same = [tp for tp, ts in wanted.items() if ts == timestamp_ms]
             found = self._list(same, OffsetSpec.for_timestamp(timestamp_ms), by_time=True)
             offsets.update({tp: (o if o >= 0 else None) for tp, o in found.items()})

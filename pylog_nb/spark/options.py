@@ -161,10 +161,9 @@ def _offsets_json(text: str, name: str) -> dict[tuple[str, int], int]:
 def _partition_json(text: str, name: str) -> list[tuple[str, int]]:
     """``{"topic": [0, 1]}`` as [(topic, partition)]."""
     document = _json(text, name)
-    valid = isinstance(document, dict) and all(
-        isinstance(v, list) and all(isinstance(p, int) and p >= 0 for p in v)
-        for v in document.values())
-    if not valid or not document:
+    if not isinstance(document, dict) or not all(
+            isinstance(v, list) and all(isinstance(p, int) and p >= 0 for p in v)
+            for v in document.values()) or not document:
         raise SparkSourceError(f'{name} must be JSON like {{"topic": [0, 1]}}')
     return [(topic, p) for topic, partitions in document.items() for p in partitions]
 

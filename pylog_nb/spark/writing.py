@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaException, Producer
@@ -63,7 +64,7 @@ class RecordSender:
     """
 
     def __init__(self, options: SinkOptions) -> None:
-        settings = {**PRODUCER_DEFAULTS, **options.client}
+        settings: dict[str, Any] = {**PRODUCER_DEFAULTS, **options.client}
         self.producer = Producer(client_config(settings.pop("bootstrap.servers"), **settings,
                                                on_delivery=self._delivered))
         self.topic = options.topic
@@ -88,6 +89,7 @@ class RecordSender:
             return batch.column(name).to_pylist() if name in names else None
 
         values = column("value")
+        assert values is not None  # parse_write_options required a value column
         keys = column("key") or [None] * len(values)
         topics = None if self.topic else column("topic")
         partitions, headers = column("partition"), column("headers")
@@ -99,6 +101,7 @@ class RecordSender:
     def _send_plain(self, keys: list, values: list) -> None:
         """The common case, kept tight: every row to the topic option's topic."""
         produce, topic = self.producer.produce, self.topic
+        assert topic is not None  # rows without a topic column take the topic option
         for key, value in zip(keys, values, strict=True):
             try:
                 produce(topic, value, key)
@@ -111,7 +114,10 @@ class RecordSender:
     def _send_routed(self, keys: list, values: list, topics: list | None,
                      partitions: list | None, headers: list | None) -> None:
         for i, (key, value) in enumerate(zip(keys, values, strict=True)):
-            topic = self.topic or topics[i]
+            topic = self.topic
+            if not topic:
+                assert topics is not None  # no topic option: parse_write_options required it
+                topic = topics[i]
             if not topic:
                 raise SparkSourceError("a row has no topic (its topic column is null) and no "
                                        "topic option is given")

@@ -22,7 +22,9 @@ asked for. Nothing runs in the background: a page is read only when asked.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anywidget
 import pandas as pd
@@ -48,7 +50,8 @@ class MessageBrowser(anywidget.AnyWidget):
     topic = traitlets.Unicode().tag(sync=True)
     partitions = traitlets.Int(1).tag(sync=True)  # how many the topic has
     query = traitlets.Dict().tag(sync=True)  # partition, offset, count and the filters
-    rows = traitlets.List().tag(sync=True)  # the page, as text: offset, timestamp, key, ...
+    # the page, as text: offset, timestamp, key, ...
+    rows: traitlets.List[Any] = traitlets.List().tag(sync=True)
     page = traitlets.Dict().tag(sync=True)  # start, next, low, high, scanned, has_*
     error = traitlets.Unicode("").tag(sync=True)  # why the last request failed, or ""
     note = traitlets.Unicode("").tag(sync=True)  # what "as DataFrame" did
@@ -174,8 +177,9 @@ class MessageBrowser(anywidget.AnyWidget):
                 changes["offset"] = "earliest"  # this offset was the other partition's
             self.show(**changes)
         elif kind == "page":
-            moves = {"first": self.first_page, "previous": self.previous_page,
-                     "next": self.next_page, "last": self.last_page}
+            moves: dict[str | None, Callable[[], object]] = {
+                "first": self.first_page, "previous": self.previous_page,
+                "next": self.next_page, "last": self.last_page}
             moves.get(content.get("to"), lambda: None)()
         elif kind == "keep":
             self.keep(str(content.get("name") or KEEP_NAME_DEFAULT))
@@ -198,7 +202,8 @@ def _as_text(changes: dict) -> dict:
 
 def _typed_query(fields: dict) -> dict:
     """The browser's form as ``show`` arguments: numbers from text, empty text for no filter."""
-    typed = {name: "" if value is None else str(value).strip() for name, value in fields.items()}
+    typed: dict[str, Any] = {name: "" if value is None else str(value).strip()
+                             for name, value in fields.items()}
     for name in ("partition", "count"):
         if name in typed:
             typed[name] = _integer(typed[name], name)

@@ -38,6 +38,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import anywidget
 import traitlets
@@ -75,7 +76,8 @@ class ClusterView(anywidget.AnyWidget):
     base_z = traitlets.Bytes(b"").tag(sync=True)  # base as compressed JSON
     delta_z = traitlets.Bytes(b"").tag(sync=True)  # delta as compressed JSON
     timeline = traitlets.Dict().tag(sync=True)  # kept history: first/last seq and time
-    marks = traitlets.List().tag(sync=True)  # events on the timeline, each naming its snapshot
+    # events on the timeline, each naming its snapshot
+    marks: traitlets.List[Any] = traitlets.List().tag(sync=True)
     replay = traitlets.Dict().tag(sync=True)  # {} live, else {"seq", "taken_ms", "snapshot"}
     action = traitlets.Dict().tag(sync=True)  # the last action: id, action, broker, state, text
     status = traitlets.Unicode("").tag(sync=True)  # why the cluster cannot be read, or ""

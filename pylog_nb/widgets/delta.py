@@ -54,10 +54,10 @@ def apply(old: Any, patch: Any) -> Any:
     if NEW in patch:
         return patch[NEW]
     if isinstance(old, list):
-        result = list(old)
+        items = list(old)
         for index, sub in patch.items():
-            result[int(index)] = apply(result[int(index)], sub)
-        return result
+            items[int(index)] = apply(items[int(index)], sub)
+        return items
     assert isinstance(old, dict), (old, patch)
     result = {key: value for key, value in old.items() if key not in patch.get(DELETE, ())}
     for key, sub in patch.items():

@@ -31,6 +31,7 @@ import time
 
 from ..client.introspect import (
     Authority,
+    PartitionTruth,
     authority_from_brokers,
     authority_from_controller,
     disagreement,
@@ -159,6 +160,7 @@ def _partitions(replicas: dict[int, list[dict]], truth: Authority, states: dict[
     """One row per (topic, partition): the authority's leader, epoch and ISR, and each
     replica's own view and offsets."""
     merged: dict[tuple[str, int], dict] = {}
+    known: PartitionTruth | None
     for key, known in truth.partitions.items():
         if internal or not _internal(key[0]):
             merged[key] = _partition_entry(key, known)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 # kio registers Hypothesis strategies whenever it can import Hypothesis (half a second of start-up
 # in a test environment); the controller process never needs them.
-sys.modules.setdefault("hypothesis", None)
+# None in sys.modules blocks the import; typeshed types its values as modules only.
+sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 from ..dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
 from .controller import BROKER_SESSION_TIMEOUT_MS  # noqa: E402

@@ -158,13 +158,13 @@ class Controller:
         self.image = image
         first_offset = last_offset - len(records) + 1
         for offset, pairs in enumerate(described, start=first_offset):
-            for kind, text, *where in pairs:
-                self.events.append(ControllerEvent(self._now_ms, offset, kind, text, *where))
+            for described_event in pairs:  # (kind, text[, topic, partition])
+                self.events.append(ControllerEvent(self._now_ms, offset, *described_event))
         result_value = None if value is None else value(image)
         return ControllerResult(tuple(records), value=result_value, last_offset=last_offset)
 
     def _decide(
-        self, plan: Callable[[], list[MetadataRecord]], value: Callable[[ClusterImage], Any]
+        self, plan: Callable[[], Sequence[MetadataRecord]], value: Callable[[ClusterImage], Any]
     ) -> ControllerResult:
         try:
             return self._commit(plan(), value)
@@ -313,7 +313,12 @@ class Controller:
         """Delete a topic; value: its topic id."""
         self._clock(now_ms)
         topic = self.image.topics.get(name)
-        return self._decide(lambda: plan_delete_topic(self.image, name), lambda _: topic.topic_id)
+
+        def value(_: ClusterImage) -> str:
+            assert topic is not None  # plan_delete_topic refused an unknown topic
+            return topic.topic_id
+
+        return self._decide(lambda: plan_delete_topic(self.image, name), value)
 
     def create_partitions(
         self,

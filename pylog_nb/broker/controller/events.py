@@ -54,7 +54,7 @@ def _leader(broker_id: int) -> str:
     return "none" if broker_id == NO_LEADER else str(broker_id)
 
 
-def _register(before: ClusterImage, r: RegisterBroker) -> list[tuple[str, str]]:
+def _register(before: ClusterImage, r: RegisterBroker) -> list[Described]:
     old = before.brokers.get(r.broker_id)
     where = f"{r.host}:{r.port}"
     if old is None:

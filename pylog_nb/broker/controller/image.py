@@ -170,7 +170,8 @@ def _register_broker(image: ClusterImage, r: RegisterBroker) -> ClusterImage:
 
 def _set_fenced(image: ClusterImage, broker_id: int, fenced: bool) -> ClusterImage:
     broker = image.brokers.get(broker_id)
-    _require(broker is not None, f"broker {broker_id} is not registered")
+    if broker is None:
+        raise MetadataRecordError(f"broker {broker_id} is not registered")
     _require(broker.fenced != fenced, f"broker {broker_id} already has fenced={fenced}")
     return replace(image, brokers=_with(image.brokers, broker_id, replace(broker, fenced=fenced)))
 
@@ -188,7 +189,8 @@ def _create_topic(image: ClusterImage, r: CreateTopic) -> ClusterImage:
 
 def _existing_topic(image: ClusterImage, topic_id: str) -> TopicImage:
     topic = image.topic_by_id(topic_id)
-    _require(topic is not None, f"unknown topic id {topic_id}")
+    if topic is None:
+        raise MetadataRecordError(f"unknown topic id {topic_id}")
     return topic
 
 
@@ -230,7 +232,8 @@ def _delete_topic(image: ClusterImage, r: DeleteTopic) -> ClusterImage:
 
 def _config_change(image: ClusterImage, r: ConfigChange) -> ClusterImage:
     topic = image.topics.get(r.topic)
-    _require(topic is not None, f"unknown topic {r.topic}")
+    if topic is None:
+        raise MetadataRecordError(f"unknown topic {r.topic}")
     return replace(image, topics=_with(image.topics, r.topic, replace(topic, configs=r.configs)))
 
 
@@ -255,7 +258,8 @@ _APPLY: dict[type[MetadataRecord], Callable[[ClusterImage, Any], ClusterImage]] 
 def apply(image: ClusterImage, record: MetadataRecord) -> ClusterImage:
     """The image after ``record``; raise MetadataRecordError if the record does not fit."""
     handler = _APPLY.get(type(record))
-    _require(handler is not None, f"no handler for {type(record).__name__}")
+    if handler is None:
+        raise MetadataRecordError(f"no handler for {type(record).__name__}")
     return handler(image, record)
 
 

@@ -118,7 +118,8 @@ def record_from_json(text: str | bytes) -> MetadataRecord:
         raise MetadataRecordError(f"not JSON: {error}") from None
     _require(isinstance(raw, dict), "a record is a JSON object")
     record_type = MetadataRecord.TYPES.get(raw.pop("type", None))
-    _require(record_type is not None, "unknown or missing record type")
+    if record_type is None:
+        raise MetadataRecordError("unknown or missing record type")
     names = {f.name for f in fields(record_type)}  # type: ignore[arg-type]
     _require(set(raw) == names, f"{record_type.__name__} fields {sorted(raw)} != {sorted(names)}")
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}

@@ -354,6 +354,7 @@ class ControllerServer:
             writer.close()
             return
         task = asyncio.current_task()
+        assert task is not None  # asyncio.start_server runs each connection in a task
         self._connections.add(task)
         try:
             while (payload := await read_frame(reader, REQUEST_BYTES_MAX)) is not None:

@@ -24,6 +24,8 @@ from .records import (
     MemberMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    RecordKey,
+    RecordValue,
     decode_key,
     decode_value,
     encode_key,
@@ -91,12 +93,12 @@ def offset_tombstones(group_id: str, partitions: Iterable[tuple[str, int]]) -> l
 
 def rebuild_groups(records: Iterable[Record], now_ms: int) -> dict[str, Group]:
     """Every group and committed offset the records (oldest first) leave behind."""
-    latest: dict[object, object] = {}
+    latest: dict[RecordKey, RecordValue | None] = {}
     for key_bytes, value_bytes in records:
-        key = decode_key(key_bytes)
-        if key is not None:
-            latest.pop(key, None)  # re-insert: keep log order of the latest records
-            latest[key] = decode_value(key, value_bytes)
+        decoded = decode_key(key_bytes)
+        if decoded is not None:
+            latest.pop(decoded, None)  # re-insert: keep log order of the latest records
+            latest[decoded] = decode_value(decoded, value_bytes)
     groups: dict[str, Group] = {}
     for key, value in latest.items():
         if value is None:

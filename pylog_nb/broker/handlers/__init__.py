@@ -6,7 +6,12 @@ client expects no response (Produce with acks=0).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+from ..node import BrokerNode
 from ..protocol import versions as v
+from ..protocol.codec import Request
 from .admin import (
     handle_alter_configs,
     handle_create_partitions,
@@ -38,7 +43,11 @@ from .offsets import (
 )
 from .produce import handle_produce
 
-HANDLERS = {
+# A response dict, pieces already encoded (Fetch), or None: no response (Produce with acks=0)
+Response: TypeAlias = dict[str, Any] | list[Any] | None
+Handler: TypeAlias = Callable[[BrokerNode, Request], Response | Awaitable[Response]]
+
+HANDLERS: dict[int, Handler] = {
     v.PRODUCE_KEY: handle_produce,
     v.FETCH_KEY: handle_fetch,
     v.LIST_OFFSETS_KEY: handle_list_offsets,

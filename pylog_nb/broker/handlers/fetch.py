@@ -32,7 +32,7 @@ class _Target:
     max_bytes: int
 
 
-async def handle_fetch(node: BrokerNode, request: Request) -> dict:
+async def handle_fetch(node: BrokerNode, request: Request) -> list:
     body = request.body
     session_id = getattr(body, "session_id", FETCH_SESSION_NONE)
     if session_id != FETCH_SESSION_NONE:
@@ -120,7 +120,8 @@ async def _wait_for_data(node: BrokerNode, targets: list[_Target], timeout_s: fl
     woken = asyncio.Event()
     parked = [
         p for t in targets
-        if (p := node.replicas.partitions.get((t.fetch.topic, t.fetch.index))) is not None
+        if t.fetch.topic is not None
+        and (p := node.replicas.partitions.get((t.fetch.topic, t.fetch.index))) is not None
     ]
     for partition in parked:
         partition.waiters.append(woken.set)

@@ -9,7 +9,10 @@ responses; the answers themselves are the same dicts for every version.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..errors import INVALID_REQUEST
+from ..group import CommitAnswer, JoinAnswer, SyncAnswer
 from ..group.coordinator import PROTOCOLS_PER_MEMBER_MAX
 from ..group.errors import (
     GROUP_ID_NOT_FOUND,
@@ -87,6 +90,7 @@ async def handle_join_group(node: BrokerNode, request: Request) -> dict:
     answer = await node.groups.wait(request_id, future)
     if answer is None:
         return _join_response(version, NOT_COORDINATOR, body.member_id)
+    assert isinstance(answer, JoinAnswer)  # a join is answered with a JoinAnswer
     return _join_response(
         version, answer.error_code, answer.member_id,
         generation_id=answer.generation_id,
@@ -131,6 +135,7 @@ async def handle_sync_group(node: BrokerNode, request: Request) -> dict:
     answer = await node.groups.wait(request_id, future)
     if answer is None:
         return _sync_response(NOT_COORDINATOR)
+    assert isinstance(answer, SyncAnswer)  # a sync is answered with a SyncAnswer
     return _sync_response(answer.error_code, answer.protocol_type, answer.protocol_name,
                           answer.assignment)
 
@@ -217,10 +222,11 @@ async def _commit(node: BrokerNode, coordinator: Coordinator, body, offsets: dic
     answer = await node.groups.wait(request_id, future)
     if answer is None:
         return {tp: NOT_COORDINATOR for tp in offsets}
+    assert isinstance(answer, CommitAnswer)  # a commit is answered with a CommitAnswer
     return answer.errors
 
 
-def _by_topic(items: list[tuple[str, object]], shape) -> list[dict]:
+def _by_topic(items: Iterable[tuple[str, object]], shape) -> list[dict]:
     """Group (topic, partition item) pairs by topic, in request order."""
     topics: dict[str, list] = {}
     for topic, item in items:
@@ -246,6 +252,8 @@ def _fetch_group(node: BrokerNode, group_id: str, topics) -> dict:
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
     coordinator = node.groups.route(group_id)
+    error_code: int
+    found: dict[tuple[str, int], tuple[int, int, str]]
     if coordinator is None:
         error_code, found = NOT_COORDINATOR, {}
     else:
@@ -317,7 +325,8 @@ def _describe(node: BrokerNode, group_id: str, version: int) -> dict:
 def handle_list_groups(node: BrokerNode, request: Request) -> dict:
     body = request.body
     types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
-    error_code, groups = NONE, []
+    error_code: int = NONE
+    groups: list[dict] = []
     if not types or GROUP_TYPE_CLASSIC in types:
         for core in list(node.groups.cores.values()):
             code, listed = core.list_groups(getattr(body, "states_filter", None) or None)

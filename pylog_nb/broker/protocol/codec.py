@@ -14,6 +14,7 @@ import io
 import struct
 import typing
 import uuid
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from functools import cache
 from typing import Any
@@ -22,6 +23,7 @@ from kio.index import load_request_schema as _load_request_schema
 from kio.index import load_response_schema as _load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
+from kio.static.protocol import Payload
 
 from .versions import API_VERSIONS, API_VERSIONS_KEY, ApiRange
 
@@ -106,7 +108,9 @@ def encode_response(header: RequestHeader, body: dict[str, Any]) -> memoryview:
     return encode_entity(header, schema, body)
 
 
-def encode_entity(header: RequestHeader, schema: type, body: dict[str, Any]) -> memoryview:
+def encode_entity(
+    header: RequestHeader, schema: type[Payload], body: dict[str, Any]
+) -> memoryview:
     """Encode ``body`` as ``schema`` after a response header matching ``header``."""
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
@@ -244,7 +248,7 @@ _ZERO_BY_TYPE: dict[str | None, Any] = {
     "records": None,
     "float64": 0.0,
 }
-_SPECIAL_BY_TYPE = {
+_SPECIAL_BY_TYPE: dict[str | None, Callable[[Any], Any]] = {
     "timedelta_i32": _ms_to_timedelta,
     "timedelta_i64": _ms_to_timedelta,
     "datetime_i64": _ms_to_datetime,
@@ -253,12 +257,12 @@ _SPECIAL_BY_TYPE = {
 
 
 @cache
-def load_request_schema(api_key: int, api_version: int) -> type:
+def load_request_schema(api_key: int, api_version: int) -> type[Payload]:
     return _load_request_schema(api_key, api_version)
 
 
 @cache
-def load_response_schema(api_key: int, api_version: int) -> type:
+def load_response_schema(api_key: int, api_version: int) -> type[Payload]:
     return _load_response_schema(api_key, api_version)
 
 

@@ -31,7 +31,9 @@ class ReplicaLog(Protocol):
     """The subset of ``Log`` used by leaders and followers."""
 
     high_watermark: int  # settable; the log clamps it to [log start offset, LEO]
-    leader_epoch_cache: EpochCache
+
+    @property
+    def leader_epoch_cache(self) -> EpochCache: ...  # read-only here, so a subtype fits
 
     @property
     def log_start_offset(self) -> int: ...

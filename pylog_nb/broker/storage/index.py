@@ -98,6 +98,7 @@ class _SparseIndex:
     def _entry(self, i: int) -> tuple[int, int]:
         assert 0 <= i < self.entry_count, (i, self.entry_count)
         if self._keys is not None:
+            assert self._values is not None  # loaded and unloaded together with _keys
             return self._keys[i], self._values[i]
         data = os.pread(self._file(), self.ENTRY.size, i * self.ENTRY.size)
         assert len(data) == self.ENTRY.size, (self.path, i)
@@ -121,6 +122,7 @@ class _SparseIndex:
         self.entry_count += 1
         self._file_bytes = self.size_bytes
         if self._keys is not None:
+            assert self._values is not None  # loaded and unloaded together with _keys
             self._keys.append(key)
             self._values.append(value)
 
@@ -132,6 +134,7 @@ class _SparseIndex:
         self.entry_count = entry_count
         self._file_bytes = self.size_bytes
         if self._keys is not None:
+            assert self._values is not None  # loaded and unloaded together with _keys
             del self._keys[entry_count:]
             del self._values[entry_count:]
 
