@@ -524,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nours, {FAILOVER_BROKERS} brokers, RF {FAILOVER_BROKERS}: coordinator SIGKILL -> "
               f"next sync commit acknowledged: median {statistics.median(failover_ms):,.0f} ms, "
               f"max {max(failover_ms):,.0f} ms over {len(failover_ms)} kills "
-              f"(broker session timeout 2.5 s)")  # fmt: skip
+              f"(broker session timeout 2 s)")  # fmt: skip
     for target, result in results.items():
         for metric in (METRIC_JOIN, METRIC_REBALANCE):
             if metric in result.samples:

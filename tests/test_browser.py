@@ -2,8 +2,10 @@
 three-broker cluster and shows ``%log_watch``; headless Chromium, driven by Playwright, reads
 what the widget draws (broker nodes, replica bars, groups, timeline), kills the leader of a
 partition from the view while a cell keeps the kernel busy (the click shows pending at once and
-acts when the cell ends: the broker goes down and another replica leads), steps back in the
-timeline, and checks that a hostile group id stays text. Screenshots of the view, in the light
+acts when the cell ends: the broker goes down and another replica leads), kills the active
+controller by a click (another controller becomes active, the dead one stays drawn with what it
+last said, its leadership marked stale), steps back in the timeline, and checks that a hostile
+group id stays text. Screenshots of the view, in the light
 and the dark theme, are saved in the test's temporary directory (the path is printed).
 
 Chromium comes from Debian (``/usr/bin/chromium``) and Playwright from the ``test`` extra, both
@@ -276,6 +278,39 @@ def produce_more(root: Path, partition: int, count: int) -> None:
     for n in range(count):
         producer.produce(TOPIC, f"more-{n}", partition=partition)
     assert producer.flush(WAIT_S) == 0, "records not acknowledged"
+
+
+def test_killing_the_active_controller_from_the_view_shows_another_one_active(view, artifacts):
+    controllers = view.locator(".pylog-ctrl")
+    expect(controllers).to_have_count(3)  # three brokers run a quorum of three controllers
+    active = view.locator('.pylog-ctrl[data-active="true"]')
+    expect(active).to_have_count(1)
+    expect(active).to_have_attribute("data-role", "leader")
+    old = int(active.get_attribute("data-controller"))
+    node = view.locator(f'.pylog-ctrl[data-controller="{old}"]')
+    expect(node).to_contain_text("active leader")
+    node.click()
+    shows(view, view.locator(".pylog-actions-title"), f"controller {old}")
+    view.locator('button.pylog-action[data-kind="controller"][data-action="kill"]').click()
+    shows(view, view.locator(".pylog-actions"), f"kill controller {old}: done")
+    expect(node).to_have_attribute("data-state", "down")
+    # Another controller is elected and its epoch begins; the dead one keeps what it last said.
+    expect(active).to_have_attribute("data-controller", re.compile(rf"^(?!{old}$)[0-9]+$"),
+                                     timeout=WAIT_MS)
+    expect(active).to_have_count(1)  # never two active controllers
+    new = int(active.get_attribute("data-controller"))
+    expect(node).to_have_attribute("data-last-known", "true")
+    expect(node).to_have_attribute("data-stale", "true")  # its epoch is over
+    expect(node).to_contain_text("was leader (stale epoch")
+    expect(node).to_contain_text("down · last known")
+    expect(active).to_contain_text("active leader")
+    shows(view, view.locator(".pylog-head"), f"active: controller {new}")
+    shows(view, view.locator(".pylog-events"), f"controller {new} became active (epoch")
+    expect(view.locator(".pylog-mark.cat-controller").first).to_be_attached()
+    view.screenshot(path=str(artifacts / "controller-failover.png"))
+    view.locator('button.pylog-action[data-kind="controller"][data-action="kill"]').click()
+    shows(view, view.locator(".pylog-actions"),
+          f"kill refused: controller {old} is already down")
 
 
 def test_stepping_back_replays_an_earlier_snapshot(view):

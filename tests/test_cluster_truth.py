@@ -76,6 +76,9 @@ class FakeCluster:
     def events(self) -> list[dict]:
         return []
 
+    def controller_views(self) -> dict[int, tuple[str, dict | None]]:
+        return {}  # the quorum's own views are tests/test_widgets.py's
+
 
 def in_agreement() -> FakeCluster:
     return FakeCluster({3: [replica("leader", 1, 3, [3, 2, 1])],

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 
+import pandas as pd
 import pytest
 from confluent_kafka.admin import BrokerMetadata, ClusterMetadata
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from pylog_nb import LocalCluster
-from pylog_nb.client import probe
+from pylog_nb.client import controller_faults, probe
+from pylog_nb.client.introspect import QUORUM_COLUMNS
 from pylog_nb.client.io import LogClientError
 from pylog_nb.client.status import waiting
+from pylog_nb.magics import log_magics
 
 # Behaviour contracts, not benchmarks: generous on a loaded machine, far below the 10-30 s that
 # librdkafka takes to give up on its own.
@@ -258,3 +262,182 @@ def test_topics_are_created_listed_and_deleted(shell, topic_name):
         line(shell, "log_topic", f"create {topic_name}-3 -c retention.ms")
     line(shell, "log_topic", f"delete {topic_name}")
     assert topic_name not in set(line(shell, "log_topic", "list").topic)
+
+
+# -- the controller quorum -----------------------------------------------------------------------
+
+CONTROLLER_DONE = re.compile(r"^controller (\d): (\w+) done \((.*)\)$")
+
+
+@pytest.fixture
+def said(monkeypatch):
+    """Every status line the magics and the controller faults open, shown at once."""
+    texts: list[str] = []
+
+    def recording(text, **_kwargs):
+        texts.append(text)
+        return waiting(text, delay_s=0)
+
+    monkeypatch.setattr(log_magics, "waiting", recording)
+    monkeypatch.setattr(controller_faults, "waiting", recording)
+    return texts
+
+
+@pytest.fixture
+def quorum_shell(shell, detached, tmp_path, said):
+    """The magics on a cluster of one broker under three controllers."""
+    line(shell, "log_cluster", f"start --brokers 1 --controllers 3 --data-dir {tmp_path}")
+    try:
+        yield shell
+    finally:
+        line(shell, "log_cluster", "stop")
+
+
+def fault(shell, capsys, text: str) -> tuple[int, str, str]:
+    """Run %log_cluster TEXT; the controller, action and parenthesis of the one line it says."""
+    capsys.readouterr()
+    line(shell, "log_cluster", text)
+    said = [s for s in capsys.readouterr().out.splitlines() if CONTROLLER_DONE.match(s)]
+    assert len(said) == 1, said
+    match = CONTROLLER_DONE.match(said[0])
+    assert match is not None
+    return int(match[1]), match[2], match[3]
+
+
+def quorum(shell) -> pd.DataFrame:
+    return line(shell, "log_cluster", "status quorum").set_index("controller")
+
+
+@pytest.mark.parametrize(("brokers", "controllers", "text"), [
+    (1, None, "starting 1 broker…"), (2, None, "starting 1 controller and 2 brokers…"),
+    (3, None, "starting 3 controllers and 3 brokers…"),
+    (1, 3, "starting 3 controllers and 1 broker…")])
+def test_start_says_how_many_controllers_and_brokers(shell, detached, tmp_path, said,
+                                                     monkeypatch, brokers, controllers, text):
+    monkeypatch.setattr(LocalCluster, "start", lambda cluster: cluster)  # no processes
+    option = "" if controllers is None else f" --controllers {controllers}"
+    line(shell, "log_cluster", f"start --brokers {brokers}{option} --data-dir {tmp_path}")
+    assert said == [text]
+    assert len(detached.cluster.controllers) == (controllers or {1: 0, 2: 1, 3: 3}[brokers])
+    detached.cluster.stop()
+
+
+def test_status_shows_the_quorum_above_the_partitions(quorum_shell, topic_name, capsys):
+    line(quorum_shell, "log_produce", f"{topic_name} x")
+    capsys.readouterr()
+    partitions = line(quorum_shell, "log_cluster", "status")
+    shown = capsys.readouterr().out
+    assert shown.splitlines()[0].split() == QUORUM_COLUMNS  # the quorum frame, displayed
+    assert topic_name in set(partitions.topic)  # the partitions, returned
+    frame = quorum(quorum_shell)
+    assert list(frame.index) == [1, 2, 3] and set(frame.state) == {"up"}
+    assert frame.active.sum() == 1
+    active = int(frame.index[frame.active][0])
+    assert frame.loc[active, "role"] == "leader"
+    assert set(frame.leader) == {active} and frame.epoch.nunique() == 1
+    assert list(frame.columns) == QUORUM_COLUMNS[1:]
+    assert set(line(quorum_shell, "log_cluster", "status partitions").topic) == {topic_name}
+
+
+def test_killing_the_active_controller_says_who_took_over_and_restart_brings_it_back(
+        quorum_shell, topic_name, capsys, said):
+    old, action, how = fault(quorum_shell, capsys, "kill controller")
+    taken = re.fullmatch(r"it was the active controller; controller (\d) took over, epoch (\d+)",
+                         how)
+    assert action == "kill" and taken, how
+    new, epoch = int(taken[1]), int(taken[2])
+    others = " and ".join(str(i) for i in (1, 2, 3) if i != old)
+    assert f"waiting for controllers {others} to elect a new active controller (up to 30 s)…" \
+        in said
+    frame = quorum(quorum_shell)
+    assert frame.loc[old, "state"] == "down" and bool(frame.loc[new, "active"])
+    assert frame.loc[new, "epoch"] == epoch
+    line(quorum_shell, "log_produce", f"{topic_name} written-without-controller-{old}")
+    with pytest.raises(UsageError, match=rf"^controller {old} is already down$"):
+        line(quorum_shell, "log_cluster", f"kill controller {old}")
+
+    assert fault(quorum_shell, capsys, "restart controller") == (
+        old, "restart", f"a follower of controller {new}, caught up at committed offset "
+                        f"{quorum(quorum_shell).loc[new, 'committed_offset']}")
+    assert f"waiting for controller {old} to follow the active controller and catch up " \
+           "(up to 30 s)…" in said
+    frame = quorum(quorum_shell)
+    assert frame.loc[old, "role"] == "follower" and frame.loc[old, "leader"] == new
+    assert frame.committed_offset.nunique() == 1  # caught up with the leader
+
+
+def test_a_follower_fault_names_the_controller_that_stays_active(quorum_shell, capsys):
+    frame = quorum(quorum_shell)
+    active = int(frame.index[frame.active][0])
+    follower = next(i for i in (1, 2, 3) if i != active)
+    assert fault(quorum_shell, capsys, f"kill controller {follower}") == (
+        follower, "kill", f"not the active controller; controller {active} stays active")
+    assert fault(quorum_shell, capsys, f"restart controller {follower}")[0] == follower
+    assert bool(quorum(quorum_shell).loc[active, "active"])
+
+
+@pytest.mark.parametrize(("stop", "restore", "state"), [
+    ("pause", "resume", "paused"), ("isolate", "heal", "isolated")])
+def test_pause_and_isolate_the_active_controller_then_undo_it(quorum_shell, capsys, stop,
+                                                             restore, state):
+    old, _action, how = fault(quorum_shell, capsys, f"{stop} controller")
+    new = int(re.fullmatch(r"it was the active controller; controller (\d) took over, "
+                           r"epoch \d+", how)[1])
+    assert quorum(quorum_shell).loc[old, "state"] == state
+    with pytest.raises(UsageError, match=rf"^controller {old} is already {state}$"):
+        line(quorum_shell, "log_cluster", f"{stop} controller {old}")
+    with pytest.raises(UsageError, match=rf"^controller {new} is up, not {state}$"):
+        line(quorum_shell, "log_cluster", f"{restore} controller {new}")
+    controller, action, how = fault(quorum_shell, capsys, f"{restore} controller")
+    assert (controller, action) == (old, restore)
+    assert how.startswith(f"a follower of controller {new}, caught up")
+    capsys.readouterr()
+    line(quorum_shell, "log_cluster", f"{restore} controller")
+    assert capsys.readouterr().out == f"no controller is {state}: nothing to do\n"
+
+
+def test_without_a_majority_no_controller_takes_over_and_faults_say_why(quorum_shell, capsys):
+    first, _, _ = fault(quorum_shell, capsys, "kill controller")
+    second, _, how = fault(quorum_shell, capsys, "kill controller")
+    assert how == ("it was the active controller; no other can be elected: 1 other controller "
+                   "up, a majority is 2")
+    with pytest.raises(UsageError, match=r"^no controller is active \(controller \d \w+, "
+                                          r"controller \d \w+, controller \d \w+\): name one$"):
+        line(quorum_shell, "log_cluster", "kill controller")
+    third = ({1, 2, 3} - {first, second}).pop()
+    assert fault(quorum_shell, capsys, f"kill controller {third}") == (
+        third, "kill", "not the active controller; no controller is active")
+    capsys.readouterr()
+    line(quorum_shell, "log_cluster", "restart controller")  # all three at once: none alone leads
+    restarted = [CONTROLLER_DONE.match(s) for s in capsys.readouterr().out.splitlines()]
+    assert [(int(m[1]), m[2]) for m in restarted if m] == [(1, "restart"), (2, "restart"),
+                                                          (3, "restart")]
+    frame = quorum(quorum_shell)
+    assert set(frame.state) == {"up"} and frame.active.sum() == 1
+
+
+REFUSALS = [
+    ("kill controller 4", "controller 4 does not exist; controllers are [1, 2, 3]"),
+    ("pause controller one", "'one' is not a controller id; controllers are [1, 2, 3]"),
+    ("kill 2", "name a broker: one of [1], or controller [ID]"),
+    ("kill 1 2", "kill takes one broker id, or controller [ID]"),
+    ("status brokers", "status brokers: say status, status quorum or status partitions"),
+]
+
+
+def test_controller_refusals_are_one_line(quorum_shell):
+    for text, message in REFUSALS:
+        with pytest.raises(UsageError) as caught:
+            line(quorum_shell, "log_cluster", text)
+        assert str(caught.value) == message
+
+
+def test_a_cluster_without_controllers_shows_no_quorum_and_refuses_controller_faults(shell,
+                                                                                    capsys):
+    capsys.readouterr()
+    line(shell, "log_cluster", "status")
+    assert capsys.readouterr().out == ""  # no quorum frame displayed
+    assert list(line(shell, "log_cluster", "status quorum").columns) == QUORUM_COLUMNS
+    with pytest.raises(UsageError, match=r"^this cluster has no controllers \(one broker runs "
+                                         r"on its own; start it with --controllers N"):
+        line(shell, "log_cluster", "kill controller")

@@ -1,11 +1,11 @@
-"""Three broker processes and a controller, RF 3: failover, ISR, min.insync.replicas, restarts.
+"""Three broker processes and the controller quorum, RF 3: failover, ISR, min.insync.replicas,
+restarts.
 
 Every scenario runs real processes and the confluent-kafka client; faults are real signals.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -287,33 +287,6 @@ def test_replication_factor_above_live_brokers_is_refused(three, topic_name):
     assert raised.value.args[0].name() == "INVALID_PARTITIONS"
 
 
-def test_no_orphans_when_the_supervisor_is_sigkilled(tmp_path):
-    script = ("import sys, time\nfrom pylog_nb import LocalCluster\n"
-              f"c = LocalCluster(brokers=3, data_dir={str(tmp_path)!r}).start()\n"
-              "print(' '.join(str(p.process.pid) for p in [c.controller, *c.brokers.values()]),"
-              " flush=True)\ntime.sleep(600)\n")
-    supervisor = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                                  text=True)
-    pids = [int(p) for p in supervisor.stdout.readline().split()]
-    assert len(pids) == 4
-    supervisor.send_signal(signal.SIGKILL)
-    supervisor.wait()
-
-    def all_gone():
-        return all(not _alive(pid) for pid in pids)
-
-    _wait_for(all_gone, "controller and brokers to exit after their supervisor died")
-    assert all(os.path.exists(tmp_path / f"broker-{i}" / "metadata.json") for i in (1, 2, 3))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_starting_a_running_cluster_again_attaches_to_it(three, topic_name):
     _create(three, topic_name)
     again = LocalCluster(brokers=3, data_dir=three.data_dir).start()  # a notebook cell run twice
@@ -423,7 +396,7 @@ def test_a_fenced_broker_leaves_metadata_so_cluster_wide_requests_do_not_wait_on
               "broker 2 to be listed again once it is back")
 
 
-LONG_PAUSE_S = 12  # past the broker session timeout (2.5 s) and the controller RPC timeout (10 s)
+LONG_PAUSE_S = 12  # past the broker session timeout (2 s) and the controller RPC timeout (10 s)
 
 
 def test_leader_paused_past_its_session_steps_down_and_loses_no_acknowledged_write(

@@ -3,9 +3,12 @@
 First on a scripted cluster (no processes): the snapshot history is bounded in count and bytes,
 an idle cluster sends the browser nothing and a change sends one small patch that rebuilds the
 snapshot, replicas carry their leader-epoch ranges, follower lag and recent truncations, faults
-that cannot apply are refused with the reason, replay shows a recorded snapshot. Then against
-three real broker processes: what the snapshot holds, that the view's actions break and heal a
-broker, and that an idle real cluster stays silent. The browser half is tests/test_browser.py.
+that cannot apply are refused with the reason, replay shows a recorded snapshot; the quorum of
+controllers: one entry each, a silent one's last known state, a stale leadership claim, a new
+active controller as an event, their faults and refusals. Then against three real broker
+processes (and three controllers): what the snapshot holds, that the view's actions break and
+heal a broker, that killing the active controller shows another one active, and that an idle
+real cluster stays silent. The browser half is tests/test_browser.py.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pylog_nb import LocalCluster, widgets
 from pylog_nb.client.io import produce
 from pylog_nb.cluster import ClusterError
 from pylog_nb.widgets import ClusterView, SnapshotHistory, delta, take_snapshot
-from pylog_nb.widgets.actions import ACTIONS, refusal
+from pylog_nb.widgets.actions import ACTIONS, CONTROLLER_ACTION_HELP, refusal
 from pylog_nb.widgets.render import render_events, render_groups, render_partitions
 from pylog_nb.widgets.snapshot import TRUNCATED_SHOWN_MS
 
@@ -65,6 +68,62 @@ class ScriptedCluster:
         self.faults: list[tuple[str, int]] = []
         self.stats = {b: {"messages_in": 0, "bytes_in": 0, "bytes_out": 0,
                           "replication_bytes_out": 0} for b in self.brokers}
+        # The quorum: each controller's state, who leads at which epoch, the metadata log's
+        # end; a controller's own (role, epoch) where it is not what the leader says (a claim).
+        self.controller_states = {1: "up", 2: "up", 3: "up"}
+        self.active_id, self.quorum_epoch, self.metadata_end = 1, 1, 7
+        self.claims: dict[int, tuple[str, int]] = {}
+
+    @property
+    def controllers(self) -> list[int]:
+        return sorted(self.controller_states)
+
+    def controller_views(self) -> dict[int, tuple[str, dict | None]]:
+        """As LocalCluster.controller_views: what each answering controller says of itself."""
+        views: dict[int, tuple[str, dict | None]] = {}
+        for c, state in self.controller_states.items():
+            if state in ("paused", "down"):
+                views[c] = (state, None)
+                continue
+            leads = c == self.active_id and self.controller_states[c] == "up"
+            role, epoch = self.claims.get(c, ("leader" if leads else "follower",
+                                              self.quorum_epoch))
+            lag = {str(v): 0 if s == "up" else self.metadata_end
+                   for v, s in self.controller_states.items()} if role == "leader" else {}
+            views[c] = (state, {"node_id": c, "voters": self.controllers, "role": role,
+                                "active": role == "leader",
+                                "leader_id": c if role == "leader" else self.active_id,
+                                "epoch": epoch, "high_watermark": self.metadata_end,
+                                "log_end_offset": self.metadata_end, "voter_lag": lag,
+                                "isolated": state == "isolated"})
+        return views
+
+    def elect_controller(self, controller_id: int) -> None:
+        """A new quorum leader at the next epoch; its epoch's first batch is committed."""
+        self.active_id, self.quorum_epoch = controller_id, self.quorum_epoch + 1
+        self.metadata_end += 1
+
+    def _controller_fault(self, action: str, controller_id: int, state: str) -> None:
+        self.faults.append((f"{action}_controller", controller_id))
+        self.controller_states[controller_id] = state
+
+    def kill_controller(self, controller_id: int) -> None:
+        self._controller_fault("kill", controller_id, "down")
+
+    def restart_controller(self, controller_id: int) -> None:
+        self._controller_fault("restart", controller_id, "up")
+
+    def pause_controller(self, controller_id: int) -> None:
+        self._controller_fault("pause", controller_id, "paused")
+
+    def resume_controller(self, controller_id: int) -> None:
+        self._controller_fault("resume", controller_id, "up")
+
+    def isolate_controller(self, controller_id: int) -> None:
+        self._controller_fault("isolate", controller_id, "isolated")
+
+    def heal_controller(self, controller_id: int) -> None:
+        self._controller_fault("heal", controller_id, "up")
 
     def describe(self) -> dict[int, list[dict]]:
         return {b: [replica_row(b, self.leader, self.leo, self.epoch, self.followers)]
@@ -432,6 +491,129 @@ def test_a_groups_charted_lag_is_unknown_while_a_partitions_lag_is():
     assert point([3, None])["groups"] == {"g": None}  # not a dip to 3
 
 
+# == the quorum of controllers ==================================================================
+
+
+def _controllers(snapshot: dict) -> dict[int, dict]:
+    return {c["controller_id"]: c for c in snapshot["controllers"]}
+
+
+def test_the_snapshot_holds_one_entry_per_controller_as_it_reports_itself(scripted):
+    snapshot = take_snapshot(scripted)
+    assert snapshot["active_controller"] == {"controller_id": 1, "epoch": 1}
+    assert _controllers(snapshot)[1] == {
+        "controller_id": 1, "state": "up", "role": "leader", "active": True, "epoch": 1,
+        "leader_id": 1, "high_watermark": 7, "log_end_offset": 7, "last_known": False,
+        "lag": 0, "stale": False}
+    follower = _controllers(snapshot)[3]
+    assert (follower["role"], follower["leader_id"], follower["active"]) == ("follower", 1, False)
+    assert follower["lag"] == 0  # as the leader reports it
+    assert take_snapshot(scripted, previous=snapshot)["controllers"] == snapshot["controllers"]
+    json.dumps(snapshot)
+
+
+def test_a_silent_controller_keeps_its_last_known_state_and_a_newer_leader_makes_it_stale(
+        scripted):
+    first = take_snapshot(scripted)
+    scripted.kill_controller(1)
+    no_leader = take_snapshot(scripted, previous=first, now_ms=1_000)
+    dead = _controllers(no_leader)[1]
+    assert dead["state"] == "down" and dead["last_known"]
+    assert (dead["role"], dead["epoch"], dead["high_watermark"]) == ("leader", 1, 7)
+    assert not dead["stale"] and dead["lag"] is None  # no active controller reports lags now
+    assert no_leader["active_controller"] is None
+    [lost] = [e for e in no_leader["events"] if e["kind"] == "controller_lost"]
+    assert lost["text"] == "no controller is active: controller 1 led at epoch 1 and is down now"
+    scripted.elect_controller(2)
+    second = take_snapshot(scripted, previous=no_leader, now_ms=2_000)
+    assert second["active_controller"] == {"controller_id": 2, "epoch": 2}
+    dead = _controllers(second)[1]
+    assert dead["last_known"] and dead["stale"] and dead["role"] == "leader"
+    assert dead["lag"] == 8  # the new leader has no fetch from it: its whole log
+    assert _controllers(second)[2]["high_watermark"] == 8
+    elected = [e for e in second["events"] if e["kind"] == "controller_elected"]
+    assert [(e["text"], e["category"], e["source"], e["now_ms"]) for e in elected] == [
+        ("controller 2 became active (epoch 2)", "controller", "view", 2_000)]
+    assert [e["kind"] for e in second["events"]] == ["controller_lost", "controller_elected"]
+    scripted.pause_controller(2)  # a paused leader: last known, not stale (nobody newer)
+    paused = _controllers(take_snapshot(scripted, previous=second))[2]
+    assert paused["last_known"] and paused["state"] == "paused" and not paused["stale"]
+
+
+def test_two_controllers_claiming_leadership_both_show_and_the_older_epoch_is_stale(scripted):
+    scripted.elect_controller(2)
+    scripted.claims[1] = ("leader", 1)  # resumed after a pause: it has not heard of epoch 2
+    snapshot = take_snapshot(scripted)
+    assert snapshot["active_controller"] == {"controller_id": 2, "epoch": 2}
+    old, new = _controllers(snapshot)[1], _controllers(snapshot)[2]
+    assert (old["role"], old["epoch"], old["active"], old["stale"]) == ("leader", 1, True, True)
+    assert not old["last_known"]
+    assert (new["role"], new["epoch"], new["stale"]) == ("leader", 2, False)
+
+
+def test_no_controller_process_no_controller_entries(scripted):
+    scripted.controller_states = {}
+    snapshot = take_snapshot(scripted)
+    assert snapshot["controllers"] == [] and snapshot["active_controller"] is None
+
+
+def test_a_failover_is_one_message_with_its_marks_then_silence(scripted, quiet_view):
+    assert quiet_view.act("kill", controller_id=1) == "kill controller 1: done"
+    assert {m["text"] for m in quiet_view.marks[-2:]} == {
+        "controller 1 up -> down",
+        "no controller is active: controller 1 led at epoch 1 and is down now"}
+    quiet_view._send.messages.clear()
+    scripted.elect_controller(3)
+    quiet_view.refresh()
+    [changed] = quiet_view._send.traits()
+    assert {"delta_z", "marks", "timeline"} <= changed
+    mark = quiet_view.marks[-1]
+    assert (mark["text"], mark["category"]) == (
+        "controller 3 became active (epoch 2)", "controller")
+    assert mark["seq"] == quiet_view.timeline["last_seq"]
+    quiet_view._send.messages.clear()
+    for _ in range(5):
+        quiet_view.refresh()
+    assert quiet_view._send.messages == []  # the derived event is carried, not made again
+    scripted.leo += 1
+    quiet_view.refresh()
+    texts = [e["text"] for e in quiet_view.snapshot["events"]]
+    assert texts.count("controller 3 became active (epoch 2)") == 1
+    assert len(quiet_view._send.messages) == 1
+
+
+def test_a_click_on_a_controller_acts_and_what_cannot_apply_is_refused(scripted, quiet_view):
+    done = act_from_browser(quiet_view, "kill", None, "c-1", controller_id=2)
+    assert done == {"id": "c-1", "action": "kill", "controller_id": 2, "state": "done",
+                    "text": "kill controller 2: done"}
+    assert _controllers(quiet_view.snapshot)[2]["state"] == "down"
+    again = act_from_browser(quiet_view, "kill", None, "c-2", controller_id=2)
+    assert again["text"] == "kill refused: controller 2 is already down"
+    assert act_from_browser(quiet_view, "pause", None, "c-3", controller_id=3)["state"] == "done"
+    assert act_from_browser(quiet_view, "restart", None, "c-4", controller_id=3)["text"] == (
+        "restart refused: controller 3 is paused: resume it first, or kill it")
+    assert act_from_browser(quiet_view, "isolate", None, "c-5", controller_id=3)["text"] == (
+        "isolate refused: controller 3 is paused: only a running controller can be cut off")
+    assert act_from_browser(quiet_view, "heal", None, "c-6", controller_id=1)["text"] == (
+        "heal refused: controller 1 is not isolated (it is up)")
+    nobody = act_from_browser(quiet_view, "kill", None, "c-7", controller_id=9)
+    assert nobody["state"] == "refused" and "controller 9" in nobody["text"]
+    assert scripted.faults == [("kill_controller", 2), ("pause_controller", 3)]
+    assert quiet_view.act("restart", controller_id=2) == "restart controller 2: done"
+    assert quiet_view.act("isolate", controller_id=1) == "isolate controller 1: done"
+    assert _controllers(quiet_view.snapshot)[1]["state"] == "isolated"
+
+
+def test_a_failing_controller_fault_is_reported_as_failed(scripted, quiet_view):
+    def broken(controller_id: int) -> None:
+        raise ClusterError("controller 1 is paused")
+
+    scripted.isolate_controller = broken
+    assert quiet_view.act("isolate", controller_id=1) == (
+        "isolate controller 1 failed: controller 1 is paused")
+    assert quiet_view.action["state"] == "failed"
+
+
 # == actions and refusals =======================================================================
 
 
@@ -459,10 +641,13 @@ def test_a_fault_that_applies_is_not_refused(action, state):
     assert refusal(action, 2, state) == ""
 
 
-def act_from_browser(view: ClusterView, action: str, broker_id, action_id: str) -> dict:
-    """Send what a click sends; the outcome once the view's action thread is done."""
-    view._on_message(view, {"type": "act", "id": action_id, "action": action,
-                            "broker_id": broker_id}, [])
+def act_from_browser(view: ClusterView, action: str, broker_id, action_id: str,
+                     controller_id: int | None = None) -> dict:
+    """Send what a click sends (on a broker, or on a controller); the outcome once the view's
+    action thread is done."""
+    target = {"broker_id": broker_id} if controller_id is None else {
+        "controller_id": controller_id}
+    view._on_message(view, {"type": "act", "id": action_id, "action": action, **target}, [])
     return wait_for(lambda: view.action.get("id") == action_id
                     and view.action["state"] != "running" and dict(view.action),
                     f"the outcome of {action_id}")
@@ -539,6 +724,7 @@ def test_the_es_module_never_parses_markup():
 
 def test_every_action_has_a_tooltip(quiet_view):
     assert set(quiet_view.action_help) == set(ACTIONS)
+    assert set(quiet_view.controller_action_help) == set(CONTROLLER_ACTION_HELP) == set(ACTIONS)
 
 
 # == three real brokers =========================================================================
@@ -698,6 +884,34 @@ def test_group_ids_and_client_ids_reach_the_snapshot_verbatim(three, view, topic
     assert HOSTILE not in html and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
     assert HOSTILE not in render_events({"events": [{"now_ms": 0, "source": HOSTILE,
                                                      "text": HOSTILE}]})
+
+
+def test_killing_the_active_controller_from_the_view_shows_another_one_active(three, view):
+    wait_for(lambda: (view.snapshot.get("active_controller") or {}).get("controller_id")
+             == three.active_controller(), "the active controller to show")
+    active = view.snapshot["active_controller"]
+    assert sorted(_controllers(view.snapshot)) == three.controllers == [1, 2, 3]
+    assert view.act("kill", controller_id=active["controller_id"]) == (
+        f"kill controller {active['controller_id']}: done")
+
+    def failed_over():
+        now = view.snapshot["active_controller"]
+        return now is not None and now["controller_id"] != active["controller_id"] and now
+
+    new = wait_for(failed_over, "another controller to show active")
+    assert new["epoch"] > active["epoch"] and new["controller_id"] == three.active_controller()
+    dead = _controllers(view.snapshot)[active["controller_id"]]
+    assert dead["state"] == "down" and dead["last_known"] and dead["stale"]
+    assert dead["role"] == "leader" and dead["epoch"] == active["epoch"]
+    texts = [e["text"] for e in view.snapshot["events"]]
+    assert any(text.startswith(f"controller {new['controller_id']} became active "
+                               f"(epoch {new['epoch']})") for text in texts), texts
+    assert view.act("restart", controller_id=active["controller_id"]) == (
+        f"restart controller {active['controller_id']}: done")
+    wait_for(lambda: all(c["state"] == "up" and not c["last_known"] and c["role"] == "follower"
+                         for c in view.snapshot["controllers"]
+                         if c["controller_id"] != new["controller_id"]),
+             "the restarted controller to follow the new one")
 
 
 def test_an_idle_real_cluster_sends_nothing(three, view):

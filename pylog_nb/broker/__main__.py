@@ -23,6 +23,7 @@ from .config import (  # noqa: E402
     OFFSETS_TOPIC_SEGMENT_BYTES,
     REPLICA_LAG_TIME_MAX_MS,
     BrokerConfig,
+    parse_controllers,
 )
 from .dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
 from .server import run_broker  # noqa: E402
@@ -37,7 +38,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--admin-port", type=int, default=0, help="introspection HTTP port")
     parser.add_argument("--ready-fd", type=int, help="write the bound port here once listening")
     parser.add_argument("--parent-fd", type=int, help="shut down when this pipe closes")
-    parser.add_argument("--controller", help="host:port of the cluster's controller")
+    parser.add_argument("--controller", type=_controllers, default=(),
+                        help="host:port[,host:port...] of every controller, in id order")
     parser.add_argument("--replica-lag-time-max-ms", type=int, default=REPLICA_LAG_TIME_MAX_MS)
     parser.add_argument("--no-auto-create", action="store_true")
     parser.add_argument("--num-partitions", type=int, default=1)
@@ -59,9 +61,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _host_port(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    return host, int(port)
+def _controllers(text: str) -> tuple[tuple[str, int], ...]:
+    try:
+        return parse_controllers(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         auto_create_topics_enable=not args.no_auto_create,
         num_partitions=args.num_partitions,
-        controller=_host_port(args.controller) if args.controller else None,
+        controllers=args.controller,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         offsets_topic_num_partitions=args.offsets_topic_partitions,
         offsets_topic_replication_factor=args.offsets_topic_replication_factor,

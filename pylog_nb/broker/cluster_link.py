@@ -9,6 +9,12 @@ long poll of the metadata log that publishes each new image to the ReplicaManage
 calls, and the replica fetchers (kept one per leader broker). A failed or timed-out call is
 reported to its part and retried; no loop ends on an error (a loop that died silently after a
 long pause is how a broker once went on leading at an old epoch forever).
+
+The controllers are a quorum: every call goes to the active one, which the ControllerClient finds
+and follows (a switch logs one line, "following controller N at host:port"). Heartbeats,
+registration and metadata polls have a short timeout of their own, so a paused active controller
+costs a broker at most ``LIFECYCLE_CALL_TIMEOUT_MS`` before its next heartbeat tries another one,
+well inside the session timeout.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Sequence
 
 from .alter_partition import NO_ANSWER, AlterPartitionManager, AlterPartitionRequest
 from .broker_lifecycle import (
@@ -24,7 +31,7 @@ from .broker_lifecycle import (
     SendHeartbeat,
     SendRegistration,
 )
-from .controller.rpc import ControllerClient, ControllerRpcError, decode_records
+from .controller.rpc import Address, ControllerClient, ControllerRpcError, decode_records
 from .errors import Errors
 from .metadata_follower import MetadataFollower
 from .node import BrokerNode
@@ -38,13 +45,19 @@ METADATA_RECORDS_MAX = 1000  # per metadata fetch
 RETRY_BACKOFF_MS = 200
 APPLY_WAIT_TIMEOUT_S = 10.0
 REGISTRATION_TIMEOUT_S = 30.0  # start-up gives up after this
+# Registration, heartbeats and metadata polls (on top of the poll's wait): under half the broker
+# session, so a paused controller costs a broker one timeout, and its next heartbeat, sent to
+# another controller, still lands in time. A controller slower than that is paused or wedged.
+LIFECYCLE_CALL_TIMEOUT_MS = 800
 
 
 class ClusterLink:
-    def __init__(self, node: BrokerNode, controller_host: str, controller_port: int) -> None:
+    def __init__(self, node: BrokerNode, controllers: Sequence[Address]) -> None:
         self.node = node
-        self.calls = ControllerClient(controller_host, controller_port)
-        self.polls = ControllerClient(controller_host, controller_port)  # long-polls apart
+        self.calls = ControllerClient(controllers)  # admin, ISR changes, producer ids
+        # Registration, heartbeats and metadata long polls: connections and slots of their own
+        # and a short timeout, following the same controller as ``calls``.
+        self.polls = self.calls.twin(call_timeout_ms=LIFECYCLE_CALL_TIMEOUT_MS)
         self.lifecycle = BrokerLifecycleManager(
             node.broker_id, uuid.uuid4().hex, now_ms=node.now_ms())
         self.metadata = MetadataFollower()
@@ -108,12 +121,12 @@ class ClusterLink:
             return
         try:
             if isinstance(request, SendRegistration):
-                answer = await self.calls.call(
+                answer = await self.polls.call(
                     "register_broker", broker_id=node.broker_id, host=node.config.host,
                     port=node.port, incarnation_id=request.incarnation_id)
                 lifecycle.on_registered(answer["metadata_end_offset"], node.now_ms())
             else:
-                answer = await self.calls.call(
+                answer = await self.polls.call(
                     "heartbeat", broker_id=node.broker_id, incarnation_id=request.incarnation_id,
                     metadata_offset=request.metadata_offset)
                 lifecycle.on_heartbeat_answer(request.sent_ms, answer["fenced"],
@@ -123,7 +136,8 @@ class ClusterLink:
             lifecycle.on_failed(error.error_code, node.now_ms())
         except (OSError, TimeoutError) as error:
             if not node.isolated:
-                log.info("%s failed: %s", type(request).__name__, error)
+                log.info("%s failed: %s", type(request).__name__,
+                         str(error) or type(error).__name__)
             lifecycle.on_failed(None, node.now_ms())
         self._notice_serving()
 

@@ -20,6 +20,18 @@ OFFSETS_RETENTION_CHECK_INTERVAL_MS = 60_000  # Kafka: 10 min
 LOG_CLEANER_BACKOFF_MS = 5_000  # a look for dirty logs; Kafka: 15 s, a lab wants it sooner
 
 
+def parse_controllers(text: str) -> tuple[tuple[str, int], ...]:
+    """``host:port[,host:port...]`` (--controller): every controller's RPC address, in id order."""
+    return tuple(_host_port(entry) for entry in text.split(","))
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{text.strip()!r} is not host:port")
+    return host, int(port)
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     broker_id: int
@@ -34,7 +46,9 @@ class BrokerConfig:
     retention_check_interval_ms: int = 30_000  # Kafka uses 5 min; notebooks want it sooner
     flush_interval_ms: int = 1_000  # HW/recovery-point checkpoints; data itself is not fsynced
     rack: str | None = None
-    controller: tuple[str, int] | None = None  # (host, port) in a cluster; None: on its own
+    # Every controller's (host, port), in controller id order (the first is controller 1).
+    # Empty: a standalone broker, on its own.
+    controllers: tuple[tuple[str, int], ...] = ()
     replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS
     offsets_topic_num_partitions: int = OFFSETS_TOPIC_PARTITIONS
     offsets_topic_replication_factor: int = OFFSETS_TOPIC_REPLICATION_FACTOR

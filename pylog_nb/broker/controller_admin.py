@@ -29,7 +29,9 @@ class ControllerAdmin:
         except ControllerRpcError as error:
             raise AdminError(error.error_code, str(error.message)) from None
         except (ConnectionError, TimeoutError) as error:
-            raise AdminError(errors.REQUEST_TIMED_OUT, f"controller unreachable: {error}") from None
+            reason = str(error) or f"no answer ({type(error).__name__})"
+            raise AdminError(errors.REQUEST_TIMED_OUT,
+                             f"no active controller answered: {reason}") from None
 
     async def create_topic(
         self,

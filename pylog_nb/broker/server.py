@@ -14,6 +14,7 @@ import inspect
 import logging
 import os
 import struct
+from collections.abc import Sequence
 
 from .admin_http import AdminHttpServer
 from .config import BrokerConfig
@@ -234,8 +235,8 @@ async def run_broker(
     admin = AdminHttpServer(node)
     admin_port = await admin.start(config.host, admin_port)
     link = None
-    if config.controller is not None:
-        link = await join_cluster(node, *config.controller)
+    if config.controllers:
+        link = await join_cluster(node, config.controllers)
     arrange_shutdown(server.stop, parent_fd, ready_fd, f"{port} {admin_port}")
     await server.stopped.wait()
     if link is not None:
@@ -244,12 +245,12 @@ async def run_broker(
     log.info("broker %d stopped cleanly", config.broker_id)
 
 
-async def join_cluster(node: BrokerNode, host: str, port: int):
-    """Follow the controller at host:port: metadata, heartbeats, admin, producer ids."""
+async def join_cluster(node: BrokerNode, controllers: Sequence[tuple[str, int]]):
+    """Follow the active one of these controllers: metadata, heartbeats, admin, producer ids."""
     from .cluster_link import ClusterLink
     from .controller_admin import ControllerAdmin
 
-    link = ClusterLink(node, host, port)
+    link = ClusterLink(node, controllers)
     node.admin = ControllerAdmin(link)
     node.producer_id_source = link.allocate_producer_id
     await link.start()

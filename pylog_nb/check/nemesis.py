@@ -11,12 +11,22 @@ The faults, and how each is undone:
 
 - ``kill``: SIGKILL the broker, later restart it on the same data (recovery from a crash).
 - ``pause``: SIGSTOP for 0.5-6 s, then SIGCONT (a GC pause).
-- ``long-pause``: SIGSTOP for longer than the controller's session timeout (2.5 s) and the
+- ``long-pause``: SIGSTOP for longer than the controller's session timeout (2 s) and the
   broker's ``replica.lag.time.max.ms`` (10 s), up to 20 s: the broker is fenced, its
   partitions get new leaders, and it wakes up believing the old world.
 - ``isolate``: cut the broker off from its peers and the controller (clients still reach it),
   then heal.
-- ``controller-restart``: SIGKILL the controller, later start it again (it replays its log).
+- ``controller-restart``: SIGKILL the active controller, later start it again (it replays its
+  log); the other controllers elect a new active one meanwhile.
+- ``controller-pause``: SIGSTOP the active controller for 0.5-6 s, then SIGCONT. Past the Raft
+  fetch timeout (1 s) the others elect a new leader, and the paused one wakes up believing it
+  still leads until it hears of the newer epoch.
+- ``controller-isolate``: cut the active controller off from the other voters for 1-8 s (brokers
+  still reach it), then heal. It resigns once a majority's fetches stop (Raft's check-quorum,
+  1.5 s); meanwhile the others elect a leader, and its own uncommitted decisions are cut.
+
+The controller faults pick their victim when they start (the active controller then), not in
+the plan, and undo the fault on that same controller.
 
 ``heal_all`` ends every fault whatever state a failed step left behind.
 """
@@ -29,13 +39,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from pylog_nb.broker.controller.controller import BROKER_SESSION_TIMEOUT_MS
 from pylog_nb.cluster import LocalCluster
 
 from .history import History, NemesisOp
 
-FAULTS = ("kill", "pause", "long-pause", "isolate", "controller-restart")
+FAULTS = ("kill", "pause", "long-pause", "isolate", "controller-restart", "controller-pause",
+          "controller-isolate")
+CONTROLLER_FAULTS = frozenset({"controller-restart", "controller-pause",
+                               "controller-isolate"})  # no broker named
 GAP_S = (1.0, 3.0)  # healthy time between two faults
-SESSION_TIMEOUT_S = 2.5  # the controller's BROKER_SESSION_TIMEOUT_MS
+SESSION_TIMEOUT_S = BROKER_SESSION_TIMEOUT_MS / 1000
 REPLICA_LAG_TIME_MAX_S = 10.0  # the broker's REPLICA_LAG_TIME_MAX_MS
 LONG_PAUSE_MIN_S = REPLICA_LAG_TIME_MAX_S + 1.0  # past both: fenced and out of the ISR
 LONG_PAUSE_MAX_S = 20.0
@@ -45,6 +59,8 @@ DURATION_S = {  # (shortest, longest) each fault lasts
     "long-pause": (LONG_PAUSE_MIN_S, LONG_PAUSE_MAX_S),
     "isolate": (1.0, 8.0),
     "controller-restart": (0.5, 3.0),
+    "controller-pause": (0.5, 6.0),
+    "controller-isolate": (1.0, 8.0),
 }
 assert set(DURATION_S) == set(FAULTS)
 
@@ -52,7 +68,7 @@ assert set(DURATION_S) == set(FAULTS)
 @dataclass(frozen=True)
 class PlannedFault:
     fault: str
-    broker: int | None  # None for controller-restart
+    broker: int | None  # None for the controller faults
     start_s: float  # since the run began
     duration_s: float
 
@@ -76,7 +92,7 @@ def plan(seed: int, faults: tuple[str, ...], brokers: list[int],
     while faults:
         at_s += rng.uniform(*GAP_S)
         fault = rng.choice(sorted(set(faults)))
-        broker = None if fault == "controller-restart" else rng.choice(sorted(brokers))
+        broker = None if fault in CONTROLLER_FAULTS else rng.choice(sorted(brokers))
         duration_s = rng.uniform(*DURATION_S[fault])
         if at_s + duration_s > seconds:
             return planned
@@ -115,8 +131,8 @@ class Nemesis:
 
     def _actions(self, fault: PlannedFault) -> tuple[Callable[[], None], Callable[[], None]]:
         cluster = self.cluster
-        if fault.fault == "controller-restart":
-            return cluster.kill_controller, cluster.restart_controller
+        if fault.fault in CONTROLLER_FAULTS:
+            return _controller_actions(cluster, fault.fault)
         broker = fault.broker
         assert broker is not None, fault
         start, undo = {
@@ -128,13 +144,30 @@ class Nemesis:
         return partial(start, broker), partial(undo, broker)
 
 
+def _controller_actions(cluster: LocalCluster,
+                        fault: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Stop the active controller, and undo that on the one stopped."""
+    stop, undo = {
+        "controller-restart": (cluster.kill_controller, cluster.restart_controller),
+        "controller-pause": (cluster.pause_controller, cluster.resume_controller),
+        "controller-isolate": (cluster.isolate_controller, cluster.heal_controller),
+    }[fault]
+    victims: list[int] = []
+    return lambda: victims.append(stop()), lambda: undo(victims[0])
+
+
 def heal_all(cluster: LocalCluster, history: History) -> None:
-    """Resume, restart and heal every broker and the controller; failures go to the notes."""
+    """Resume, restart and heal every broker and controller; failures go to the notes."""
     steps: list[tuple[str, Callable[[], None]]] = [
-        (f"resume {b}", partial(cluster.resume, b)) for b in cluster.brokers]
-    steps.append(("restart controller", partial(_restart_controller_if_down, cluster)))
+        (f"resume controller {c}", partial(_resume_controller_if_paused, cluster, c))
+        for c in cluster.controllers]
+    steps += [(f"resume {b}", partial(cluster.resume, b)) for b in cluster.brokers]
+    steps += [(f"restart controller {c}", partial(_restart_controller_if_down, cluster, c))
+              for c in cluster.controllers]
     steps += [(f"restart {b}", partial(_restart_if_down, cluster, b)) for b in cluster.brokers]
     steps += [(f"heal {b}", partial(cluster.heal, b)) for b in cluster.brokers]
+    if cluster.controllers:
+        steps.append(("heal controllers", cluster.heal_controller))
     for name, step in steps:
         try:
             step()
@@ -147,6 +180,11 @@ def _restart_if_down(cluster: LocalCluster, broker: int) -> None:
         cluster.restart(broker)
 
 
-def _restart_controller_if_down(cluster: LocalCluster) -> None:
-    if cluster.controller is not None and not cluster.controller.running:
-        cluster.restart_controller()
+def _resume_controller_if_paused(cluster: LocalCluster, controller: int) -> None:
+    if cluster.controller_states()[controller] == "paused":
+        cluster.resume_controller(controller)
+
+
+def _restart_controller_if_down(cluster: LocalCluster, controller: int) -> None:
+    if cluster.controller_states()[controller] == "down":
+        cluster.restart_controller(controller)

@@ -1,8 +1,10 @@
 """After the faults: wait for the cluster to settle, then sample who believes it leads.
 
-Theory of operation: the controller's image is the truth about leadership. The cluster has
-settled when, in that image, every partition of the checked topic has a leader and its ISR
-holds every replica; ``wait_settled`` waits for that, bounded, and records whether it came.
+Theory of operation: the active controller's image is the truth about leadership (asked through
+``cluster.controller_describe()``, which finds the Raft leader of the controller quorum; during a
+failover there is none and the cluster has not settled). The cluster has settled when, in that
+image, every partition of the checked topic has a leader and its ISR holds every replica;
+``wait_settled`` waits for that, bounded, and records whether it came.
 Brokers are then asked for their own view (``/v1/partitions``: role and leader epoch of each
 hosted replica) beside the controller's, ``LEADER_SAMPLES`` times over a few seconds. A broker
 that has just rejoined may need a heartbeat or two to learn the new leaders; one still acting
@@ -24,7 +26,8 @@ SETTLE_TIMEOUT_S = 60.0  # a broker back from a long pause catches up and rejoin
 SETTLE_POLL_S = 0.5
 LEADER_SAMPLES = 5
 LEADER_SAMPLE_INTERVAL_S = 1.0  # five samples over four seconds: several heartbeats (0.5 s)
-# What asking a broker or the controller raises while it restarts or hangs.
+# What asking a broker or the controller raises while it restarts or hangs (ConnectionError:
+# no controller is active).
 UNREACHABLE = (OSError, ValueError, ControllerRpcError)
 
 

@@ -33,6 +33,8 @@ PARTITION_COLUMNS = [
     "first_dirty_offset", "max_follower_lag_records",
 ]
 EVENT_COLUMNS = ["time", "source", "kind", "topic", "partition"]
+QUORUM_COLUMNS = ["controller", "state", "role", "active", "epoch", "leader", "committed_offset",
+                  "lag"]
 OFFSETS_TOPIC = "__consumer_offsets"  # a group's coordinator is the leader of its partition here
 NO_LEADER = -1  # Kafka's leader id while no replica can lead
 
@@ -86,6 +88,43 @@ def partitions_frame(cluster: LocalCluster) -> pd.DataFrame:
                                              broker_id in isolated)})
     frame = pd.DataFrame(rows, columns=PARTITION_COLUMNS)
     return frame.astype({"controller_leader": "Int64", "controller_leader_epoch": "Int64"})
+
+
+def quorum_frame(cluster: LocalCluster,
+                 views: dict[int, tuple[str, dict | None]] | None = None) -> pd.DataFrame:
+    """One row per controller: its state (up, paused, isolated, down), and as it answers, its
+    Raft role, the epoch and leader it knows and its committed offset (the metadata log's high
+    watermark); ``active`` marks the active controller, and ``lag`` is how many records each
+    voter is behind the active controller's log end, as the active controller knows it.
+
+    A controller that does not answer has only its state and its lag. ``views`` is
+    ``cluster.controller_views()`` when the caller has it already; an empty frame for a cluster
+    without controllers.
+    """
+    views = cluster.controller_views() if views is None else views
+    active = active_controller_of(views)
+    leading = None if active is None else views[active][1]
+    lags = {} if leading is None else leading["voter_lag"]
+    rows = []
+    for controller_id, (state, quorum) in views.items():
+        known = quorum or {}
+        rows.append({
+            "controller": controller_id, "state": state, "role": known.get("role"),
+            "active": controller_id == active, "epoch": known.get("epoch"),
+            "leader": known.get("leader_id"), "committed_offset": known.get("high_watermark"),
+            "lag": lags.get(str(controller_id))})
+    frame = pd.DataFrame(rows, columns=QUORUM_COLUMNS)
+    return frame.astype({"active": bool, "epoch": "Int64", "leader": "Int64",
+                         "committed_offset": "Int64", "lag": "Int64"})
+
+
+def active_controller_of(views: dict[int, tuple[str, dict | None]]) -> int | None:
+    """The active controller in ``controller_views()``: of the voters that say they are active,
+    the one at the highest epoch (a paused or isolated old leader may still say so at an older
+    one), as ``LocalCluster.active_controller`` chooses."""
+    claims = [(quorum["epoch"], controller_id) for controller_id, (_state, quorum) in views.items()
+              if quorum is not None and quorum["active"]]
+    return max(claims)[1] if claims else None
 
 
 def _max_lag(followers: list[dict]) -> int | None:

@@ -1,21 +1,31 @@
-"""LocalCluster: start, signal and stop broker processes on loopback.
+"""LocalCluster: start, signal and stop broker and controller processes on loopback.
 
 Theory of operation: every broker is a separate ``python -m pylog_nb.broker`` process with its
-own directory ``<data_dir>/broker-<id>/``. The supervisor holds the write end of one pipe whose
-read end every broker watches: when the supervisor dies for any reason the kernel closes the
-pipe and each broker shuts down cleanly, so no orphans survive a kernel restart. A broker reports
-readiness by writing its bound port to a second, per-start pipe once its logs are recovered and
-it listens. Ports are kept in ``cluster.json`` so a restart comes back on the same address.
+own directory ``<data_dir>/broker-<id>/``. A cluster of several brokers also runs a quorum of
+controllers (KRaft's shape): ``python -m pylog_nb.broker.controller`` processes with ids 1..M
+(their own namespace, like Kafka's controller node ids) and directories
+``<data_dir>/controller-<id>/``. The controllers elect one of themselves by Raft; that leader is
+the *active* controller, the one brokers follow and the controller methods here ask.
+
+The supervisor holds the write end of one pipe whose read end every process watches: when the
+supervisor dies for any reason the kernel closes the pipe and each process shuts down cleanly,
+so no orphans survive a kernel restart. A process reports readiness by writing its bound port to
+a second, per-start pipe once it listens (a broker once its logs are recovered; a controller
+before any election). Ports are kept in ``cluster.json`` so a restart comes back on the same
+address. A controller's RPC and Raft ports are chosen before any controller starts, since every
+voter must know the others' Raft addresses: bind port 0, read the port, close.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -29,34 +39,48 @@ from typing import Any
 READY_TIMEOUT_S = 60.0  # recovery of a large log can take a while
 READY_POLL_S = 0.05
 BROKERS_MAX = 9
+CONTROLLERS_MAX = 5  # KRaft's advice: 3 or 5 voters; more only slow every commit down
+CONTROLLERS_DEFAULT = 3  # survives one controller failure
 STOP_TIMEOUT_S = 10.0
 LOG_TAIL_BYTES = 2000
 CLUSTER_FILE = "cluster.json"
+ADMIN_TIMEOUT_S = 10.0
+# A live controller answers describe in milliseconds; one slower than this is wedged, and asking
+# it must not hold up finding the active one.
+DESCRIBE_TIMEOUT_S = 2.0
+NO_CONTROLLER = "this cluster has no controller process"
 
 
 class ClusterError(RuntimeError):
-    """A broker could not be started or controlled; the message says why in one line."""
+    """A process could not be started or controlled; the message says why in one line."""
 
 
 @dataclass
-class _Broker:
-    broker_id: int
+class _Node:
+    """A broker or controller process: its data directory, ports and process."""
+
+    kind: str  # "broker" or "controller"
+    node_id: int
     data_dir: Path
-    port: int
-    admin_port: int = 0
+    port: int = 0  # brokers: Kafka clients; controllers: the controller RPC
+    admin_port: int = 0  # brokers only: the loopback introspection endpoint
+    raft_port: int = 0  # controllers only: where the other voters reach it
     process: subprocess.Popen[bytes] | _AttachedProcess | None = None
+    paused: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind} {self.node_id}"
 
     @property
     def log_path(self) -> Path:
-        return self.data_dir / "broker.log"
+        return self.data_dir / f"{self.kind}.log"
 
     @property
     def proc(self) -> subprocess.Popen[bytes] | _AttachedProcess:
         """The process, once started or attached (callers check ``running`` first)."""
-        assert self.process is not None, f"broker {self.broker_id} was never started"
+        assert self.process is not None, f"{self.name} was never started"
         return self.process
-
-    paused: bool = False
 
     @property
     def running(self) -> bool:
@@ -66,12 +90,21 @@ class _Broker:
     def answering(self) -> bool:
         return self.running and not self.paused
 
+    @property
+    def state(self) -> str:
+        """up, paused or down, as a fault-injecting user sees it."""
+        return "down" if not self.running else "paused" if self.paused else "up"
+
 
 class LocalCluster:
-    """Broker processes on 127.0.0.1 sharing one data directory.
+    """Broker processes, and a quorum of controller processes, on 127.0.0.1 sharing one data
+    directory.
 
-    >>> with LocalCluster(brokers=1) as cluster:
-    ...     print(cluster.bootstrap_servers)
+    ``controllers`` defaults to 3 for three or more brokers, 1 for two, and none for one broker,
+    which then runs on its own; give it (1 to 5) to run one broker under controllers too.
+
+    >>> with LocalCluster(brokers=3) as cluster:
+    ...     print(cluster.bootstrap_servers, cluster.active_controller())
     """
 
     def __init__(
@@ -80,35 +113,36 @@ class LocalCluster:
         data_dir: str | Path | None = None,
         host: str = "127.0.0.1",
         broker_args: tuple[str, ...] = (),
+        controllers: int | None = None,
     ) -> None:
         if not 1 <= brokers <= BROKERS_MAX:
             raise ClusterError(f"brokers must be between 1 and {BROKERS_MAX}, got {brokers}")
+        if controllers is not None and not 1 <= controllers <= CONTROLLERS_MAX:
+            raise ClusterError(f"controllers must be between 1 and {CONTROLLERS_MAX}, "
+                               f"got {controllers}")
         self._temporary = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="pylog-") if data_dir is None else data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host = host
         self.broker_args = tuple(broker_args)
-        ports = self._load_ports()
-        self.brokers = {
-            i: _Broker(i, self.data_dir / f"broker-{i}", *ports.get(i, (0, 0)))
-            for i in range(1, brokers + 1)
-        }
+        saved = self._load()
+        self.brokers = {i: self._broker_node(i, saved) for i in range(1, brokers + 1)}
+        count = _controllers_for(brokers) if controllers is None else controllers
+        self._controllers = {i: self._controller_node(i, saved) for i in range(1, count + 1)}
+        self._active_hint: int | None = None  # the active controller as last found
         self._parent_r, self._parent_w = os.pipe()
         self._started = False
-        # One broker runs on its own; several follow a controller process (KRaft's shape).
-        self.controller: _Broker | None = None
-        if brokers > 1:
-            self.controller = _Broker(0, self.data_dir / "controller", ports.get(0, (0, 0))[0])
 
     def __repr__(self) -> str:
         state = "running" if self._started else "stopped"
         servers = self.bootstrap_servers if self._started else ""
-        return (f"LocalCluster(brokers={len(self.brokers)}, {state}, "
-                f"bootstrap_servers={servers!r}, data_dir={str(self.data_dir)!r})")
+        return (f"LocalCluster(brokers={len(self.brokers)}, controllers={len(self._controllers)}"
+                f", {state}, bootstrap_servers={servers!r}, data_dir={str(self.data_dir)!r})")
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> LocalCluster:
-        """Start the controller and every broker; wait until all serve a full cluster view.
+        """Start every controller and broker; wait until a controller is active and every broker
+        serves a full cluster view.
 
         If this data directory's cluster is already running (a notebook cell run twice), attach
         to it instead of starting a duplicate.
@@ -116,11 +150,10 @@ class LocalCluster:
         if self._attach():
             self._started = True
             return self
-        if self.controller is not None:
-            self._spawn(self.controller)
-        for broker in self.brokers.values():
-            self._spawn(broker)
-        self._save_ports()
+        self._pick_controller_ports()
+        for node in self._nodes():  # controllers first: brokers register with the active one
+            self._spawn(node)
+        self._save()
         self._started = True
         if self._temporary:  # a kernel that exits without stop() leaves no /tmp/pylog-* behind
             atexit.register(_stop_at_exit, weakref.ref(self))
@@ -128,15 +161,22 @@ class LocalCluster:
         return self
 
     def wait_until_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        """Wait until every running broker is registered, unfenced and sees all live peers."""
-        if self.controller is None:
+        """Wait until a controller is active and every running broker is registered, unfenced
+        and sees all live peers."""
+        if not self._controllers:
             return
         running = {i for i, b in self.brokers.items() if b.answering}
         deadline = time.monotonic() + timeout_s
+        active = None
         while time.monotonic() < deadline:
-            if self._cluster_view_complete(running):
+            if active is None:
+                active = self.active_controller()
+            if active is not None and self._cluster_view_complete(running):
                 return
             time.sleep(READY_POLL_S)
+        if active is None:
+            raise ClusterError(f"no controller of {self.controllers} became active within "
+                               f"{timeout_s:.0f}s")
         raise ClusterError(f"brokers {sorted(running)} did not all join within {timeout_s:.0f}s")
 
     def _cluster_view_complete(self, running: set[int]) -> bool:
@@ -147,15 +187,14 @@ class LocalCluster:
         return all(set(v["live_brokers"]) >= running for v in views)
 
     def stop(self) -> None:
-        """Stop every broker cleanly (SIGTERM, then SIGKILL after a grace period)."""
-        for broker in self.brokers.values():
-            if broker.running:
-                broker.proc.send_signal(signal.SIGTERM)
-        for broker in self.brokers.values():
-            self._reap(broker)
-        if self.controller is not None and self.controller.running:
-            self.controller.proc.send_signal(signal.SIGTERM)
-            self._reap(self.controller)
+        """Stop every broker, then every controller, cleanly (SIGTERM, then SIGKILL after a
+        grace period)."""
+        for group in (self.brokers.values(), self._controllers.values()):
+            for node in group:
+                if node.running:
+                    _terminate(node)
+            for node in group:
+                self._reap(node)
         if self._parent_w >= 0:
             os.close(self._parent_w)
             os.close(self._parent_r)
@@ -170,7 +209,7 @@ class LocalCluster:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    # -- faults ----------------------------------------------------------------------------
+    # -- broker faults ---------------------------------------------------------------------
     def kill(self, broker_id: int) -> None:
         """SIGKILL a broker: no clean shutdown, its logs recover on restart."""
         broker = self._broker(broker_id)
@@ -183,10 +222,10 @@ class LocalCluster:
         """Start a broker again on the same port and data; stop it cleanly first if running."""
         broker = self._broker(broker_id)
         if broker.running:
-            broker.proc.send_signal(signal.SIGTERM)
+            _terminate(broker)
             self._reap(broker)
         self._spawn(broker)
-        self._save_ports()
+        self._save()
         self.wait_until_ready()
 
     def pause(self, broker_id: int) -> None:
@@ -220,50 +259,206 @@ class LocalCluster:
         with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S):  # noqa: S310 (loopback)
             pass
 
-    def kill_controller(self) -> None:
-        """SIGKILL the controller; brokers keep serving with the metadata they have."""
-        if self.controller is not None and self.controller.running:
-            self.controller.proc.kill()
-            self._reap(self.controller)
+    # -- controllers -----------------------------------------------------------------------
+    @property
+    def controllers(self) -> list[int]:
+        """The controller ids, 1..M (empty for a one-broker cluster on its own)."""
+        return sorted(self._controllers)
 
-    def restart_controller(self) -> None:
-        """Start the controller again on its port; it replays its metadata log."""
-        if self.controller is None:
-            raise ClusterError("a one-broker cluster has no controller process")
-        if self.controller.running:
-            self.controller.proc.send_signal(signal.SIGTERM)
-            self._reap(self.controller)
-        self._spawn(self.controller)
-        self._save_ports()
+    @property
+    def controller(self) -> _Node | None:
+        """None when the cluster has no controller process; else the active controller's
+        process record as last found (or any running one, or the first)."""
+        if not self._controllers:
+            return None
+        hinted = self._controllers.get(self._active_hint or 0)
+        if hinted is not None and hinted.answering:
+            return hinted
+        return next((c for c in self._controllers.values() if c.running),
+                    self._controllers[min(self._controllers)])
+
+    def controller_states(self) -> dict[int, str]:
+        """Each controller's state: up, paused or down."""
+        return {i: c.state for i, c in sorted(self._controllers.items())}
+
+    def controller_pids(self) -> dict[int, int]:
+        return {i: c.proc.pid for i, c in self._controllers.items() if c.running}
+
+    def active_controller(self) -> int | None:
+        """The id of the active controller (the Raft leader whose epoch has begun), or None."""
+        found = self._describe_active()
+        return None if found is None else found[0]
+
+    def kill_controller(self, controller_id: int | None = None) -> int:
+        """SIGKILL a controller (by default the active one) and return its id. Brokers keep
+        serving with the metadata they have; a majority of the others elect a new leader."""
+        node = self._controller_to_stop(controller_id)
+        node.proc.kill()
+        self._reap(node)
+        node.paused = False
+        return node.node_id
+
+    def pause_controller(self, controller_id: int | None = None) -> int:
+        """SIGSTOP a controller (by default the active one) and return its id: it holds its
+        sockets but answers nothing; past the Raft fetch timeout the others elect a leader,
+        and on resume it still believes it leads until it hears of the newer epoch."""
+        node = self._controller_to_stop(controller_id)
+        if node.paused:
+            raise ClusterError(f"{node.name} is already paused")
+        node.proc.send_signal(signal.SIGSTOP)
+        node.paused = True
+        return node.node_id
+
+    def resume_controller(self, controller_id: int | None = None) -> None:
+        """SIGCONT a paused controller (by default every paused one)."""
+        ids = [i for i, c in self._controllers.items() if c.paused]
+        for node in self._controllers_named(controller_id, ids):
+            if not node.running:
+                raise ClusterError(f"{node.name} is not running")
+            node.proc.send_signal(signal.SIGCONT)
+            node.paused = False
+
+    def restart_controller(self, controller_id: int | None = None) -> None:
+        """Start a controller again on its ports and data (it replays its log); stop it cleanly
+        first if running. By default: every controller that is down (kill_controller() then
+        restart_controller() brings back the one killed), or if none is, the active one."""
+        down = [i for i, c in self._controllers.items() if not c.running]
+        if controller_id is None and not down:  # raises NO_CONTROLLER if there are none
+            controller_id = self._require_active()
+        for node in self._controllers_named(controller_id, down):
+            if node.running:
+                _terminate(node)
+                self._reap(node)
+            node.paused = False
+            self._spawn(node)
+        self._save()
         self.wait_until_ready()
 
+    def isolate_controller(self, controller_id: int | None = None) -> int:
+        """Cut a controller (by default the active one) off from the other voters, both ways;
+        brokers still reach it. A leader cut off resigns once it misses a majority's fetches
+        (Raft's check-quorum), and the others elect a new one. Returns its id."""
+        node = self._controller_to_stop(controller_id)
+        self._set_isolated(node, True)
+        return node.node_id
+
+    def heal_controller(self, controller_id: int | None = None) -> None:
+        """Reconnect an isolated controller (by default every one) to the other voters."""
+        ids = [i for i, c in self._controllers.items() if c.answering]
+        for node in self._controllers_named(controller_id, ids):
+            if not node.answering:
+                raise ClusterError(f"{node.name} is {node.state}")
+            self._set_isolated(node, False)
+
+    def _set_isolated(self, node: _Node, isolated: bool) -> None:
+        from pylog_nb.broker.controller.rpc import call_once
+
+        if node.paused:
+            raise ClusterError(f"{node.name} is paused")
+        call_once(self.host, node.port, "set_isolated", isolated=isolated,
+                  timeout_s=DESCRIBE_TIMEOUT_S)
+
+    def controller_views(self) -> dict[int, tuple[str, dict | None]]:
+        """Each controller's state (up, paused, isolated or down) and, if it answers, its view
+        of the quorum: role, leader, epoch, committed offset, each voter's lag (on the leader)."""
+        views: dict[int, tuple[str, dict | None]] = {}
+        for controller_id, node in sorted(self._controllers.items()):
+            described = self._describe(node) if node.answering else None
+            quorum = None if described is None else described["quorum"]
+            state = node.state if quorum is None else (
+                "isolated" if quorum.get("isolated") else "up")
+            views[controller_id] = (state, quorum)
+        return views
+
+    def elect_preferred_leaders(self) -> dict:
+        """Move leadership back to each partition's first replica where it is in the ISR
+        (asks the active controller, following a failover)."""
+        from pylog_nb.broker.controller.rpc import call_active
+
+        if not self._controllers:
+            raise ClusterError(NO_CONTROLLER)
+        addresses = [(self.host, c.port) for c in self._controllers.values() if c.answering]
+        if not addresses:
+            raise ClusterError(f"no controller is answering (controllers "
+                               f"{self.controller_states()})")
+        return call_active(addresses, "elect_preferred_leaders")
+
+    def controller_describe(self) -> dict:
+        """The active controller's image (brokers, topics, partitions), its recent events and
+        its view of the quorum. ConnectionError when no controller is active (a failover)."""
+        if not self._controllers:
+            raise ClusterError(NO_CONTROLLER)
+        found = self._describe_active()
+        if found is None:
+            raise ConnectionError(f"no controller is active (controllers "
+                                  f"{self.controller_states()})")
+        return found[1]
+
+    def _describe_active(self) -> tuple[int, dict] | None:
+        """(id, describe) of the controller that leads at the highest epoch, or None."""
+        claims: list[tuple[int, int, dict]] = []
+        for node in self._controllers.values():
+            described = self._describe(node) if node.answering else None
+            if described is not None and (epoch := _leader_epoch(described)) is not None:
+                claims.append((epoch, node.node_id, described))
+        if not claims:
+            return None
+        _epoch, self._active_hint, described = max(claims, key=lambda c: (c[0], c[1]))
+        return self._active_hint, described
+
+    def _describe(self, node: _Node) -> dict | None:
+        from pylog_nb.broker.controller.rpc import ControllerRpcError, call_once
+
+        try:
+            return call_once(self.host, node.port, "describe", timeout_s=DESCRIBE_TIMEOUT_S)
+        except (OSError, ValueError, ControllerRpcError):  # down, starting, wedged
+            return None
+
+    def _require_active(self) -> int:
+        if not self._controllers:
+            raise ClusterError(NO_CONTROLLER)
+        active = self.active_controller()
+        if active is None:
+            raise ClusterError(f"no controller is active (controllers "
+                               f"{self.controller_states()})")
+        return active
+
+    def _controller_to_stop(self, controller_id: int | None) -> _Node:
+        """The controller a kill or pause acts on: the one named, or the active one."""
+        if controller_id is None:
+            controller_id = self._require_active()
+        node = self._controller(controller_id)
+        if not node.running:
+            raise ClusterError(f"{node.name} is not running")
+        return node
+
+    def _controllers_named(self, controller_id: int | None, default: list[int]) -> list[_Node]:
+        if not self._controllers:
+            raise ClusterError(NO_CONTROLLER)
+        ids = default if controller_id is None else [controller_id]
+        return [self._controller(i) for i in sorted(ids)]
+
+    def _controller(self, controller_id: int) -> _Node:
+        if not self._controllers:
+            raise ClusterError(NO_CONTROLLER)
+        if controller_id not in self._controllers:
+            raise ClusterError(f"no controller {controller_id}; controllers are "
+                               f"{self.controllers}")
+        return self._controllers[controller_id]
+
     def events(self) -> list[dict]:
-        """Cluster events, oldest first: the controller's (fenced, elected, ISR committed) and
-        each broker's (HW advanced, ISR change requested, truncated), each with ``source``."""
+        """Cluster events, oldest first: the active controller's (fenced, elected, ISR
+        committed) and each broker's (HW advanced, ISR change requested, truncated), each with
+        ``source``. Without an active controller, the brokers' alone."""
         merged = []
-        if self.controller is not None and self.controller.answering:
-            for event in self.controller_describe().get("events", []):
+        found = self._describe_active() if self._controllers else None
+        if found is not None:
+            for event in found[1].get("events", []):
                 merged.append({"source": "controller", **event})
         for broker_id, url in self.admin_urls().items():
             for event in _get_json(f"{url}/v1/events"):
                 merged.append({"source": f"broker-{broker_id}", **event})
         return sorted(merged, key=lambda e: e["now_ms"])
-
-    def elect_preferred_leaders(self) -> dict:
-        """Move leadership back to each partition's first replica where it is in the ISR."""
-        if self.controller is None:
-            raise ClusterError("a one-broker cluster has no controller process")
-        from pylog_nb.broker.controller.rpc import call_once
-
-        return call_once(self.host, self.controller.port, "elect_preferred_leaders")
-
-    def controller_describe(self) -> dict:
-        """The controller's image (brokers, topics, partitions) and its recent events."""
-        if self.controller is None:
-            raise ClusterError("a one-broker cluster has no controller process")
-        from pylog_nb.broker.controller.rpc import call_once
-
-        return call_once(self.host, self.controller.port, "describe")
 
     # -- introspection ---------------------------------------------------------------------
     @property
@@ -290,10 +485,8 @@ class LocalCluster:
         (``GET /v1/broker``: lifecycle, traffic counters since it started)."""
         views: dict[int, tuple[str, dict | None]] = {}
         for broker_id, broker in sorted(self.brokers.items()):
-            if not broker.running:
-                views[broker_id] = ("down", None)
-            elif broker.paused:
-                views[broker_id] = ("paused", None)
+            if not broker.answering:
+                views[broker_id] = (broker.state, None)
             else:
                 view = _get_json(f"http://{self.host}:{broker.admin_port}/v1/broker")
                 views[broker_id] = ("isolated" if view.get("isolated") else "up", view)
@@ -311,43 +504,63 @@ class LocalCluster:
                 for group in _get_json(f"{url}/v1/groups")]
 
     # -- internals -------------------------------------------------------------------------
-    def _broker(self, broker_id: int) -> _Broker:
+    def _broker(self, broker_id: int) -> _Node:
         if broker_id not in self.brokers:
             raise ClusterError(f"no broker {broker_id}; brokers are {sorted(self.brokers)}")
         return self.brokers[broker_id]
 
-    def _command(self, broker: _Broker, ready_w: int) -> list[str]:
-        common = ["--data-dir", str(broker.data_dir), "--host", self.host,
-                  "--port", str(broker.port), "--ready-fd", str(ready_w),
+    def _nodes(self) -> list[_Node]:
+        return [*self._controllers.values(), *self.brokers.values()]
+
+    def _command(self, node: _Node, ready_w: int) -> list[str]:
+        common = ["--data-dir", str(node.data_dir), "--host", self.host,
+                  "--port", str(node.port), "--ready-fd", str(ready_w),
                   "--parent-fd", str(self._parent_r)]
-        if broker is self.controller:
-            return [sys.executable, "-m", "pylog_nb.broker.controller", *common]
-        command = [sys.executable, "-m", "pylog_nb.broker", "--broker-id", str(broker.broker_id),
-                   "--admin-port", str(broker.admin_port), *common, *self.broker_args]
-        if self.controller is not None:
-            command += ["--controller", f"{self.host}:{self.controller.port}"]
+        if node.kind == "controller":
+            return [sys.executable, "-m", "pylog_nb.broker.controller", *common,
+                    "--node-id", str(node.node_id), "--voters", self._voters()]
+        command = [sys.executable, "-m", "pylog_nb.broker", "--broker-id", str(node.node_id),
+                   "--admin-port", str(node.admin_port), *common, *self.broker_args]
+        if self._controllers:
+            addresses = ",".join(f"{self.host}:{c.port}" for c in self._controllers.values())
+            command += ["--controller", addresses]
         return command
 
-    def _spawn(self, broker: _Broker) -> None:
-        broker.data_dir.mkdir(parents=True, exist_ok=True)
+    def _voters(self) -> str:
+        """Every controller as ID@HOST:RAFT_PORT, the static voter set of the quorum."""
+        return ",".join(f"{i}@{self.host}:{c.raft_port}"
+                        for i, c in sorted(self._controllers.items()))
+
+    def _pick_controller_ports(self) -> None:
+        """Free RPC and Raft ports for every controller that has none saved."""
+        missing = [c for c in self._controllers.values() if not (c.port and c.raft_port)]
+        ports = _free_ports(self.host, 2 * len(missing))
+        for node in missing:
+            node.port, node.raft_port = ports.pop(), ports.pop()
+
+    def _spawn(self, node: _Node) -> None:
+        node.data_dir.mkdir(parents=True, exist_ok=True)
         ready_r, ready_w = os.pipe()
-        command = self._command(broker, ready_w)
-        with open(broker.log_path, "ab") as log_file:
-            broker.process = subprocess.Popen(
+        command = self._command(node, ready_w)
+        with open(node.log_path, "ab") as log_file:
+            node.process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 pass_fds=(ready_w, self._parent_r),
-                start_new_session=True,  # Ctrl+C reaches the supervisor, which stops brokers
+                start_new_session=True,  # Ctrl+C reaches the supervisor, which stops them
             )
         os.close(ready_w)
         try:
-            broker.port, broker.admin_port = self._await_ready(broker, ready_r)
+            ports = self._await_ready(node, ready_r)
         finally:
             os.close(ready_r)
+        node.port = ports[0]
+        if node.kind == "broker":
+            node.admin_port = ports[1]
 
-    def _await_ready(self, broker: _Broker, ready_r: int) -> tuple[int, int]:
+    def _await_ready(self, node: _Node, ready_r: int) -> tuple[int, int]:
         deadline = time.monotonic() + READY_TIMEOUT_S
         received = b""
         while not received.endswith(b"\n"):
@@ -356,72 +569,105 @@ class LocalCluster:
             poller = select.poll()
             poller.register(ready_r, select.POLLIN)
             if not poller.poll(max(0, int(remaining_s * 1000))):
-                broker.proc.kill()
-                raise ClusterError(f"broker {broker.broker_id} not ready after "
-                                   f"{READY_TIMEOUT_S:.0f}s; log: {self._log_tail(broker)}")
+                node.proc.kill()
+                raise ClusterError(f"{node.name} not ready after {READY_TIMEOUT_S:.0f}s; "
+                                   f"log: {self._log_tail(node)}")
             chunk = os.read(ready_r, 64)
             if not chunk:
-                broker.proc.wait()
-                raise ClusterError(f"broker {broker.broker_id} exited during start-up; "
-                                   f"log: {self._log_tail(broker)}")
+                node.proc.wait()
+                raise ClusterError(f"{node.name} exited during start-up; "
+                                   f"log: {self._log_tail(node)}")
             received += chunk
         fields = received.split()
         return int(fields[0]), int(fields[1]) if len(fields) > 1 else 0
 
-    def _reap(self, broker: _Broker) -> None:
-        if broker.process is None:
+    def _reap(self, node: _Node) -> None:
+        if node.process is None:
             return
         try:
-            broker.process.wait(STOP_TIMEOUT_S)
+            node.process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            broker.process.kill()
-            broker.process.wait()
+            node.process.kill()
+            node.process.wait()
 
-    def _log_tail(self, broker: _Broker) -> str:
+    def _log_tail(self, node: _Node) -> str:
         try:
-            data = broker.log_path.read_bytes()[-LOG_TAIL_BYTES:]
+            data = node.log_path.read_bytes()[-LOG_TAIL_BYTES:]
         except OSError:
             return "(no log)"
         return data.decode("utf-8", "replace").strip().splitlines()[-1:][0] if data else "(empty)"
 
-    def _members(self) -> list[_Broker]:
-        return [*([self.controller] if self.controller else []), *self.brokers.values()]
-
     def _attach(self) -> bool:
         """Adopt the running processes recorded in cluster.json, if every one is alive."""
-        path = self.data_dir / CLUSTER_FILE
-        if not path.exists():
+        saved = self._load()
+        pids = {("broker", int(k)): v for k, v in saved.get("pids", {}).items()}
+        pids.update({("controller", int(k)): v.get("pid")
+                     for k, v in saved.get("controllers", {}).items()})
+        nodes = self._nodes()
+        if any(not _is_pylog_process(pids.get((n.kind, n.node_id))) for n in nodes):
             return False
-        pids = {int(k): v for k, v in json.loads(path.read_text()).get("pids", {}).items()}
-        members = self._members()
-        if not members or any(not _is_pylog_process(pids.get(m.broker_id)) for m in members):
-            return False
-        for member in members:
-            member.process = _AttachedProcess(pids[member.broker_id])
+        for node in nodes:
+            node.process = _AttachedProcess(pids[(node.kind, node.node_id)])
         self.wait_until_ready()
         return True
 
-    def _load_ports(self) -> dict[int, tuple[int, int]]:
+    def _load(self) -> dict:
         path = self.data_dir / CLUSTER_FILE
-        if not path.exists():
-            return {}
-        # _save_ports writes each entry as [port, admin_port]
-        return {int(k): (v[0], v[1]) for k, v in json.loads(path.read_text())["ports"].items()}
+        return json.loads(path.read_text()) if path.exists() else {}
 
-    def _save_ports(self) -> None:
-        ports = {b.broker_id: [b.port, b.admin_port] for b in self.brokers.values()}
-        if self.controller is not None:
-            ports[0] = [self.controller.port, 0]
-        pids = {m.broker_id: m.proc.pid for m in self._members() if m.running}
-        (self.data_dir / CLUSTER_FILE).write_text(json.dumps({"ports": ports, "pids": pids}))
+    def _broker_node(self, broker_id: int, saved: dict) -> _Node:
+        # _save writes each broker as [port, admin_port]
+        port, admin_port = saved.get("ports", {}).get(str(broker_id), (0, 0))
+        return _Node("broker", broker_id, self.data_dir / f"broker-{broker_id}", port, admin_port)
+
+    def _controller_node(self, controller_id: int, saved: dict) -> _Node:
+        ports = saved.get("controllers", {}).get(str(controller_id), {})
+        return _Node("controller", controller_id, self.data_dir / f"controller-{controller_id}",
+                     port=ports.get("port", 0), raft_port=ports.get("raft_port", 0))
+
+    def _save(self) -> None:
+        """Ports and pids: brokers under "ports" and "pids", controllers under "controllers"."""
+        ports = {b.node_id: [b.port, b.admin_port] for b in self.brokers.values()}
+        pids = {b.node_id: b.proc.pid for b in self.brokers.values() if b.running}
+        controllers = {c.node_id: {"port": c.port, "raft_port": c.raft_port,
+                                   "pid": c.proc.pid if c.running else None}
+                       for c in self._controllers.values()}
+        (self.data_dir / CLUSTER_FILE).write_text(
+            json.dumps({"ports": ports, "pids": pids, "controllers": controllers}))
 
 
-ADMIN_TIMEOUT_S = 10.0
+def _controllers_for(brokers: int) -> int:
+    """The default quorum size: none for a broker on its own, one for two brokers."""
+    return CONTROLLERS_DEFAULT if brokers >= CONTROLLERS_DEFAULT else brokers - 1
+
+
+def _leader_epoch(described: dict) -> int | None:
+    """The epoch a controller's describe claims to be the active controller at, or None. A
+    Raft leader is active once its epoch's first batch is committed (it then decides)."""
+    quorum = described["quorum"]
+    return quorum["epoch"] if quorum["active"] else None
+
+
+def _free_ports(host: str, count: int) -> list[int]:
+    """``count`` distinct ports free on ``host`` now (all held open until all are read)."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind((host, 0))
+        return [probe.getsockname()[1] for probe in probes]
+
+
+def _terminate(node: _Node) -> None:
+    """SIGTERM, and SIGCONT so that a paused process gets to act on it."""
+    node.proc.send_signal(signal.SIGTERM)
+    if node.paused:
+        node.proc.send_signal(signal.SIGCONT)
+        node.paused = False
 
 
 def _stop_at_exit(ref: weakref.ref) -> None:
     """At interpreter exit: stop a still-running cluster with a temporary data directory, which
-    stops its brokers cleanly and removes the directory."""
+    stops its processes cleanly and removes the directory."""
     cluster = ref()
     if cluster is not None and cluster._started:
         cluster.stop()

@@ -6,6 +6,11 @@ magics (``%log_cluster status``, faults) need a LocalCluster; produce, consume a
 views work against either. Connecting checks the address at once (``pylog_nb.client.probe``),
 so a wrong one is one line within seconds, not a transport error from the next magic.
 
+Faults act on a broker (``kill 2``) or on the controller quorum (``kill controller``: the active
+controller unless an id follows). ``pylog_nb.client.controller_faults`` chooses the controller,
+refuses a fault that cannot apply and waits, bounded, for the quorum to settle; ``status``
+shows the quorum (``quorum_frame``) above the partitions it returns.
+
 A wait longer than about a second says what it waits for, in a status line that is replaced
 when it ends (``pylog_nb.client.status``); the first start of Spark says so before it starts.
 """
@@ -22,10 +27,11 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..client import events_frame, groups_frame, lag_frame, partitions_frame
+from ..client import events_frame, groups_frame, lag_frame, partitions_frame, quorum_frame
 from ..client.browse import COUNT_DEFAULT as BROWSE_COUNT_DEFAULT
 from ..client.browse import COUNT_MAX as BROWSE_COUNT_MAX
 from ..client.browse import browse
+from ..client.controller_faults import controller_fault
 from ..client.io import (
     CONSUME_TIMEOUT_S,
     LogClientError,
@@ -44,6 +50,8 @@ DEFAULT_BROKERS = 3
 FAULTS = ("kill", "restart", "pause", "resume", "isolate", "heal")
 TARGET_ACTIONS = ("start", "stop", "connect", "disconnect")  # choose what the magics act on
 CLUSTER_ACTIONS = (*TARGET_ACTIONS, "status", "events", *FAULTS)
+CONTROLLER = "controller"  # the fault's target: the controller quorum, not a broker
+STATUS_VIEWS = ("quorum", "partitions")
 
 
 def _one_line_errors(magic):
@@ -80,17 +88,35 @@ class LogMagics(Magics):
     @line_magic
     @magic_arguments()
     @argument("action", choices=CLUSTER_ACTIONS, help="what to do")
-    @argument("target", nargs="?", help="broker id (faults), or HOST:PORT,... (connect)")
+    @argument("target", nargs="?", help="faults: a broker id, or controller; connect: "
+                                        "HOST:PORT,...; status: quorum or partitions alone")
+    @argument("controller_id", nargs="?", metavar="ID",
+              help="after controller: which one (default: the active one for kill, pause and "
+                   "isolate; every paused, down or isolated one for resume, restart and heal)")
     @argument("-b", "--brokers", type=int, default=DEFAULT_BROKERS, help="brokers to start")
+    @argument("--controllers", type=int, help="controllers to start (default: 3 for three or "
+                                              "more brokers, 1 for two, none for one)")
     @argument("-d", "--data-dir", help="keep the data here (default: a temporary directory)")
     @argument("--broker-args", default="", help='extra broker options, e.g. "--num-partitions 3"')
     @_one_line_errors
     def log_cluster(self, line: str):
         """Start, stop, inspect or break the notebook's cluster, or connect to another one.
 
-        start: a controller and --brokers brokers on 127.0.0.1; stop: stop them (or forget a
-        connection); status, events: every replica's state, the latest cluster events;
-        kill, restart, pause, resume, isolate, heal BROKER_ID: faults.
+        start: --brokers brokers (default 3) and --controllers controllers (default 3 for three
+        or more brokers, 1 for two, none for one) on 127.0.0.1; the controllers elect one of
+        themselves, the active controller, by Raft. stop: stop them all (or forget a connection).
+
+        status: the controller quorum (each controller's state, Raft role, epoch, leader,
+        committed offset and lag), shown, then every replica's state, returned as a DataFrame;
+        status quorum, status partitions: one of the two, returned. events: the latest cluster
+        events.
+
+        kill, restart, pause, resume, isolate, heal BROKER_ID: a broker fault.
+        kill, pause, isolate controller [ID]: a controller fault, by default on the active
+        controller; if it was the active one, waits (and says so) until another takes over.
+        resume, restart, heal controller [ID]: undo it, by default for every paused, down or
+        isolated controller (restart with none down: the active one); waits until each follows
+        the active controller, caught up.
 
         connect HOST:PORT[,HOST:PORT...]: use a cluster this kernel did not start. The address
         is checked at once (a Kafka Metadata answer within a few seconds, from every advertised
@@ -103,14 +129,34 @@ class LogMagics(Magics):
             return getattr(self, f"_{args.action}")(args)
         cluster = self._local()
         if args.action == "status":
-            return partitions_frame(cluster)
+            return self._status(cluster, args.target)
         if args.action == "events":
             return events_frame(cluster)
+        if args.target == CONTROLLER:
+            controller_id = self._controller_id(cluster, args.controller_id)
+            for text in controller_fault(cluster, args.action, controller_id):
+                print(text)
+            return None
         broker_id = self._broker_id(cluster, args.target)
+        if args.controller_id is not None:
+            raise UsageError(f"{args.action} takes one broker id, or controller [ID]")
         with waiting(f"broker {broker_id}: {args.action}…"):
             getattr(cluster, args.action)(broker_id)
         print(f"broker {broker_id}: {args.action} done")
         return None
+
+    @staticmethod
+    def _status(cluster: LocalCluster, view: str | None):
+        """Both frames (the quorum displayed above the partitions returned), or the one named."""
+        if view is not None and view not in STATUS_VIEWS:
+            raise UsageError(f"status {view}: say status, status quorum or status partitions")
+        if view == "quorum":
+            return quorum_frame(cluster)
+        if view is None and cluster.controllers:
+            from IPython.display import display
+
+            display(quorum_frame(cluster))
+        return partitions_frame(cluster)
 
     def _start(self, args) -> LocalCluster:
         self._refuse_if_connected()
@@ -119,8 +165,10 @@ class LogMagics(Magics):
         # IPython's argument splitter keeps the quotes around "--x 1": split what they held too.
         broker_args = tuple(t for part in shlex.split(args.broker_args) for t in shlex.split(part))
         cluster = LocalCluster(brokers=args.brokers, data_dir=args.data_dir,
-                               broker_args=broker_args)
-        with waiting(f"starting a controller and {_count(args.brokers, 'broker')}…"):
+                               broker_args=broker_args, controllers=args.controllers)
+        controllers = f"{_count(len(cluster.controllers), 'controller')} and " \
+            if cluster.controllers else ""
+        with waiting(f"starting {controllers}{_count(args.brokers, 'broker')}…"):
             self.cluster = cluster.start()
         return cluster
 
@@ -169,8 +217,18 @@ class LogMagics(Magics):
     @staticmethod
     def _broker_id(cluster: LocalCluster, target: str | None) -> int:
         if target is None or not target.isdigit() or int(target) not in cluster.brokers:
-            raise UsageError(f"name a broker: one of {sorted(cluster.brokers)}")
+            controller = f", or {CONTROLLER} [ID]" if cluster.controllers else ""
+            raise UsageError(f"name a broker: one of {sorted(cluster.brokers)}{controller}")
         return int(target)
+
+    @staticmethod
+    def _controller_id(cluster: LocalCluster, text: str | None) -> int | None:
+        if text is None:
+            return None
+        if not text.isdigit():
+            raise UsageError(f"{text!r} is not a controller id; controllers are "
+                             f"{cluster.controllers}")
+        return int(text)
 
     def _target(self) -> str:
         if self.bootstrap is not None:

@@ -4,7 +4,9 @@
 returns), which is right for scripts and wrong for a button: "kill broker 2: done" about a
 broker that was already down tells the user something false. So every action is checked
 against the broker's state as the supervisor knows it now (not the last snapshot, which may be
-a second old), and one that cannot apply is refused with the reason.
+a second old), and one that cannot apply is refused with the reason. A controller's buttons
+follow the same rules, checked against ``LocalCluster.controller_views`` (up, paused, isolated
+or down) and applied by the ``*_controller`` methods.
 """
 
 from __future__ import annotations
@@ -23,13 +25,27 @@ ACTION_HELP = {
     "isolate": "cut the broker off from its peers and the controller; clients still reach it",
     "heal": "reconnect an isolated broker to its peers and the controller",
 }
+CONTROLLER_ACTION_HELP = {
+    "kill": "SIGKILL: the controller dies at once; if it was active, a majority of the others "
+            "elect a new one and brokers follow it",
+    "restart": "start the controller again on its ports and data: it replays its metadata log "
+               "and rejoins the quorum (stops it cleanly if running)",
+    "pause": "SIGSTOP: the controller freezes holding its sockets; past the Raft fetch timeout "
+             "the others elect a leader, and on resume it still believes what it believed",
+    "resume": "SIGCONT: a paused controller runs on until it hears of a newer epoch",
+    "isolate": "cut the controller off from the other voters, both ways; brokers still reach "
+               "it. An active one resigns once it misses a majority's fetches",
+    "heal": "reconnect an isolated controller to the other voters",
+}
 
 
-def refusal(action: str, broker_id: int, state: str) -> str:
-    """Why ``action`` cannot apply to broker ``broker_id`` in ``state``; "" when it can."""
+def refusal(action: str, node_id: int, state: str, kind: str = "broker") -> str:
+    """Why ``action`` cannot apply to ``kind`` (broker or controller) ``node_id`` in ``state``;
+    "" when it can."""
     assert action in ACTIONS, action
     assert state in STATES, state
-    name = f"broker {broker_id}"
+    assert kind in ("broker", "controller"), kind
+    name = f"{kind} {node_id}"
     if action == "kill" and state == "down":
         return f"{name} is already down"
     if action == "restart" and state == "paused":
@@ -41,7 +57,7 @@ def refusal(action: str, broker_id: int, state: str) -> str:
     if action == "isolate" and state != "up":
         if state == "isolated":
             return f"{name} is already isolated"
-        return f"{name} is {state}: only a running broker can be cut off"
+        return f"{name} is {state}: only a running {kind} can be cut off"
     if action == "heal" and state != "isolated":
         return f"{name} is not isolated (it is {state})"
     return ""
@@ -62,3 +78,25 @@ def apply(cluster: LocalCluster, action: str, broker_id: int) -> tuple[str, str]
     except (ClusterError, OSError) as error:
         return "failed", f"{action} broker {broker_id} failed: {error}"
     return "done", f"{action} broker {broker_id}: done"
+
+
+def apply_to_controller(cluster: LocalCluster, action: str,
+                        controller_id: int) -> tuple[str, str]:
+    """Inject ``action`` into controller ``controller_id`` unless it is refused: the outcome
+    ("done", "refused" or "failed") and one line saying what happened."""
+    from pylog_nb.broker.controller.rpc import ControllerRpcError  # isolate and heal ask it
+
+    assert action in ACTIONS, action
+    name = f"controller {controller_id}"
+    if controller_id not in cluster.controllers:
+        return "refused", f"{action} refused: no {name}" + (
+            "" if cluster.controllers else " (this cluster has no controller process)")
+    try:
+        state = cluster.controller_views()[controller_id][0]
+        reason = refusal(action, controller_id, state, "controller")
+        if reason:
+            return "refused", f"{action} refused: {reason}"
+        getattr(cluster, f"{action}_controller")(controller_id)
+    except (ClusterError, OSError, ValueError, ControllerRpcError) as error:
+        return "failed", f"{action} {name} failed: {error}"
+    return "done", f"{action} {name}: done"

@@ -1,7 +1,7 @@
 // The browser half of ClusterView (cluster_view.py): draws the synced state, sends clicks back.
 //
 // Python holds every piece of state (the snapshot, the history, the outcome of an action); this
-// module keeps only what is about the page: which broker is selected, which of its own clicks
+// module keeps only what is about the page: which broker or controller is selected, which of its own clicks
 // are still pending, and the chart points it has seen. The live snapshot is the "base" trait
 // with the "delta" trait's patch applied (applyPatch: the rules of delta.py); every patch is
 // from the base, so a view that opens late needs nothing from the kernel to draw the present.
@@ -15,6 +15,12 @@ const BAR_UNITS = 300; // a replica bar's viewBox width; the bar stretches to it
 const BAR_UNCOMMITTED_UNITS_MIN = 5; // a few records above the HW stay visible on a long log
 const NODE_GAP = 130;
 const NODE_R = 22;
+const CTRL_GAP = 196; // a controller's column: three lines of text under its box
+const CTRL_W = 124;
+const CTRL_H = 28;
+const CTRL_Y = 38; // the controllers' boxes (centre); their text runs to the quorum frame's foot
+const QUORUM_FOOT = 106; // where the quorum frame ends and the links to the brokers begin
+const BROKER_Y_QUORUM = 200; // the brokers' row under a quorum of controllers
 const STRIP_UNITS = 600;
 const SPARK_W = 120; // a sparkline's viewBox width (one unit per point at most)
 const SPARK_H = 22;
@@ -23,7 +29,7 @@ const DRAW_MEASURE = "pylog-view-draw"; // see drawShown
 const PATCH_NEW = "$new"; // delta.py's markers
 const PATCH_DELETE = "$del";
 const STATES = ["up", "paused", "isolated", "down", "fenced"];
-const CATEGORIES = ["election", "isr", "broker", "truncation", "group", "topic", "other"];
+const CATEGORIES = ["election", "controller", "isr", "broker", "truncation", "group", "topic", "other"];
 const OVERVIEW_PARTITIONS_MIN = 13; // more partitions than this: a grid of all, details paged
 const PAGE_PARTITIONS = 12; // partitions drawn in detail at once (each is 3+ bars)
 const HEALTH_HELP = {
@@ -39,9 +45,16 @@ const STATE_HELP = {
   down: "process dead; its replicas show their last known state",
   fenced: "running, but the controller has fenced it: it may lead nothing",
 };
+const CONTROLLER_STATE_HELP = {
+  up: "running, a voter of the metadata quorum",
+  paused: "SIGSTOP: frozen, answers nothing; it shows what it last said, greyed",
+  isolated: "cut off from the other voters (both ways); brokers still reach it",
+  down: "process dead; it shows what it last said, greyed",
+};
 const CATEGORY_HELP = {
   election: "leader elected, or partition left without a leader",
   isr: "ISR shrink or expand (and a leader asking for one)",
+  controller: "a new active controller (the quorum's leader at a new epoch), or none; or a controller's state changed in this view",
   broker: "broker registered, fenced, unfenced, or its state changed in this view",
   truncation: "a follower truncated its log to match its leader",
   group: "consumer group state change or member removed",
@@ -155,6 +168,28 @@ function roleText(p, id, r) {
   return r.role;
 }
 
+// A controller's role as the view states it: the active one is the only active one; a
+// leadership claim at an older epoch than any controller reports is stale, never a second.
+function controllerRoleText(c, isActive) {
+  if (c.role === null || c.role === undefined) return "no answer yet";
+  const epoch = `epoch ${c.epoch}`;
+  if (c.last_known) return `was ${c.role}${c.stale ? ` (stale ${epoch})` : ` · ${epoch}`}`;
+  if (isActive) return `active leader · ${epoch}`;
+  if (c.role === "leader" && c.stale) return `claims leader (stale ${epoch})`;
+  if (c.role === "leader") return `leader · ${epoch}, not yet active`;
+  if (c.role === "follower" && c.leader_id !== null) return `follower of ${c.leader_id} · ${epoch}`;
+  return `${c.role} · ${epoch}`;
+}
+
+// Its metadata log: the committed offset (HW) it knows, what it holds above it, and its lag as
+// the active controller reports it.
+function controllerNumbers(c) {
+  if (c.high_watermark === null || c.high_watermark === undefined) return "";
+  const above = c.log_end_offset - c.high_watermark;
+  const lag = c.lag === null || c.lag === undefined ? "lag ?" : `lag ${c.lag}`;
+  return `committed ${c.high_watermark}${above > 0 ? ` (+${above})` : ""} · ${lag}`;
+}
+
 // -- the view --------------------------------------------------------------------------------
 
 // What a partition's overview cell says: offline, under-replicated, disagreeing, or fine.
@@ -250,10 +285,21 @@ function render({ model, el }) {
     model.send(message);
   }
 
-  function act(action, brokerId) {
+  // kind: "broker" or "controller"; the message names it as broker_id or controller_id.
+  function act(kind, nodeId, action) {
     const id = `js-${Date.now()}-${++page.sent}`;
-    page.pending.set(id, { action, broker_id: brokerId, state: "sent" });
-    send({ type: "act", id, action, broker_id: brokerId });
+    page.pending.set(id, { action, kind, id: nodeId, state: "sent" });
+    send({ type: "act", id, action, [`${kind}_id`]: nodeId });
+    drawTopology();
+    drawActions();
+  }
+
+  function pendingFor(kind, nodeId) {
+    return [...page.pending.values()].filter((a) => a.kind === kind && a.id === nodeId);
+  }
+
+  function toggleSelected(key) {
+    page.selected = page.selected === key ? null : key;
     drawTopology();
     drawActions();
   }
@@ -270,13 +316,21 @@ function render({ model, el }) {
     const snap = shown();
     const brokers = snap.brokers || [];
     const topics = new Set((snap.partitions || []).map((p) => p.topic));
+    const controllers = snap.controllers || [];
+    const active = snap.active_controller;
+    const quorum = !controllers.length ? "" : ` · ${plural(controllers.length, "controller")}` +
+      (active ? ` (active: controller ${active.controller_id}, epoch ${active.epoch})` : "");
     const lines = [
       h("div", { class: "pylog-title" },
-        h("b", {}, "Cluster"), ` · ${plural(brokers.length, "broker")} · ${plural(topics.size, "topic")}`),
+        h("b", {}, "Cluster"), ` · ${plural(brokers.length, "broker")}${quorum} · ${plural(topics.size, "topic")}`),
     ];
     const status = model.get("status");
     if (status) lines.push(h("div", { class: "pylog-error" }, `⚠ ${status}`));
     if (live.error) lines.push(h("div", { class: "pylog-error" }, `⚠ cannot read the kernel's update: ${live.error}`));
+    if (controllers.length && !active) {
+      lines.push(h("div", { class: "pylog-warning pylog-no-active" },
+        "⚠ no controller is active (an election, or no majority answers): brokers keep the metadata they have"));
+    }
     if (snap.authority === "newest claim") {
       lines.push(h("div", { class: "pylog-warning" },
         "⚠ the controller does not answer: leader, epoch and ISR are the newest any broker claims"));
@@ -292,34 +346,83 @@ function render({ model, el }) {
     parts.head.replaceChildren(...lines);
   }
 
-  // -- topology: the controller, the brokers, their links ------------------------------------
+  // -- topology: the controllers (the metadata quorum), the brokers, their links -------------
 
   function drawTopology() {
     const snap = shown();
     const brokers = snap.brokers || [];
-    const width = Math.max(3, brokers.length) * NODE_GAP;
-    const svg = s("svg", { class: "pylog-topology-svg", viewBox: `0 0 ${width} 170`,
-      role: "group", "aria-label": "brokers" });
-    const ctrl = { x: width / 2, y: 26 };
-    const hasController = snap.authority !== "broker";
+    const controllers = snap.controllers || [];
+    const active = snap.active_controller || null;
+    const quorum = controllers.length > 0;
+    const width = Math.max(3 * NODE_GAP, brokers.length * NODE_GAP, controllers.length * CTRL_GAP);
+    const brokerY = quorum ? BROKER_Y_QUORUM : 100;
+    const svg = s("svg", { class: "pylog-topology-svg", viewBox: `0 0 ${width} ${brokerY + NODE_R + 42}`,
+      role: "group", "aria-label": quorum ? "controllers and brokers" : "brokers" });
     const leads = {};
     for (const p of snap.partitions || []) leads[p.leader] = (leads[p.leader] || 0) + 1;
     const xs = brokers.map((_, i) => (i + 0.5) * (width / Math.max(1, brokers.length)));
-    if (hasController) {
-      brokers.forEach((b, i) => svg.append(link(ctrl, { x: xs[i], y: 100 }, shownState(b))));
-      const up = snap.authority === "controller";
-      svg.append(s("g", { class: `pylog-controller ${up ? "state-up" : "state-down"}` },
-        s("rect", { x: ctrl.x - 62, y: ctrl.y - 16, width: 124, height: 32, rx: 8 }),
-        s("text", { x: ctrl.x, y: ctrl.y + 5, "text-anchor": "middle" },
-          up ? "controller" : "controller ✕"),
-        tip(up ? "the controller: its metadata log decides leaders, epochs and ISRs"
-          : "the controller does not answer")));
+    if (quorum) {
+      const cxs = controllers.map((_, i) => (i + 0.5) * (width / controllers.length));
+      svg.append(s("g", { class: "pylog-quorum" },
+        s("rect", { class: "pylog-quorum-frame", x: 2, y: 2, width: width - 4, height: QUORUM_FOOT - 2, rx: 10 }),
+        s("text", { class: "pylog-quorum-label", x: 10, y: 15 }, "metadata quorum (Raft)"),
+        tip("the controllers elect one of themselves by Raft; the leader, once its epoch has begun, is the " +
+          "active controller: it decides leaders, epochs and ISRs, and the brokers follow it")));
+      const at = controllers.findIndex((c) => active && c.controller_id === active.controller_id);
+      if (at >= 0) {
+        brokers.forEach((b, i) => svg.append(link({ x: cxs[at], y: QUORUM_FOOT - 16 }, { x: xs[i], y: brokerY }, shownState(b))));
+      } else {
+        svg.append(s("text", { x: width / 2, y: QUORUM_FOOT + 24, "text-anchor": "middle", class: "pylog-no-active-text" },
+          "no active controller: brokers keep the metadata they have"));
+      }
+      controllers.forEach((c, i) => svg.append(controllerNode(c, cxs[i], active)));
     } else {
-      svg.append(s("text", { x: ctrl.x, y: ctrl.y + 5, "text-anchor": "middle",
+      svg.append(s("text", { x: width / 2, y: 31, "text-anchor": "middle",
         class: "pylog-dim" }, "one broker: no controller process"));
     }
-    brokers.forEach((b, i) => svg.append(node(b, xs[i], 100, leads[b.broker_id] || 0)));
+    brokers.forEach((b, i) => svg.append(node(b, xs[i], brokerY, leads[b.broker_id] || 0)));
     parts.topology.replaceChildren(svg);
+  }
+
+  function controllerNode(c, x, active) {
+    const id = c.controller_id;
+    const key = `controller:${id}`;
+    const isActive = Boolean(active && active.controller_id === id);
+    const pending = pendingFor("controller", id);
+    const classes = ["pylog-ctrl", `state-${c.state}`];
+    if (isActive) classes.push("active");
+    if (c.last_known) classes.push("last-known");
+    if (c.stale) classes.push("stale");
+    if (page.selected === key) classes.push("selected");
+    if (pending.length) classes.push("pending");
+    const role = controllerRoleText(c, isActive);
+    const y = CTRL_Y;
+    const g = s("g", { class: classes.join(" "),
+      data: { controller: String(id), state: c.state, role: c.role || "", active: String(isActive),
+        stale: String(Boolean(c.stale)), lastKnown: String(Boolean(c.last_known)) },
+      role: "button", tabindex: 0, "aria-label": `controller ${id}, ${c.state}, ${role}`,
+      onclick: () => toggleSelected(key),
+      onkeydown: (event) => { if (event.key === "Enter" || event.key === " ") toggleSelected(key); } });
+    const box = (pad, cls) => s("rect", { class: cls, x: x - CTRL_W / 2 - pad, y: y - CTRL_H / 2 - pad,
+      width: CTRL_W + 2 * pad, height: CTRL_H + 2 * pad, rx: 8 + pad });
+    if (pending.length) g.append(box(8, "pylog-pending-ring"));
+    if (isActive) g.append(box(4, "pylog-ctrl-active-ring"));
+    const stateLine = pending.length ? `${pending.map((a) => a.action).join(", ")}: pending…`
+      : `${c.state}${c.last_known ? " · last known" : ""}`;
+    const line = (dy, cls, text) => s("text", { x, y: y + dy, "text-anchor": "middle", class: `pylog-ctrl-line ${cls}` }, text);
+    const lag = c.lag === null || c.lag === undefined ? "lag unknown (no active controller, or it has not heard from this one in its epoch)"
+      : `${c.lag} records behind the active controller's log end, as it reports`;
+    g.append(box(0, "pylog-ctrl-box"),
+      s("text", { x, y: y + 5, "text-anchor": "middle", class: "pylog-ctrl-id" }, `${isActive ? "★ " : ""}controller ${id}`),
+      line(30, "pylog-ctrl-role", `${c.stale ? "⚠ " : ""}${role}`),
+      line(44, "pylog-ctrl-nums", controllerNumbers(c)),
+      line(58, "pylog-ctrl-state", stateLine),
+      tip(`controller ${id}: ${CONTROLLER_STATE_HELP[c.state] || c.state}. ` +
+        (c.role === null || c.role === undefined ? "It has not answered yet. "
+          : `${c.last_known ? "When last heard: " : ""}${role}; leader it knows: ${c.leader_id ?? "none"}; ` +
+          `metadata log committed to ${c.high_watermark} (HW), written to ${c.log_end_offset} (LEO); ${lag}. `) +
+        "Click for kill, pause, isolate…"));
+    return g;
   }
 
   function link(from, to, state) {
@@ -344,15 +447,11 @@ function render({ model, el }) {
   function node(broker, x, y, leading) {
     const id = broker.broker_id;
     const state = shownState(broker);
-    const pending = [...page.pending.values()].filter((a) => a.broker_id === id);
+    const pending = pendingFor("broker", id);
     const classes = ["pylog-node", `state-${state}`];
-    if (page.selected === id) classes.push("selected");
+    if (page.selected === `broker:${id}`) classes.push("selected");
     if (pending.length) classes.push("pending");
-    const select = () => {
-      page.selected = page.selected === id ? null : id;
-      drawTopology();
-      drawActions();
-    };
+    const select = () => toggleSelected(`broker:${id}`);
     const g = s("g", { class: classes.join(" "), data: { broker: String(id), state },
       role: "button", tabindex: 0, "aria-label": `broker ${id}, ${stateText(broker)}`,
       onclick: select,
@@ -370,22 +469,39 @@ function render({ model, el }) {
     return g;
   }
 
-  // -- actions: the selected broker's faults and the outcome of the last one ------------------
+  // -- actions: the selected broker's or controller's faults and the outcome of the last one --
+
+  // The selected node as {kind, id, title}, or null (nothing selected, or no longer shown).
+  function selectedNode(snap) {
+    const [kind, text] = (page.selected || ":").split(":");
+    const id = Number(text);
+    if (kind === "broker") {
+      const broker = (snap.brokers || []).find((b) => b.broker_id === id);
+      return broker ? { kind, id, title: stateText(broker) } : null;
+    }
+    if (kind === "controller") {
+      const c = (snap.controllers || []).find((entry) => entry.controller_id === id);
+      const isActive = Boolean(snap.active_controller && snap.active_controller.controller_id === id);
+      return c ? { kind, id, title: `${c.state} · ${controllerRoleText(c, isActive)}` } : null;
+    }
+    return null;
+  }
 
   function drawActions() {
     const snap = shown();
-    const help = model.get("action_help") || {};
     const rows = [];
-    const broker = (snap.brokers || []).find((b) => b.broker_id === page.selected);
-    if (!broker) {
-      rows.push(h("div", { class: "pylog-hint" },
-        "Click a broker to kill, restart, pause, resume, isolate or heal it."));
+    const chosen = selectedNode(snap);
+    if (!chosen) {
+      rows.push(h("div", { class: "pylog-hint" }, (snap.controllers || []).length
+        ? "Click a broker or a controller to kill, restart, pause, resume, isolate or heal it."
+        : "Click a broker to kill, restart, pause, resume, isolate or heal it."));
     } else {
+      const help = model.get(chosen.kind === "controller" ? "controller_action_help" : "action_help") || {};
       rows.push(h("div", { class: "pylog-actions-title" },
-        h("b", {}, `broker ${broker.broker_id}`), ` · ${stateText(broker)}`));
+        h("b", {}, `${chosen.kind} ${chosen.id}`), ` · ${chosen.title}`));
       const buttons = Object.keys(help).map((action) => h("button", {
-        class: "pylog-action", data: { action }, title: help[action],
-        disabled: replaying(), onclick: () => act(action, broker.broker_id),
+        class: "pylog-action", data: { action, kind: chosen.kind }, title: help[action],
+        disabled: replaying(), onclick: () => act(chosen.kind, chosen.id, action),
       }, action));
       rows.push(h("div", { class: "pylog-buttons" }, buttons));
       if (replaying()) rows.push(h("div", { class: "pylog-hint" }, "Back to live to act."));
@@ -398,8 +514,8 @@ function render({ model, el }) {
     const lines = [];
     for (const a of page.pending.values()) {
       lines.push(h("div", { class: `pylog-status status-${a.state}` }, a.state === "sent"
-        ? `${a.action} broker ${a.broker_id}: pending, sent to the kernel (it acts when no cell is running)`
-        : `${a.action} broker ${a.broker_id}: running…`));
+        ? `${a.action} ${a.kind} ${a.id}: pending, sent to the kernel (it acts when no cell is running)`
+        : `${a.action} ${a.kind} ${a.id}: running…`));
     }
     const last = model.get("action") || {};
     if (last.text && !page.pending.has(last.id)) {
@@ -980,6 +1096,18 @@ function legend(uid) {
     s("polyline", { class: "pylog-spark-line line-1", points: "0,10 12,7 24,4 40,1" }));
   const item = (mark, text) => h("div", { class: "pylog-legend-item" }, mark, h("span", {}, text));
   const nodes = STATES.map((state) => item(swatch(`legend-state state-${state}`), `${state}: ${STATE_HELP[state]}`));
+  const ctrlSwatch = (cls, ring) => s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 14" },
+    ring ? s("rect", { class: "pylog-ctrl-active-ring", x: 1, y: 1, width: 38, height: 12, rx: 4 }) : null,
+    s("rect", { class: cls, x: 4, y: 3, width: 32, height: 8, rx: 3 }));
+  const ctrlText = (cls, text) => h("span", { class: `pylog-legend-ctrl ${cls}` }, text);
+  const controllers = [
+    item(ctrlSwatch("legend-state state-up", true), "★, ringed: the active controller, the Raft leader at the newest epoch once that epoch has begun; the brokers follow it (the links)"),
+    item(ctrlSwatch("legend-state state-paused"), "box colour: its state, as for brokers"),
+    item(ctrlText("role", "follower of 2 · epoch 3"), "its role and Raft epoch: leader, follower (of the leader it knows), candidate, prospective (pre-vote: the epoch not raised yet), unattached (knows no leader)"),
+    item(ctrlText("nums", "committed 57 · lag 0"), "committed: its metadata log's high watermark (+N: written above it); lag: records behind the active controller's log end, as that one reports"),
+    item(ctrlText("last", "was leader · epoch 3"), "greyed, last known: it does not answer (paused, down); what it last said"),
+    item(ctrlText("stale", "⚠ claims leader (stale epoch 2)"), "a leadership claim at an older epoch than a controller reports: over, never a second active controller"),
+  ];
   const cats = CATEGORIES.map((c) => item(h("span", { class: `pylog-dot cat-${c}` }), `${c}: ${CATEGORY_HELP[c]}`));
   const epochs = h("span", {}, [0, 1, 2, 3].map((e) => h("span", { class: "pylog-chip", style: `background:${epochColour(e)}` }, String(e))));
   return h("details", { class: "pylog-legend", open: true },
@@ -988,6 +1116,7 @@ function legend(uid) {
       h("div", {}, h("div", { class: "pylog-legend-head" }, "Brokers"), nodes,
         item(h("span", { class: "pylog-cut" }, "✕"), "cut link: the broker is isolated"),
         item(swatch("legend-pending"), "pulsing ring: an action was sent and is pending")),
+      h("div", {}, h("div", { class: "pylog-legend-head" }, "Controllers (the metadata quorum; click one for its faults)"), controllers),
       h("div", {}, h("div", { class: "pylog-legend-head" }, "Replica logs"),
         item(barSwatch("pylog-committed"), "dark: committed, below the high watermark (HW): consumers can read it"),
         item(barSwatch("pylog-uncommitted-part"), "light: written but not yet committed (HW up to the log end offset, LEO)"),

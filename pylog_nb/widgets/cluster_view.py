@@ -20,11 +20,13 @@ ES module) only draws it and sends back what the user asked for.
   with ``DecompressionStream``). ``timeline`` and ``marks`` are synced in the same message.
 - Each snapshot is taken with the last one, so a broker that stops answering (paused, killed)
   keeps its replicas on screen, greyed, as it last reported them.
-- A click on a broker's action sends ``{"type": "act", "id", "action", "broker_id"}``. The
-  browser shows it pending at once; comm messages wait while a cell runs, so the kernel takes
-  it up only when it is free. The fault runs on a thread of its own (a restart waits for the
-  broker to rejoin, which must not block the kernel), one at a time; its outcome (``running``,
-  then ``done``, ``refused`` with the reason, or ``failed``) is the ``action`` trait.
+- A click on a broker's action sends ``{"type": "act", "id", "action", "broker_id"}``, on a
+  controller's ``{"type": "act", "id", "action", "controller_id"}``. The browser shows it
+  pending at once; comm messages wait while a cell runs, so the kernel takes it up only when
+  it is free. The fault runs on a thread of its own (a restart waits for the process to
+  rejoin, which must not block the kernel), one at a time; its outcome (``running``, then
+  ``done``, ``refused`` with the reason, or ``failed``) is the ``action`` trait, which names
+  the broker or controller as the message did.
 - ``{"type": "replay", "seq"}`` puts a recorded snapshot in ``replay``; ``{"type": "live"}``
   empties it. Live snapshots keep arriving underneath; the browser shows the replayed one.
 - ``show_internal``, set by the browser's checkbox, folds or unfolds internal topics.
@@ -44,7 +46,7 @@ import anywidget
 import traitlets
 
 from ..cluster import ClusterError, LocalCluster
-from .actions import ACTION_HELP, ACTIONS, apply
+from .actions import ACTION_HELP, ACTIONS, CONTROLLER_ACTION_HELP, apply, apply_to_controller
 from .delta import diff
 from .history import SnapshotHistory, series_point
 from .snapshot import take_snapshot
@@ -79,10 +81,12 @@ class ClusterView(anywidget.AnyWidget):
     # events on the timeline, each naming its snapshot
     marks: traitlets.List[Any] = traitlets.List().tag(sync=True)
     replay = traitlets.Dict().tag(sync=True)  # {} live, else {"seq", "taken_ms", "snapshot"}
-    action = traitlets.Dict().tag(sync=True)  # the last action: id, action, broker, state, text
+    # the last action: id, action, broker_id or controller_id, state, text
+    action = traitlets.Dict().tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)  # why the cluster cannot be read, or ""
     show_internal = traitlets.Bool(False).tag(sync=True)
     action_help = traitlets.Dict(ACTION_HELP).tag(sync=True)  # the buttons' tooltips
+    controller_action_help = traitlets.Dict(CONTROLLER_ACTION_HELP).tag(sync=True)
 
     def __init__(self, cluster: LocalCluster, refresh_s: float = REFRESH_S) -> None:
         assert refresh_s >= REFRESH_S_MIN, refresh_s
@@ -182,32 +186,46 @@ class ClusterView(anywidget.AnyWidget):
 
     # -- faults ----------------------------------------------------------------------------------
 
-    def act(self, action: str, broker_id: int, action_id: str | None = None) -> str:
-        """Apply ``action`` (kill, restart, ...) to broker ``broker_id`` unless it cannot
-        apply, then refresh; what happened, as the view shows it."""
+    def act(self, action: str, broker_id: int | None = None, action_id: str | None = None,
+            *, controller_id: int | None = None) -> str:
+        """Apply ``action`` (kill, restart, ...) to broker ``broker_id``, or to controller
+        ``controller_id``, unless it cannot apply, then refresh; what happened, as the view
+        shows it."""
         assert action in ACTIONS, action
+        assert (broker_id is None) != (controller_id is None), "a broker or a controller"
+        target = ("broker", broker_id) if controller_id is None else ("controller", controller_id)
         action_id = action_id or f"py-{next(self._action_ids)}"
-        self._set_action(action_id, action, broker_id, "running", f"{action} broker {broker_id}")
+        self._set_action(action_id, action, target, "running", f"{action} {target[0]} {target[1]}")
         with self._cluster_lock:
-            state, text = apply(self.cluster, action, broker_id)
+            if controller_id is None:
+                assert broker_id is not None
+                state, text = apply(self.cluster, action, broker_id)
+            else:
+                state, text = apply_to_controller(self.cluster, action, controller_id)
         self.refresh()  # first: the outcome is shown with the state it brought
-        self._set_action(action_id, action, broker_id, state, text)
+        self._set_action(action_id, action, target, state, text)
         return text
 
-    def _set_action(self, action_id: str, action: str, broker_id: int, state: str,
-                    text: str) -> None:
+    def _set_action(self, action_id: str, action: str, target: tuple[str, int | None],
+                    state: str, text: str) -> None:
+        kind, node_id = target
         with self._publish_lock:
-            self.action = {"id": action_id, "action": action, "broker_id": broker_id,
+            self.action = {"id": action_id, "action": action, f"{kind}_id": node_id,
                            "state": state, "text": text}
 
-    def _act_in_background(self, action: str, broker_id: int, action_id: str) -> None:
+    def _act_in_background(self, action: str, target: tuple[str, int], action_id: str) -> None:
+        kind, node_id = target
         try:
-            self.act(action, broker_id, action_id)
+            if kind == "controller":
+                self.act(action, action_id=action_id, controller_id=node_id)
+            else:
+                self.act(action, node_id, action_id)
         finally:
             self._acting.release()
 
     def _on_message(self, _widget, content: dict, _buffers) -> None:
-        """A click in the browser: act on a broker, replay a snapshot, or go back to live."""
+        """A click in the browser: act on a broker or controller, replay a snapshot, or go back
+        to live."""
         kind = content.get("type")
         if kind == "replay" and isinstance(content.get("seq"), int):
             if not self.show(content["seq"]):
@@ -218,19 +236,21 @@ class ClusterView(anywidget.AnyWidget):
             self._on_act(content)
 
     def _on_act(self, content: dict) -> None:
-        action, broker_id = content.get("action"), content.get("broker_id")
+        action = content.get("action")
+        kind = "controller" if "controller_id" in content else "broker"
+        node_id = content.get(f"{kind}_id")
+        known = self.cluster.controllers if kind == "controller" else self.cluster.brokers
         action_id = str(content.get("id", ""))[:64]
-        if action not in ACTIONS or type(broker_id) is not int or (
-                broker_id not in self.cluster.brokers):
-            self._set_action(action_id, str(action), -1, "refused",
-                             f"unknown action {action!r} on broker {broker_id!r}")
+        if action not in ACTIONS or type(node_id) is not int or node_id not in known:
+            self._set_action(action_id, str(action), (kind, -1), "refused",
+                             f"unknown action {action!r} on {kind} {node_id!r}")
             return
         if not self._acting.acquire(blocking=False):
-            self._set_action(action_id, action, broker_id, "refused",
+            self._set_action(action_id, action, (kind, node_id), "refused",
                              f"{action} refused: {self.action.get('text', 'an action')} "
                              "is still running")
             return
-        threading.Thread(target=self._act_in_background, args=(action, broker_id, action_id),
+        threading.Thread(target=self._act_in_background, args=(action, (kind, node_id), action_id),
                          name="pylog-cluster-view-act", daemon=True).start()
 
     # -- closing ---------------------------------------------------------------------------------

@@ -8,9 +8,10 @@ the JSON size of what it holds, so a 100-partition cluster keeps fewer snapshots
 3-partition one, never more memory. The oldest go first.
 
 Marks are what the timeline draws: each notable event the first time a snapshot shows it, and
-each broker state change the view saw (up -> down after a kill, before the controller says
-anything). A mark names the snapshot (``seq``) that first showed it, so a click on a mark
-replays that moment. Marks of snapshots no longer kept are dropped with them.
+each broker or controller state change the view saw (up -> down after a kill, before the
+controller says anything; a new active controller is an event of the snapshot itself). A
+mark names the snapshot (``seq``) that first showed it, so a click on a mark replays that
+moment. Marks of snapshots no longer kept are dropped with them.
 
 The charts draw the same history: ``series_point`` reduces a recorded snapshot to per partition
 HW and LEO (the leader's, as consumers see them), per group the total lag, per broker its
@@ -110,7 +111,8 @@ class SnapshotHistory:
 
 
 def _marks_between(before: Recorded | None, after: Recorded) -> list[dict]:
-    """Marks for what ``after`` shows that ``before`` did not: new events, broker changes."""
+    """Marks for what ``after`` shows that ``before`` did not: new events, broker and controller
+    state changes."""
     seen = set() if before is None else {_event_key(e) for e in before.snapshot.get("events", [])}
     marks = [{"seq": after.seq, "now_ms": e["now_ms"], "category": e["category"],
               "source": e["source"], "text": e["text"]}
@@ -123,6 +125,14 @@ def _marks_between(before: Recorded | None, after: Recorded) -> list[dict]:
                 marks.append({"seq": after.seq, "now_ms": after.taken_ms, "category": "broker",
                               "source": "view",
                               "text": f"broker {broker['broker_id']} {old} -> {new}"})
+        was = {c["controller_id"]: c["state"] for c in before.snapshot.get("controllers", [])}
+        for controller in after.snapshot.get("controllers", []):
+            old = was.get(controller["controller_id"])
+            if old is not None and old != controller["state"]:
+                marks.append({"seq": after.seq, "now_ms": after.taken_ms,
+                              "category": "controller", "source": "view",
+                              "text": f"controller {controller['controller_id']} {old} -> "
+                                      f"{controller['state']}"})
     return sorted(marks, key=lambda m: m["now_ms"])
 
 

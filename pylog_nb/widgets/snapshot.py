@@ -23,6 +23,16 @@ A partition's leader, epoch and ISR are the controller's (``client.introspect.au
 never whichever broker answered: a replica whose own view differs keeps its role and epoch and
 gets a ``disagreement`` text. A broker that does not answer (paused, down) keeps the replica
 state it last reported, marked ``last_known``, so its column neither empties nor reflows.
+
+The controllers (a Raft quorum, ``LocalCluster.controller_views``) get the same honesty: one
+entry per controller with what it says of itself (role, epoch, the leader it knows, its committed
+offset and log end) and its lag as the active controller reports it. One that does not answer
+keeps what it last said, ``last_known``; a leader's claim at an epoch below the newest any
+controller reports is ``stale``, never a second active controller. The active one is the
+answering leader whose epoch has begun at the highest epoch (as ``LocalCluster`` finds it).
+The controllers' events say nothing of who leads the quorum, so that is derived here from
+successive snapshots: "controller N became active (epoch E)", or that none is, stamped with
+the time the view saw it and carried on from snapshot to snapshot like the others.
 """
 
 from __future__ import annotations
@@ -63,7 +73,12 @@ EVENT_CATEGORIES = {
     "config_changed": "topic",
     "HighWatermarkAdvanced": None, "IsrCommitted": None, "RoleChanged": None,
     "producer_ids": None,
+    # derived here from successive snapshots (_quorum_events), not told by any process
+    "controller_elected": "controller", "controller_lost": "controller",
 }
+QUORUM_EVENT_KINDS = ("controller_elected", "controller_lost")
+QUORUM_EVENT_SOURCE = "view"  # the kernel saw it between two snapshots (as history.py's marks)
+QUORUM_FIELDS = ("role", "active", "epoch", "leader_id", "high_watermark", "log_end_offset")
 
 
 def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
@@ -75,23 +90,91 @@ def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
     default now) decides which truncations are still shown; with ``previous_ms``, when
     ``previous`` was taken, each broker's traffic rates are measured since then."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    previous = previous or {}
+    controllers, active = _controllers(cluster.controller_views(), previous)
     replicas = cluster.describe()
     truth, fenced = _authority(cluster, replicas)
     views = cluster.broker_views()
     states = {broker_id: state for broker_id, (state, _view) in views.items()}
     events = cluster.events()
-    partitions = _partitions(replicas, truth, states, previous or {}, internal)
+    partitions = _partitions(replicas, truth, states, previous, internal)
     _add_follower_lag(partitions, replicas, truth)
     _add_truncations(partitions, events, now_ms)
+    derived = [e for e in previous.get("events", []) if e["kind"] in QUORUM_EVENT_KINDS]
+    derived += _quorum_events(previous, controllers, active, now_ms)
     return {
-        "brokers": _brokers(views, fenced, previous or {},
+        "brokers": _brokers(views, fenced, previous,
                             None if previous_ms is None else now_ms - previous_ms),
+        "controllers": controllers,
+        "active_controller": active,
         "authority": truth.source,
         "partitions": partitions,
         "folded": {} if internal else _folded(truth, replicas),
         "groups": _groups(cluster.groups(), replicas, truth),
-        "events": _events(events, internal),
+        "events": _events(events, internal, derived),
     }
+
+
+def _controllers(views: dict[int, tuple[str, dict | None]],
+                 previous: dict) -> tuple[list[dict], dict | None]:
+    """One entry per controller, and the active one (``{"controller_id", "epoch"}``, or None).
+
+    An entry is what the controller says of itself now, or, while it does not answer (paused,
+    down), what it said last (``last_known``; all None if it never answered). ``lag`` is its
+    distance in records from the active controller's log end, as that one reports it (None
+    without an active controller answering). ``stale``: it claims (or last claimed) to lead at
+    an epoch below the newest any controller reports, so that claim is over."""
+    before = {c["controller_id"]: c for c in previous.get("controllers", [])}
+    entries = []
+    for controller_id, (state, quorum) in views.items():
+        old = before.get(controller_id)
+        if quorum is not None:
+            entry = {"controller_id": controller_id, "state": state,
+                     **{field: quorum[field] for field in QUORUM_FIELDS}, "last_known": False}
+        elif old is not None and old["role"] is not None:
+            entry = {**old, "state": state, "last_known": True}
+        else:
+            entry = {"controller_id": controller_id, "state": state,
+                     **dict.fromkeys(QUORUM_FIELDS), "last_known": False}
+            entry["active"] = False
+        entries.append(entry)
+    claims = [(e["epoch"], e["controller_id"]) for e in entries
+              if not e["last_known"] and e["active"] and e["role"] == "leader"]
+    epoch, active_id = max(claims) if claims else (None, None)
+    lags = {}
+    if active_id is not None:
+        reported = views[active_id][1]
+        assert reported is not None  # it answered: it is a claim
+        lags = reported.get("voter_lag", {})
+    newest = max((e["epoch"] for e in entries if e["epoch"] is not None), default=None)
+    for entry in entries:
+        entry["lag"] = lags.get(str(entry["controller_id"]))
+        entry["stale"] = bool(entry["role"] == "leader" and newest is not None
+                              and entry["epoch"] < newest)
+    active = None if active_id is None else {"controller_id": active_id, "epoch": epoch}
+    return entries, active
+
+
+def _quorum_events(previous: dict, controllers: list[dict], active: dict | None,
+                   now_ms: int) -> list[dict]:
+    """An event when the active controller differs from ``previous``'s: a new one (or the same
+    at a new epoch) became active, or none is. Nothing on a first snapshot: no change seen."""
+    if "active_controller" not in previous or previous["active_controller"] == active:
+        return []
+    was = previous["active_controller"]
+    if active is None:
+        assert was is not None
+        states = {c["controller_id"]: c["state"] for c in controllers}
+        kind = "controller_lost"
+        text = (f"no controller is active: controller {was['controller_id']} led at epoch "
+                f"{was['epoch']} and is {states.get(was['controller_id'], 'gone')} now")
+    else:
+        kind = "controller_elected"
+        text = f"controller {active['controller_id']} became active (epoch {active['epoch']})"
+        if was is not None:
+            text += f", after controller {was['controller_id']} (epoch {was['epoch']})"
+    return [{"now_ms": now_ms, "source": QUORUM_EVENT_SOURCE, "kind": kind,
+             "category": EVENT_CATEGORIES[kind], "topic": "", "text": text}]
 
 
 def _authority(cluster: LocalCluster,
@@ -310,10 +393,11 @@ def _lag(high_watermark: int | None, committed: int) -> int | None:
     return None if high_watermark is None else max(high_watermark - committed, 0)
 
 
-def _events(events: list[dict], internal: bool) -> list[dict]:
+def _events(events: list[dict], internal: bool, derived: list[dict] | None = None) -> list[dict]:
     """The newest ``EVENTS_SHOWN`` notable events, oldest first, as rows of time, source, kind,
-    category, topic and one line of text."""
-    rows = []
+    category, topic and one line of text; ``derived``: rows of events the processes do not
+    tell (the quorum's, ``_quorum_events``), merged in by time."""
+    rows: list[dict] = []
     for event in reversed(events):
         row = _event_row(event)
         if row["category"] is None or (_internal(row["topic"]) and not internal
@@ -322,7 +406,7 @@ def _events(events: list[dict], internal: bool) -> list[dict]:
         rows.append(row)
         if len(rows) == EVENTS_SHOWN:
             break
-    return rows[::-1]
+    return sorted(rows[::-1] + (derived or []), key=lambda row: row["now_ms"])[-EVENTS_SHOWN:]
 
 
 def _event_row(event: dict) -> dict:

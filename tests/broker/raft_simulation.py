@@ -12,6 +12,11 @@ temporary directory; only the clock, the network and the process are simulated:
   fetch timeouts; partitions that cut one voter off, or split the quorum, both ways.
 - **Clients**: propose small batches to whichever voter believes it leads.
 
+A subclass can run another core around each node (``_wrap``: the quorum controller, in
+tests/broker/quorum_simulation.py), other clients (``_clients``, ``_propose_after_settling``)
+and more checks after each step of a voter (``_check_voter``); the schedule, the faults and
+Raft's invariants stay the same.
+
 Raft's invariants, checked as the schedule runs (``check_step``) and after healing everything
 and letting the quorum settle (``check_settled``):
 
@@ -30,9 +35,15 @@ and letting the quorum settle (``check_settled``):
 from __future__ import annotations
 
 import heapq
+import os
 import random
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pylog_nb.broker.raft.log import Batch, RaftLog
 from pylog_nb.broker.raft.messages import FetchRequest, Message, Send
@@ -44,6 +55,21 @@ SCHEDULE_MS = 40_000
 SETTLE_MS = 15_000
 CATCH_UP_MS = 20_000  # after settling, for every voter to hold a new proposal
 LOG_CHECK_EVERY_MS = 200  # the O(log size) checks; the cheap ones run after every step
+
+
+@contextmanager
+def scratch_root(fallback: Path) -> Iterator[Path]:
+    """A directory for a schedule's voters: on tmpfs when there is one (a schedule writes
+    thousands of small batches), removed after; else ``fallback``."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield fallback
+        return
+    root = Path(tempfile.mkdtemp(dir=shm, prefix="raft-sim-"))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 class InvariantViolation(AssertionError):
@@ -69,6 +95,7 @@ class SimVoter:
     voter_id: int
     directory: Path
     node: RaftNode | None = None
+    core: Any = None  # what the simulation feeds: the node, or a core around it (``_wrap``)
     paused_until_ms: int = 0
     incarnation: int = 0
 
@@ -117,6 +144,12 @@ class RaftSim:
         voter.incarnation += 1
         voter.node = RaftNode(voter.voter_id, self.ids, log, store, self.now_ms,
                               config=self.config, rng=rng)
+        voter.core = self._wrap(voter.node)
+
+    def _wrap(self, node: RaftNode) -> Any:
+        """The core fed the clock and the messages (``poll``, ``handle``, ``request_failed``):
+        here the node itself."""
+        return node
 
     def crash(self, voter_id: int, torn: bool) -> None:
         voter = self.voters[voter_id]
@@ -124,6 +157,7 @@ class RaftSim:
             return
         voter.node.log.close()
         voter.node = None
+        voter.core = None
         if torn:  # a batch half written when the power went
             with open(voter.directory / "raft.log", "ab") as out:
                 out.write(self.rng.randbytes(self.rng.randrange(1, 40)))
@@ -134,7 +168,7 @@ class RaftSim:
         if voter.node is None:
             self._start(voter)
             self.trace.append(f"{self.now_ms} restart {voter_id}")
-            self._check_node(voter.node)
+            self._check_voter(voter)
 
     def pause(self, voter_id: int, duration_ms: int) -> None:
         self.voters[voter_id].paused_until_ms = self.now_ms + duration_ms
@@ -174,9 +208,9 @@ class RaftSim:
                                                      source, send.destination, send.message))
 
     def _deliver_failure(self, source: int, send: Send) -> None:
-        node = self.voters[source].node
-        if node is not None:
-            self._send(source, node.request_failed(send.destination, send.message, self.now_ms))
+        core = self.voters[source].core
+        if core is not None:
+            self._send(source, core.request_failed(send.destination, send.message, self.now_ms))
 
     def _delay_ms(self) -> int:
         roll = self.rng.random()
@@ -196,9 +230,9 @@ class RaftSim:
                 item.deliver_ms = voter.paused_until_ms
                 heapq.heappush(self.queue, item)
                 continue
-            self._send(item.destination, voter.node.handle(item.source, item.message,
+            self._send(item.destination, voter.core.handle(item.source, item.message,
                                                            self.now_ms))
-            self._check_node(voter.node)
+            self._check_voter(voter)
 
     # -- the schedule ----------------------------------------------------------------------------
 
@@ -230,8 +264,12 @@ class RaftSim:
         self._deliver_due()
         for voter in self.voters.values():
             if self._running(voter):
-                self._send(voter.voter_id, voter.node.poll(self.now_ms))
-                self._check_node(voter.node)
+                self._send(voter.voter_id, voter.core.poll(self.now_ms))
+                self._check_voter(voter)
+        self._clients()
+
+    def _clients(self) -> None:
+        """What clients do in one step: here, sometimes propose to whoever leads."""
         if self.rng.random() < self.propose_chance:
             self._propose()
 
@@ -287,6 +325,11 @@ class RaftSim:
 
     # -- invariants ------------------------------------------------------------------------------
 
+    def _check_voter(self, voter: SimVoter) -> None:
+        """After every step of a running voter."""
+        assert voter.node is not None
+        self._check_node(voter.node)
+
     def _check_node(self, node: RaftNode) -> None:
         """After every step of ``node``: election safety, leader completeness, and what it has
         committed extends (or is) the one committed sequence."""
@@ -340,8 +383,7 @@ class RaftSim:
             check(node.epoch == leader.epoch and node.leader_id == leader.node_id,
                   f"voter {node.node_id} at epoch {node.epoch} follows {node.leader_id}, "
                   f"not {leader.node_id} at {leader.epoch}")
-        offset, sends = leader.propose([b"after-settling"], self.now_ms)
-        self._send(leader.node_id, sends)
+        offset = self._propose_after_settling(self.voters[leader.node_id])
         self.propose_chance = 0.0  # the followers catch up with a quiet leader
         for _ in range(CATCH_UP_MS // TICK_MS):
             self.step()
@@ -353,6 +395,13 @@ class RaftSim:
         batches = [[b for b in n.log.batches() if b.end_offset <= agreed] for n in nodes]
         check(all(b == batches[0] for b in batches), "committed logs differ after settling")
         self.check_logs()
+
+    def _propose_after_settling(self, leader: SimVoter) -> int:
+        """Propose once on the settled leader; the offset the HW must reach everywhere."""
+        assert leader.node is not None
+        offset, sends = leader.node.propose([b"after-settling"], self.now_ms)
+        self._send(leader.voter_id, sends)
+        return offset
 
 
 def _check_matching(a: int, log_a: list[Batch], b: int, log_b: list[Batch]) -> None:

@@ -42,7 +42,7 @@ from pylog_nb.broker.broker_lifecycle import (
     LifecycleState,
     SendRegistration,
 )
-from pylog_nb.broker.controller import NO_LEADER, Controller
+from pylog_nb.broker.controller import BROKER_SESSION_TIMEOUT_MS, NO_LEADER, Controller
 from pylog_nb.broker.metadata_follower import MetadataFollower
 from pylog_nb.broker.purgatory import ProducePurgatory
 from pylog_nb.broker.records.batch import decode_records, encode_batch
@@ -122,7 +122,8 @@ class SimBroker:
         self.broker_id = broker_id
         self.incarnation = incarnation
         self.lifecycle = BrokerLifecycleManager(
-            broker_id, f"b{broker_id}-{incarnation}", now_ms=sim.now_ms)
+            broker_id, f"b{broker_id}-{incarnation}", now_ms=sim.now_ms,
+            session_timeout_ms=sim.session_timeout_ms)
         self.replicas = ReplicaManager(
             broker_id, sim.root / f"broker-{broker_id}", now_ms=sim.clock,
             replica_lag_time_max_ms=LAG_MS, serving=self.lifecycle.serving)
@@ -366,8 +367,10 @@ def _answer(topic: str, index: int, response: dict) -> PartitionAnswer:
 
 
 class Sim:
-    def __init__(self, seed: int, root: Path) -> None:
+    def __init__(self, seed: int, root: Path,
+                 session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS) -> None:
         self.seed = seed
+        self.session_timeout_ms = session_timeout_ms
         self.rng = random.Random(seed)
         self.root = root
         self.now_ms = 0
@@ -412,7 +415,7 @@ class Sim:
 
     def _open_controller(self) -> Controller:
         return Controller.open(self.root / "controller", now_ms=self.now_ms, fsync=False,
-                               seed=self.seed)
+                               seed=self.seed, session_timeout_ms=self.session_timeout_ms)
 
     # == network =================================================================================
 
@@ -798,9 +801,11 @@ class Sim:
             self.controller.close()
 
 
-def run_schedule(seed: int, root: Path) -> Sim:
-    """Run one schedule; raise InvariantViolation (with the trace tail) on a broken invariant."""
-    sim = Sim(seed, root)
+def run_schedule(seed: int, root: Path,
+                 session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS) -> Sim:
+    """Run one schedule; raise InvariantViolation (with the trace tail) on a broken invariant.
+    The brokers' session timeout is the shipped one unless a test needs another."""
+    sim = Sim(seed, root, session_timeout_ms)
     try:
         sim.run()
     except Exception as error:

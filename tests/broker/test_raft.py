@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
-from raft_simulation import TICK_MS, RaftSim, run_schedule
+from raft_simulation import TICK_MS, RaftSim, run_schedule, scratch_root
 
 from pylog_nb.broker.raft.log import Batch, RaftLog
 from pylog_nb.broker.raft.messages import FetchRequest
@@ -29,15 +27,8 @@ CONFIG = RaftConfig()
 @pytest.fixture
 def fast_root(tmp_path: Path):
     """tmpfs when there is one (a schedule writes thousands of small batches), removed after."""
-    shm = Path("/dev/shm")
-    if not (shm.is_dir() and os.access(shm, os.W_OK)):
-        yield tmp_path
-        return
-    root = Path(tempfile.mkdtemp(dir=shm, prefix="raft-sim-"))
-    try:
+    with scratch_root(tmp_path) as root:
         yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 # == the log and the election state on disk =====================================================

@@ -35,9 +35,12 @@ def replay_command(seed: int) -> str:
     return f"SIM_SEED={seed} .venv/bin/pytest tests/broker/test_simulation.py -k replay -s"
 
 
-def run(seed: int):
+REGRESSION_SESSION_TIMEOUT_MS = 2500
+
+
+def run(seed: int, **options):
     with tempfile.TemporaryDirectory(dir=fast_tmp_root(), prefix="pylog-sim-") as root:
-        return run_schedule(seed, Path(root))
+        return run_schedule(seed, Path(root), **options)
 
 
 def run_or_fail(seed: int):
@@ -48,10 +51,10 @@ def run_or_fail(seed: int):
         pytest.fail(f"{error}\nreplay: {replay_command(seed)}", pytrace=False)
 
 
-def first_violation(seeds=REGRESSION_SEEDS) -> tuple[int, str] | None:
+def first_violation(seeds=REGRESSION_SEEDS, **options) -> tuple[int, str] | None:
     for seed in seeds:
         try:
-            run(seed)
+            run(seed, **options)
         except InvariantViolation as error:
             return seed, str(error)
     return None
@@ -142,10 +145,13 @@ def test_catches_an_isr_expansion_dropped_when_its_answer_was_lost(monkeypatch) 
 
     monkeypatch.setattr(alter_partition.AlterPartitionManager, "on_answer",
                         give_up_without_answer)
-    found = first_violation(range(300))
+    # Found with the 2.5 s session of issue 9; at today's 2 s no seed up to 1,500 reaches the
+    # window (an expansion's answer lost while the leader stays unfenced), so the test keeps it.
+    found = first_violation(range(300), session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS)
     assert found is not None, "the lost AlterPartition answer was not caught"
     monkeypatch.undo()
-    run_or_fail(found[0])
+    with tempfile.TemporaryDirectory(dir=fast_tmp_root(), prefix="pylog-sim-") as root:
+        run_schedule(found[0], Path(root), session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS)
 
 
 def test_catches_a_restarted_broker_replaying_old_images(monkeypatch) -> None:

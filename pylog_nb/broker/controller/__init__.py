@@ -9,7 +9,9 @@ Layout (one concern per module):
 - ``election``: leader election and ISR changes as pure functions;
 - ``topic_control`` / ``partition_control``: admin and AlterPartition checks, Kafka error codes;
 - ``events``: human-readable events derived from records;
-- ``controller``: Controller, which ties them together with leases and an injected clock.
+- ``controller``: Controller, which ties them together with leases and an injected clock;
+- ``quorum``: QuorumController, one voter of the Raft quorum (``..raft``): the committed image on
+  every voter, and the Controller on the active one.
 """
 
 from .controller import (

@@ -15,7 +15,7 @@ sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 from ..dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
 from .controller import BROKER_SESSION_TIMEOUT_MS  # noqa: E402
-from .server import run_controller  # noqa: E402
+from .server import parse_voters, run_controller  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -31,6 +31,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=BROKER_SESSION_TIMEOUT_MS,
         help="fence a broker that has not heartbeat for this long",
     )
+    parser.add_argument("--node-id", type=int, default=1, help="this controller's voter id")
+    parser.add_argument(
+        "--voters",
+        help="every voter as ID@HOST:RAFT_PORT, comma-separated (default: a quorum of one)",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
 
@@ -40,6 +45,15 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s controller %(levelname)s %(message)s"
     )
+    try:
+        voters = None if args.voters is None else parse_voters(args.voters)
+    except ValueError as error:
+        parser_error = f"pylog controller: --voters: {error}"
+        print(parser_error, file=sys.stderr)
+        sys.exit(2)
+    if voters is not None and args.node_id not in voters:
+        print(f"pylog controller: --node-id {args.node_id} is not among --voters", file=sys.stderr)
+        sys.exit(2)
     try:
         lock_data_dir(args.data_dir)
     except DataDirInUseError as error:
@@ -52,6 +66,8 @@ def main(argv: list[str] | None = None) -> None:
             args.port,
             args.ready_fd,
             args.parent_fd,
+            node_id=args.node_id,
+            voters=voters,
             session_timeout_ms=args.session_timeout_ms,
         )
     )

@@ -27,7 +27,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from . import errors
 from .election import changes_for_fence, changes_for_offline, changes_for_preferred
@@ -63,7 +63,7 @@ __all__ = [
 
 # Kafka's broker.session.timeout.ms is 9000; a local cluster on loopback fails over faster so a
 # notebook user sees the election within a few seconds of killing a broker.
-BROKER_SESSION_TIMEOUT_MS = 2500  # five heartbeats: leader SIGKILL to new leader under 3 s
+BROKER_SESSION_TIMEOUT_MS = 2000  # four heartbeats: leader SIGKILL to first acks=all write < 3 s
 # Brokers should heartbeat several times per session (Kafka: 2000 of 9000).
 BROKER_HEARTBEAT_INTERVAL_MS = 500
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdManager block size
@@ -90,21 +90,39 @@ def _failure(error: ControllerError) -> ControllerResult:
     return ControllerResult(error_code=error.error_code, message=str(error))
 
 
+class Journal(Protocol):
+    """Where decisions go: a MetadataLog (one durable file), or the Raft quorum's log, where the
+    active controller appends and the records count once committed."""
+
+    @property
+    def end_offset(self) -> int: ...
+
+    def append(self, records: list[MetadataRecord]) -> int: ...
+
+    def close(self) -> None: ...
+
+
 class Controller:
     """The single source of truth for brokers, topics, leaders, ISRs and epochs."""
 
     def __init__(
         self,
-        log: MetadataLog,
+        log: Journal,
         *,
         now_ms: int,
         session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
         seed: int = 0,
         defaults: TopicDefaults | None = None,
+        image: ClusterImage | None = None,
     ) -> None:
+        """``image`` is the fold of ``log`` when the caller has it (a controller taking over in
+        a quorum); else the log, a MetadataLog, is replayed."""
         assert session_timeout_ms > 0, session_timeout_ms
         self.log = log
-        self.image = _replay_log(log)
+        if image is None:
+            assert isinstance(log, MetadataLog), "only a MetadataLog can be replayed here"
+            image = _replay_log(log)
+        self.image = image
         self.session_timeout_ms = session_timeout_ms
         self.defaults = TopicDefaults() if defaults is None else defaults
         self.events: deque[ControllerEvent] = deque(maxlen=EVENTS_MAX)

@@ -1,17 +1,27 @@
-"""ControllerServer: the asyncio shell around the sans-IO Controller, serving the controller RPC.
+"""ControllerServer: the asyncio shell of one controller voter, serving the controller RPC.
 
-Theory of operation: one event loop owns the Controller. Each connection is served strictly in
-order, one request at a time (the wire format is in ``rpc.py``); a long-polling
-``fetch_metadata`` holds only its own connection. A frame whose size is negative or above
-REQUEST_BYTES_MAX, that is not a UTF-8 JSON object with an integer ``id``, a string ``method`` and
-an object ``params``, closes that one connection after one log line. A well-formed request for an
-unknown method gets UNSUPPORTED_VERSION (35); parameters that are missing, unknown or of the wrong
-type get INVALID_REQUEST (42); a refused operation gets the Kafka code the core chose.
+Theory of operation: one event loop owns the voter's QuorumController (``quorum.py``) and the
+RaftShell that carries its Raft messages to the other voters on their own port. Each RPC
+connection is served strictly in order, one request at a time (the wire format is in
+``rpc.py``); a long-polling ``fetch_metadata`` holds only its own connection. A frame whose size
+is negative or above REQUEST_BYTES_MAX, that is not a UTF-8 JSON object with an integer ``id``, a
+string ``method`` and an object ``params``, closes that one connection after one log line. A
+well-formed request for an unknown method gets UNSUPPORTED_VERSION (35); parameters that are
+missing, unknown or of the wrong type get INVALID_REQUEST (42); a refused operation gets the
+Kafka code the core chose.
 
-A timer calls ``tick`` every TICK_INTERVAL_MS, which fences brokers whose lease ran out. After
-every operation the server *publishes*: if the metadata log grew, it logs the new events and wakes
-every long poll. The clock is monotonic (leases must not jump with NTP) but anchored at the wall
-clock at start-up, so event times read as real times.
+Only the active controller decides. Every method but ``describe`` on a standby answers
+NOT_CONTROLLER (41) with ``result`` = {leader_id, outcome_unknown: false}, so a client can go to
+the leader it names. The active controller answers once the quorum has committed everything it
+had decided by then; if it stops being active first it answers NOT_CONTROLLER with
+``outcome_unknown: true`` (the decision may or may not survive), and if no majority commits
+within COMMIT_WAIT_MS_MAX it answers REQUEST_TIMED_OUT (7). ``describe`` is answered by every
+voter from its committed image.
+
+A timer calls the active controller's ``tick`` every TICK_INTERVAL_MS, which fences brokers whose
+lease ran out. After every step of the quorum the server logs role changes and newly committed
+events and wakes long polls. The clock is monotonic (leases must not jump with NTP) but anchored
+at the wall clock at start-up, so event times read as real times.
 
 Methods (params with defaults are optional; results are JSON objects):
 
@@ -20,7 +30,9 @@ Methods (params with defaults are optional; results are JSON objects):
 - heartbeat(broker_id, incarnation_id=null, caught_up=true, metadata_offset=-1) -> {fenced,
   metadata_end_offset}; metadata_offset is the broker's applied offset (-1: not told)
 - fetch_metadata(from_offset, max_records=10000, max_wait_ms=0) -> {records: [record objects],
-  next_offset, end_offset}; waits up to max_wait_ms for a record when from_offset == end_offset
+  next_offset, end_offset}: committed records only (end_offset is the committed end); Raft's
+  epoch-start markers take offsets but are not sent, so next_offset may pass from_offset +
+  len(records); waits up to max_wait_ms for a commit when from_offset == end_offset
 - create_topic(name, num_partitions=-1, replication_factor=-1, assignments=[], configs={},
   validate_only=false) -> topic: {name, topic_id, num_partitions, replication_factor, configs,
   partitions: [{replicas, isr, leader, leader_epoch, partition_epoch}]}
@@ -32,14 +44,16 @@ Methods (params with defaults are optional; results are JSON objects):
 - elect_preferred_leaders(partitions=null) -> {elected: [{topic, partition, leader,
   leader_epoch}]}; partitions is [[topic name, index], ...] or null for all
 - allocate_producer_ids(broker_id) -> {first_id, size}
-- describe(events_max=100) -> image.to_dict() (brokers also carry lease_expires_in_ms) plus
-  {end_offset, now_ms, session_timeout_ms, events: [{now_ms, offset, kind, text}]}
+- set_isolated(isolated) -> {isolated}: fault injection, cuts this voter off from the others
+- describe(events_max=100) -> the committed image.to_dict() (brokers also carry
+  lease_expires_in_ms, null on a standby) plus {end_offset (committed), now_ms,
+  session_timeout_ms, events: [{now_ms (when decided), offset, kind, text}], quorum: {node_id,
+  voters, role, active, leader_id, epoch, high_watermark, log_end_offset, voter_lag}}
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -49,6 +63,10 @@ from typing import Any
 from pylog_nb.broker import errors
 from pylog_nb.broker.shutdown import arrange_shutdown
 
+from ..raft.log import RaftLog
+from ..raft.node import RaftNode
+from ..raft.quorum_state import QuorumStateStore
+from ..raft.shell import RaftShell
 from .controller import (
     BROKER_HEARTBEAT_INTERVAL_MS,
     BROKER_SESSION_TIMEOUT_MS,
@@ -58,6 +76,7 @@ from .controller import (
 from .events import EVENTS_MAX
 from .image import PartitionImage, TopicImage, vars_of
 from .log import READ_RECORDS_MAX
+from .quorum import NotControllerError, QuorumController
 from .records import PartitionChange
 from .rpc import (
     REQUEST_BYTES_MAX,
@@ -74,6 +93,9 @@ log = logging.getLogger("pylog.controller")
 
 TICK_INTERVAL_MS = 100  # a lease expiry is acted on within this
 FETCH_WAIT_MS_MAX = 30_000  # no long poll holds a connection longer than this
+# Below the clients' CALL_TIMEOUT_MS: a quorum without a majority answers REQUEST_TIMED_OUT
+# (a clear error) rather than leaving the caller to time out.
+COMMIT_WAIT_MS_MAX = 5_000
 DESCRIBE_EVENTS_DEFAULT = 100
 CONNECTIONS_MAX = 1_024  # a runaway client cannot exhaust the controller's file descriptors
 EVENT_LOG_LINES_MAX = 20  # per published batch: creating 10 000 partitions logs a summary
@@ -170,6 +192,7 @@ METHODS: dict[str, dict[str, tuple[str, Any]]] = {
     "elect_preferred_leaders": {"partitions": ("pairs?", None)},
     "allocate_producer_ids": {"broker_id": ("int", _REQUIRED)},
     "describe": {"events_max": ("int", DESCRIBE_EVENTS_DEFAULT)},
+    "set_isolated": {"isolated": ("bool", _REQUIRED)},
 }
 
 
@@ -234,12 +257,27 @@ def monotonic_wall_clock() -> Callable[[], int]:
 # -- the server ------------------------------------------------------------------------------------
 
 
+class _Refused(Exception):
+    """An RPC refused with a Kafka error code, a message and (for NOT_CONTROLLER) a result."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply[1])
+        self.reply = reply
+
+
+def _not_controller(error: NotControllerError) -> Reply:
+    return errors.NOT_CONTROLLER, str(error), {"leader_id": error.leader_id,
+                                               "outcome_unknown": error.outcome_unknown}
+
+
 class ControllerServer:
-    """Serves the controller RPC for one Controller on host:port, and ticks its clock."""
+    """Serves the controller RPC for one voter of the quorum on host:port, runs the voter's
+    Raft shell, and ticks the active controller's clock."""
 
     def __init__(
         self,
-        controller: Controller,
+        quorum: QuorumController,
+        shell: RaftShell,
         host: str = "127.0.0.1",
         port: int = 0,
         *,
@@ -247,7 +285,8 @@ class ControllerServer:
         tick_interval_ms: int = TICK_INTERVAL_MS,
     ) -> None:
         assert tick_interval_ms > 0, tick_interval_ms
-        self.controller = controller
+        self.quorum = quorum
+        self.shell = shell
         self.host = host
         self.port = port
         self.tick_interval_ms = tick_interval_ms
@@ -258,33 +297,35 @@ class ControllerServer:
         self._server: asyncio.Server | None = None
         self._timers: list[asyncio.Task] = []
         self._connections: set[asyncio.Task] = set()
-        self._appended = asyncio.Event()  # replaced after every publish; long polls wait on it
-        self._published_end = controller.log.end_offset
+        self._stepped = asyncio.Event()  # replaced after every step of the quorum
+        self._published_end = quorum.applied_offset
+        self._role: tuple = ()  # (raft role, epoch, leader, active) as last logged
         self._stopping = False
+        shell.on_change = self._on_step
 
     def now_ms(self) -> int:
         self._now_ms = max(self._now_ms, self._clock())
         return self._now_ms
 
     async def start(self) -> int:
-        """Listen and start the tick timer; return the bound port."""
+        """Listen, start the Raft shell and the tick timer; return the bound port."""
+        await self.shell.start()
         self._server = await asyncio.start_server(
             self._serve, self.host, self.port, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._timers = [asyncio.create_task(self._tick_loop())]
+        node = self.quorum.node
         log.info(
-            "controller listening on %s:%d (metadata log end offset %d, %d broker(s), %d topic(s))",
-            self.host,
-            self.port,
-            self.controller.log.end_offset,
-            len(self.controller.image.brokers),
-            len(self.controller.image.topics),
+            "controller %d listening on %s:%d, raft on %s:%d (voters %s, log end offset %d, "
+            "epoch %d)",
+            node.node_id, self.host, self.port, self.shell.host, self.shell.port,
+            sorted(node.voters), node.log.end_offset, node.epoch,
         )
         return self.port
 
     async def stop(self, exit_code: int = 0) -> None:
-        """Stop listening, end every connection and the timer, then close the log."""
+        """Stop listening, end every connection, the timer and the shell, then close the log."""
         if self._stopping:
             return
         self._stopping = True
@@ -295,7 +336,8 @@ class ControllerServer:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self.controller.close()
+        await self.shell.stop()
+        self.quorum.node.log.close()
         self.stopped.set()
 
     def _fail(self, what: str, error: OSError) -> None:
@@ -308,42 +350,52 @@ class ControllerServer:
     async def _tick_loop(self) -> None:
         while True:
             await asyncio.sleep(self.tick_interval_ms / 1000)
+            active = self.quorum.active
+            if active is None:
+                continue
             try:
-                self.controller.tick(self.now_ms())
+                active.tick(self.now_ms())
+                self.shell.send(self.quorum.take_sends())
             except OSError as error:
                 self._fail("tick", error)
                 return
             except Exception:
                 log.exception("tick failed")
-            self._publish()
+
+    def _on_step(self) -> None:
+        """After every step of the quorum: say what changed, wake whoever waits."""
+        self._publish()
+        self._stepped.set()
+        self._stepped = asyncio.Event()
 
     def _publish(self) -> None:
-        """If the log grew: log the new events and wake every long poll."""
-        end = self.controller.log.end_offset
+        node = self.quorum.node
+        role = (node.role.value, node.epoch, node.leader_id, self.quorum.active is not None)
+        if role != self._role:
+            what = "the active controller" if role[3] else f"{role[0]} (leader {role[2]})"
+            log.info("controller %d is %s in epoch %d", node.node_id, what, node.epoch)
+            self._role = role
+        end = self.quorum.applied_offset
         if end == self._published_end:
             return
-        fresh = [e for e in self.controller.events if e.offset >= self._published_end]
+        fresh = [e for e in self.quorum.events if e.offset >= self._published_end]
         for event in fresh[:EVENT_LOG_LINES_MAX]:
             log.info("%s: %s (offset %d)", event.kind, event.text, event.offset)
         if len(fresh) > EVENT_LOG_LINES_MAX:
             log.info("... and %d more event(s)", len(fresh) - EVENT_LOG_LINES_MAX)
         self._published_end = end
-        self._appended.set()
-        self._appended = asyncio.Event()
 
-    async def _wait_for_append(self, offset: int, wait_ms: int) -> None:
-        """Return once the log extends past ``offset``, or after ``wait_ms``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_ms / 1000
-        while self.controller.log.end_offset <= offset:
-            remaining_s = deadline - loop.time()
-            if remaining_s <= 0:
-                return
-            try:
-                async with asyncio.timeout(remaining_s):
-                    await self._appended.wait()
-            except TimeoutError:
-                return
+    async def _wait_for_step(self, deadline_s: float) -> bool:
+        """Wait for the next step of the quorum; False once ``deadline_s`` (loop time) passed."""
+        remaining_s = deadline_s - asyncio.get_running_loop().time()
+        if remaining_s <= 0:
+            return False
+        try:
+            async with asyncio.timeout(remaining_s):
+                await self._stepped.wait()
+        except TimeoutError:
+            return False
+        return True
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -403,76 +455,98 @@ class ControllerServer:
 
     async def _invoke(self, method: str, kwargs: dict[str, Any]) -> Reply:
         try:
-            reply = getattr(self, f"_rpc_{method}")(**kwargs)
-            if inspect.isawaitable(reply):
-                reply = await reply
+            return await getattr(self, f"_rpc_{method}")(**kwargs)
+        except _Refused as refused:
+            return refused.reply
+        except NotControllerError as error:
+            return _not_controller(error)
         except OSError as error:
             self._fail(method, error)
-            reply = errors.UNKNOWN_SERVER_ERROR, "metadata log write failed", None
+            return errors.UNKNOWN_SERVER_ERROR, "metadata log write failed", None
         except Exception as error:
-            # The core publishes an image only after its batch is durable, so it stays consistent.
+            # The core publishes an image only after its batch is appended, so it stays
+            # consistent; the batch commits or is cut by the next leader.
             log.exception("%s failed", method)
-            reply = errors.UNKNOWN_SERVER_ERROR, f"{method} failed: {type(error).__name__}", None
-        self._publish()
-        return reply
+            return errors.UNKNOWN_SERVER_ERROR, f"{method} failed: {type(error).__name__}", None
+
+    async def _decide(
+        self, decision: Callable[[Controller, int], ControllerResult]
+    ) -> tuple[ControllerResult, int]:
+        """Run ``decision`` on the active controller; once everything it had decided by then is
+        committed, its result and that committed offset. NotControllerError if this voter is
+        not active, or stops being active first (then the outcome is unknown)."""
+        ctl = self.quorum.controller()
+        epoch = self.quorum.active_epoch
+        assert epoch is not None
+        result = decision(ctl, self.now_ms())
+        self.shell.send(self.quorum.take_sends())
+        target = self.quorum.commit_target
+        deadline_s = asyncio.get_running_loop().time() + COMMIT_WAIT_MS_MAX / 1000
+        while not self.quorum.check_committed(target, epoch):
+            if not await self._wait_for_step(deadline_s):
+                raise _Refused((errors.REQUEST_TIMED_OUT,
+                                f"the quorum did not commit within {COMMIT_WAIT_MS_MAX} ms", None))
+        return result, target
 
     # -- methods (see the module docstring) ------------------------------------------------------
 
-    def _rpc_register_broker(
+    async def _rpc_register_broker(
         self, broker_id: int, host: str, port: int, incarnation_id: str
     ) -> Reply:
-        ctl = self.controller
-        result = ctl.register_broker(broker_id, host, port, incarnation_id, self.now_ms())
+        result, committed = await self._decide(
+            lambda ctl, now_ms: ctl.register_broker(broker_id, host, port, incarnation_id, now_ms)
+        )
+        session_timeout_ms = self.quorum.session_timeout_ms
         return _reply(
             result,
             lambda broker: {
                 **vars_of(broker),
-                "metadata_end_offset": ctl.log.end_offset,
-                "session_timeout_ms": ctl.session_timeout_ms,
+                "metadata_end_offset": committed,
+                "session_timeout_ms": session_timeout_ms,
                 "heartbeat_interval_ms": BROKER_HEARTBEAT_INTERVAL_MS,
             },
         )
 
-    def _rpc_heartbeat(
+    async def _rpc_heartbeat(
         self, broker_id: int, incarnation_id: str | None, caught_up: bool, metadata_offset: int
     ) -> Reply:
-        ctl = self.controller
         applied = None if metadata_offset < 0 else metadata_offset
-        result = ctl.heartbeat(broker_id, self.now_ms(), caught_up, incarnation_id,
-                               metadata_offset=applied)
+        result, committed = await self._decide(
+            lambda ctl, now_ms: ctl.heartbeat(broker_id, now_ms, caught_up, incarnation_id,
+                                              metadata_offset=applied)
+        )
         return _reply(
-            result,
-            lambda broker: {
-                "fenced": broker.fenced,
-                "metadata_end_offset": ctl.log.end_offset,
-            },
+            result, lambda broker: {"fenced": broker.fenced, "metadata_end_offset": committed}
         )
 
     async def _rpc_fetch_metadata(
         self, from_offset: int, max_records: int, max_wait_ms: int
     ) -> Reply:
-        metadata_log = self.controller.log
-        if not 0 <= from_offset <= metadata_log.end_offset:
-            message = f"Offset {from_offset} is outside 0..{metadata_log.end_offset}"
+        quorum = self.quorum
+        quorum.controller()  # brokers follow the active controller only
+        end = quorum.applied_offset
+        if not 0 <= from_offset <= end or not quorum.is_batch_boundary(from_offset):
+            message = f"Offset {from_offset} is not a committed batch boundary in 0..{end}"
             return errors.OFFSET_OUT_OF_RANGE, message, None
         if max_records < 1 or max_wait_ms < 0:
             message = "max_records must be positive and max_wait_ms not negative"
             return errors.INVALID_REQUEST, message, None
-        if from_offset == metadata_log.end_offset and max_wait_ms > 0:
-            await self._wait_for_append(from_offset, min(max_wait_ms, FETCH_WAIT_MS_MAX))
-        end = metadata_log.end_offset
-        records = metadata_log.read(from_offset, min(max_records, READ_RECORDS_MAX))
+        deadline_s = asyncio.get_running_loop().time() + min(max_wait_ms, FETCH_WAIT_MS_MAX) / 1000
+        while quorum.applied_offset <= from_offset and quorum.active is not None:
+            if not await self._wait_for_step(deadline_s):
+                break
+        answer = quorum.read_committed(from_offset, min(max_records, READ_RECORDS_MAX))
         return (
             errors.NONE,
             "",
             {
-                "records": [r.to_dict() for r in records],
-                "next_offset": from_offset + len(records),
-                "end_offset": end,
+                "records": [r.to_dict() for r in answer.records],
+                "next_offset": answer.next_offset,
+                "end_offset": answer.end_offset,
             },
         )
 
-    def _rpc_create_topic(
+    async def _rpc_create_topic(
         self,
         name: str,
         num_partitions: int,
@@ -481,36 +555,37 @@ class ControllerServer:
         configs: dict[str, str | None],
         validate_only: bool,
     ) -> Reply:
-        result = self.controller.create_topic(
-            name,
-            num_partitions,
-            replication_factor,
-            assignments,
-            configs,
-            validate_only,
-            now_ms=self.now_ms(),
+        result, _ = await self._decide(
+            lambda ctl, now_ms: ctl.create_topic(
+                name, num_partitions, replication_factor, assignments, configs, validate_only,
+                now_ms=now_ms,
+            )
         )
         return _reply(result, _topic_json)
 
-    def _rpc_delete_topic(self, name: str) -> Reply:
-        result = self.controller.delete_topic(name, now_ms=self.now_ms())
+    async def _rpc_delete_topic(self, name: str) -> Reply:
+        result, _ = await self._decide(lambda ctl, now_ms: ctl.delete_topic(name, now_ms=now_ms))
         return _reply(result, lambda topic_id: {"topic_id": topic_id})
 
-    def _rpc_create_partitions(
+    async def _rpc_create_partitions(
         self, name: str, count: int, assignments: list[list[int]], validate_only: bool
     ) -> Reply:
-        result = self.controller.create_partitions(
-            name, count, assignments, validate_only, now_ms=self.now_ms()
+        result, _ = await self._decide(
+            lambda ctl, now_ms: ctl.create_partitions(
+                name, count, assignments, validate_only, now_ms=now_ms
+            )
         )
         return _reply(result, _topic_json)
 
-    def _rpc_alter_configs(
+    async def _rpc_alter_configs(
         self, name: str, configs: dict[str, str | None], validate_only: bool
     ) -> Reply:
-        result = self.controller.alter_configs(name, configs, validate_only, now_ms=self.now_ms())
+        result, _ = await self._decide(
+            lambda ctl, now_ms: ctl.alter_configs(name, configs, validate_only, now_ms=now_ms)
+        )
         return _reply(result, _topic_json)
 
-    def _rpc_alter_partition(
+    async def _rpc_alter_partition(
         self,
         broker_id: int,
         topic_id: str,
@@ -519,21 +594,20 @@ class ControllerServer:
         new_isr: list[int],
         partition_epoch: int,
     ) -> Reply:
-        result = self.controller.alter_partition(
-            broker_id,
-            topic_id,
-            partition,
-            leader_epoch,
-            new_isr,
-            partition_epoch,
-            now_ms=self.now_ms(),
+        result, _ = await self._decide(
+            lambda ctl, now_ms: ctl.alter_partition(
+                broker_id, topic_id, partition, leader_epoch, new_isr, partition_epoch,
+                now_ms=now_ms,
+            )
         )
         return _reply(result, _partition_json)
 
-    def _rpc_elect_preferred_leaders(self, partitions: list[list[Any]] | None) -> Reply:
+    async def _rpc_elect_preferred_leaders(self, partitions: list[list[Any]] | None) -> Reply:
         wanted = None if partitions is None else {(t, i) for t, i in partitions}
-        result = self.controller.elect_preferred_leaders(self.now_ms(), wanted)
-        image = self.controller.image
+        result, _ = await self._decide(
+            lambda ctl, now_ms: ctl.elect_preferred_leaders(now_ms, wanted)
+        )
+        image = self.quorum.image
         elected = [
             {
                 "topic": image.topic_names[r.topic_id],
@@ -546,28 +620,54 @@ class ControllerServer:
         ]
         return _reply(result, lambda _: {"elected": elected})
 
-    def _rpc_allocate_producer_ids(self, broker_id: int) -> Reply:
-        result = self.controller.allocate_producer_ids(broker_id, now_ms=self.now_ms())
+    async def _rpc_allocate_producer_ids(self, broker_id: int) -> Reply:
+        result, _ = await self._decide(
+            lambda ctl, now_ms: ctl.allocate_producer_ids(broker_id, now_ms=now_ms)
+        )
         return _reply(result, lambda block: {"first_id": block[0], "size": block[1]})
 
-    def _rpc_describe(self, events_max: int) -> Reply:
-        ctl, now_ms = self.controller, self.now_ms()
-        described = ctl.image.to_dict()
+    async def _rpc_set_isolated(self, isolated: bool) -> Reply:
+        """Fault injection (loopback only, like the brokers' /v1/faults): cut this voter off
+        from the other voters, or heal it; brokers and clients still reach it."""
+        if isolated != self.shell.isolated:
+            log.warning("controller %d %s the other voters (fault injection)",
+                        self.quorum.node_id, "cut off from" if isolated else "reconnected to")
+        self.shell.isolated = isolated
+        return errors.NONE, "", {"isolated": isolated}
+
+    async def _rpc_describe(self, events_max: int) -> Reply:
+        quorum, now_ms = self.quorum, self.now_ms()
+        described = quorum.image.to_dict()
+        active = quorum.active
         for broker in described["brokers"]:
-            expiry_ms = ctl.lease_expiry_ms(broker["broker_id"])
+            expiry_ms = None if active is None else active.lease_expiry_ms(broker["broker_id"])
             broker["lease_expires_in_ms"] = None if expiry_ms is None else expiry_ms - now_ms
         count = max(0, min(events_max, EVENTS_MAX))
-        events = list(ctl.events)[len(ctl.events) - count :]
+        events = list(quorum.events)[len(quorum.events) - count :]
+        session_timeout_ms = quorum.session_timeout_ms
         described.update(
-            end_offset=ctl.log.end_offset,
+            end_offset=quorum.applied_offset,
             now_ms=now_ms,
-            session_timeout_ms=ctl.session_timeout_ms,
+            session_timeout_ms=session_timeout_ms,
             events=[e.to_dict() for e in events],
+            quorum={**quorum.describe_quorum(), "isolated": self.shell.isolated},
         )
         return errors.NONE, "", described
 
 
 # -- the process -----------------------------------------------------------------------------------
+
+
+def parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """``"1@127.0.0.1:9093,2@127.0.0.1:9094"`` as {voter id: (host, raft port)}."""
+    voters: dict[int, tuple[str, int]] = {}
+    for entry in text.split(","):
+        node_id, _, address = entry.strip().partition("@")
+        host, _, port = address.rpartition(":")
+        if not node_id.isdigit() or not host or not port.isdigit() or int(node_id) in voters:
+            raise ValueError(f"voter {entry!r} is not ID@HOST:PORT (or is listed twice)")
+        voters[int(node_id)] = (host, int(port))
+    return voters
 
 
 async def run_controller(
@@ -577,17 +677,24 @@ async def run_controller(
     ready_fd: int | None,
     parent_fd: int | None,
     *,
+    node_id: int = 1,
+    voters: dict[int, tuple[str, int]] | None = None,
     session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
 ) -> int:
-    """Run the controller until SIGTERM/SIGINT or until the supervisor's pipe closes; return the
-    exit code (1 if the metadata log could not be written). Once listening it writes "<port>\\n"
-    to ``ready_fd``."""
+    """Run one controller voter until SIGTERM/SIGINT or until the supervisor's pipe closes;
+    return the exit code (1 if the metadata log could not be written). Once listening it writes
+    "<port>\\n" to ``ready_fd``."""
+    voters = {node_id: (host, 0)} if voters is None else voters
+    assert node_id in voters, (node_id, voters)
     clock = monotonic_wall_clock()
-    controller = Controller.open(data_dir, now_ms=clock(), session_timeout_ms=session_timeout_ms)
-    info = controller.log.load_info
-    if info.truncated_bytes:
-        log.warning("metadata log: cut a torn tail of %d byte(s)", info.truncated_bytes)
-    server = ControllerServer(controller, host, port, clock=clock)
+    raft_log = RaftLog.open(data_dir)
+    if raft_log.truncated_bytes:
+        log.warning("metadata log: cut a torn tail of %d byte(s)", raft_log.truncated_bytes)
+    node = RaftNode(node_id, frozenset(voters), raft_log, QuorumStateStore(data_dir), clock())
+    quorum = QuorumController(node, clock(), session_timeout_ms=session_timeout_ms)
+    peers = {v: address for v, address in voters.items() if v != node_id}
+    shell = RaftShell(node, peers, voters[node_id][0], voters[node_id][1], clock, core=quorum)
+    server = ControllerServer(quorum, shell, host, port, clock=clock)
     port = await server.start()
     arrange_shutdown(server.stop, parent_fd, ready_fd, str(port))
     await server.stopped.wait()

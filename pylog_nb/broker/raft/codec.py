@@ -91,6 +91,7 @@ def _is_int(value: Any) -> bool:
 
 def _encode_batch(batch: Batch) -> dict[str, Any]:
     return {"base_offset": batch.base_offset, "epoch": batch.epoch, "control": batch.control,
+            "append_time_ms": batch.append_time_ms,
             "records": [base64.b64encode(r).decode() for r in batch.records]}
 
 
@@ -100,10 +101,12 @@ def _decode_batch(value: Any) -> Batch:
         if not isinstance(records, list) or not 0 < len(records) <= BATCH_RECORDS_MAX:
             raise ValueError("a batch holds 1 to BATCH_RECORDS_MAX records")
         base, epoch, control = value["base_offset"], value["epoch"], value["control"]
+        append_time_ms = value["append_time_ms"]
         if not (_is_int(base) and _is_int(epoch) and base >= 0 and epoch >= 0
-                and type(control) is bool):
-            raise ValueError("a batch's base offset and epoch are non-negative integers")
+                and type(control) is bool and _is_int(append_time_ms) and append_time_ms >= 0):
+            raise ValueError("a batch's base offset, epoch and append time are non-negative "
+                             "integers")
         return Batch(base, epoch, tuple(base64.b64decode(r, validate=True) for r in records),
-                     control)
+                     control, append_time_ms)
     except (KeyError, TypeError, binascii.Error) as error:
         raise ValueError(f"malformed batch: {error}") from error

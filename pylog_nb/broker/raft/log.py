@@ -13,6 +13,8 @@ Batch frame (big-endian)::
     crc          u32   CRC-32C of every byte after this field
     base_offset  i64   offset of the first record
     epoch        i32   the leader epoch that appended the batch
+    append_time  i64   the leader's clock when it appended the batch, in ms (Kafka's batch
+                       timestamp: when a metadata decision was made, on every voter)
     attributes   u8    bit 0: a control batch (the leader's "I lead epoch N" marker)
     count        u32   records in the batch
     records            ``count`` times: u32 length, then the bytes
@@ -40,7 +42,7 @@ import crc32c
 
 LOG_FILE_NAME = "raft.log"
 _FRAME = struct.Struct(">II")  # length, crc
-_HEADER = struct.Struct(">qiBI")  # base_offset, epoch, attributes, count
+_HEADER = struct.Struct(">qiqBI")  # base_offset, epoch, append_time_ms, attributes, count
 _LENGTH = struct.Struct(">I")
 CONTROL = 0x01
 BATCH_RECORDS_MAX = 20_000  # one decision: a topic of 10,000 partitions is the largest
@@ -56,9 +58,11 @@ class Batch:
     epoch: int
     records: tuple[bytes, ...]
     control: bool = False
+    append_time_ms: int = 0
 
     def __post_init__(self) -> None:
         assert self.base_offset >= 0 and self.epoch >= 0, (self.base_offset, self.epoch)
+        assert self.append_time_ms >= 0, self.append_time_ms
         assert 0 < len(self.records) <= BATCH_RECORDS_MAX, len(self.records)
 
     @property
@@ -68,7 +72,7 @@ class Batch:
 
 
 def encode_batch(batch: Batch) -> bytes:
-    body = bytearray(_HEADER.pack(batch.base_offset, batch.epoch,
+    body = bytearray(_HEADER.pack(batch.base_offset, batch.epoch, batch.append_time_ms,
                                   CONTROL if batch.control else 0, len(batch.records)))
     for record in batch.records:
         body += _LENGTH.pack(len(record))
@@ -89,8 +93,8 @@ def decode_batch(data: bytes, position: int) -> tuple[Batch, int] | None:
     body = data[position + _FRAME.size : position + size]
     if crc32c.crc32c(body) != crc:
         return None
-    base_offset, epoch, attributes, count = _HEADER.unpack_from(body, 0)
-    if base_offset < 0 or epoch < 0 or not 0 < count <= BATCH_RECORDS_MAX:
+    base_offset, epoch, append_time_ms, attributes, count = _HEADER.unpack_from(body, 0)
+    if base_offset < 0 or epoch < 0 or append_time_ms < 0 or not 0 < count <= BATCH_RECORDS_MAX:
         return None
     records, at = [], _HEADER.size
     for _ in range(count):
@@ -102,7 +106,8 @@ def decode_batch(data: bytes, position: int) -> tuple[Batch, int] | None:
         at += record_bytes
     if at != len(body):
         return None
-    return Batch(base_offset, epoch, tuple(records), bool(attributes & CONTROL)), size
+    return Batch(base_offset, epoch, tuple(records), bool(attributes & CONTROL),
+                 append_time_ms), size
 
 
 class RaftLog:

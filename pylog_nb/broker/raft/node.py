@@ -24,7 +24,8 @@ Roles (KIP-595, with KIP-996's pre-vote):
   is data or the HW moves, up to ``fetch_max_wait_ms``), appends what it gets (durably), learns
   the HW, and truncates first when the leader says its log diverges (the leader answers with
   the end offset of the largest epoch the two logs share). No answer from the leader for
-  ``fetch_timeout_ms`` makes it prospective.
+  ``fetch_timeout_ms`` makes it prospective; each follower waits a random 60-100% of it, so
+  the survivors of a leader's crash seldom stand at the same moment and split the vote.
 
 Any message carrying a larger epoch than the node's (a pre-vote request excepted) first moves
 the node to that epoch: as a follower if the message names the epoch's leader, else unattached.
@@ -60,6 +61,8 @@ from .messages import (
 )
 from .quorum_state import ElectionState, QuorumStateStore
 
+FETCH_TIMEOUT_JITTER_PCT = 40  # a follower's fetch timeout is 60-100% of the configured one
+
 
 class Role(Enum):
     UNATTACHED = "unattached"
@@ -79,6 +82,7 @@ class RaftConfig:
     fetch_max_wait_ms: int = 250  # a leader parks a fetch that long when it has nothing new
     request_timeout_ms: int = 500  # a fetch unanswered this long (beyond the parking) is resent
     begin_quorum_retry_ms: int = 250  # BeginQuorumEpoch resent to voters not fetching yet
+    pre_vote_retry_ms: int = 100  # a prospective asks the voters not granting again
     fetch_batches_max: int = READ_BATCHES_MAX  # batches in one fetch answer
 
     @property
@@ -89,6 +93,7 @@ class RaftConfig:
     def __post_init__(self) -> None:
         assert 0 < self.fetch_max_wait_ms < self.fetch_timeout_ms, self
         assert 0 < self.election_timeout_ms and 0 < self.begin_quorum_retry_ms, self
+        assert 0 < self.pre_vote_retry_ms < self.election_timeout_ms, self
         assert 0 < self.fetch_batches_max <= READ_BATCHES_MAX, self
 
 
@@ -125,6 +130,7 @@ class RaftNode:
         self.high_watermark = 0
         self.role = Role.UNATTACHED
         self._deadline_ms = 0  # election (unattached, prospective, candidate) or fetch timeout
+        self._pre_vote_retry_ms = 0  # prospective: when to ask the voters not granting again
         self._granted: set[int] = set()  # pre-votes or votes, for this round
         self._rejected: set[int] = set()
         self._fetch_sent_ms: int | None = None  # follower: the fetch in flight
@@ -155,6 +161,16 @@ class RaftNode:
     def majority(self) -> int:
         return len(self.voters) // 2 + 1
 
+    @property
+    def epoch_start_end(self) -> int:
+        """Leader: the end of its epoch-start batch; once committed, so is all before it."""
+        return self._epoch_start_offset + 1
+
+    def follower_end_offsets(self) -> dict[int, int]:
+        """Leader: the log end of each voter that has fetched in this epoch (its own: the log
+        end); a voter not heard from is left out, its log end unknown."""
+        return {**self._replica_end, self.node_id: self.log.end_offset}
+
     def committed(self, from_offset: int) -> list[Batch]:
         """Batches from ``from_offset`` (a batch boundary) that are wholly below the HW."""
         return [b for b in self.log.read(from_offset) if b.end_offset <= self.high_watermark]
@@ -164,7 +180,7 @@ class RaftNode:
         be committed, and the messages to send."""
         if self.role is not Role.LEADER:
             raise NotLeaderError(self.node_id, self.state.leader_id, self.epoch)
-        batch = Batch(self.log.end_offset, self.epoch, tuple(records))
+        batch = Batch(self.log.end_offset, self.epoch, tuple(records), False, max(0, now_ms))
         self.log.append(batch)
         return batch.end_offset, self._after_leader_change(now_ms, new_data=True)
 
@@ -180,6 +196,8 @@ class RaftNode:
             return self._maybe_fetch(now_ms)
         if now_ms >= self._deadline_ms:  # unattached, prospective, candidate
             return self._become_prospective(now_ms)
+        if self.role is Role.PROSPECTIVE and now_ms >= self._pre_vote_retry_ms:
+            return self._ask_pre_votes(now_ms)
         return []
 
     def request_failed(self, destination: int, message: Message, now_ms: int) -> list[Send]:
@@ -248,7 +266,11 @@ class RaftNode:
                 return []
         elif self.role is not Role.CANDIDATE or response.epoch != self.epoch:
             return []
-        (self._granted if response.granted else self._rejected).add(sender)
+        if response.granted:
+            self._granted.add(sender)
+            self._rejected.discard(sender)  # a pre-vote asked again: only the last answer counts
+        else:
+            self._rejected.add(sender)
         if len(self._granted) >= self.majority:
             return (self._become_candidate(now_ms) if response.pre_vote
                     else self._become_leader(now_ms))
@@ -358,7 +380,7 @@ class RaftNode:
         self._fetch_sent_ms = None
         if response.error != NONE:  # our leader no longer leads this epoch
             return self._become_unattached(self.epoch, now_ms)
-        self._deadline_ms = now_ms + self.config.fetch_timeout_ms
+        self._deadline_ms = self._fetch_deadline_ms(now_ms)
         if response.diverging is not None:  # the HW waits for an answer that finds a match
             self._truncate(response.diverging)
             return self._maybe_fetch(now_ms)
@@ -395,6 +417,10 @@ class RaftNode:
             self.store.write(state)
         self.state = state
 
+    def _fetch_deadline_ms(self, now_ms: int) -> int:
+        timeout = self.config.fetch_timeout_ms
+        return now_ms + timeout - self.rng.randrange(timeout * FETCH_TIMEOUT_JITTER_PCT // 100)
+
     def _election_timeout_ms(self) -> int:
         timeout = self.config.election_timeout_ms
         return timeout + self.rng.randrange(timeout)
@@ -413,7 +439,8 @@ class RaftNode:
         if persist:
             self._persist(ElectionState(epoch, voted, None))
         self._reset_role(Role.UNATTACHED)
-        self._deadline_ms = now_ms + self._election_timeout_ms()
+        alone = self.voters == {self.node_id}  # a quorum of one elects itself at once
+        self._deadline_ms = now_ms + (0 if alone else self._election_timeout_ms())
         return []
 
     def _become_follower(self, epoch: int, leader_id: int, now_ms: int,
@@ -423,7 +450,7 @@ class RaftNode:
         if persist:
             self._persist(ElectionState(epoch, voted, leader_id))
         self._reset_role(Role.FOLLOWER)
-        self._deadline_ms = now_ms + self.config.fetch_timeout_ms
+        self._deadline_ms = self._fetch_deadline_ms(now_ms)
         return self._maybe_fetch(now_ms)
 
     def _become_prospective(self, now_ms: int) -> list[Send]:
@@ -432,9 +459,17 @@ class RaftNode:
         self._deadline_ms = now_ms + self._election_timeout_ms()
         if len(self._granted) >= self.majority:
             return self._become_candidate(now_ms)
+        return self._ask_pre_votes(now_ms)
+
+    def _ask_pre_votes(self, now_ms: int) -> list[Send]:
+        """Ask every voter that has not granted a pre-vote. Asked again every
+        ``pre_vote_retry_ms``: a voter that still heard from the old leader a moment ago says no
+        at first, and its yes, once its own fetch timeout passes, must not wait for a whole new
+        election timeout. Pre-votes change no epoch, so asking often disturbs nobody."""
+        self._pre_vote_retry_ms = now_ms + self.config.pre_vote_retry_ms
         request = VoteRequest(self.epoch + 1, self.node_id, self.log.last_epoch,
                               self.log.end_offset, pre_vote=True)
-        return [Send(voter, request) for voter in sorted(self.voters - {self.node_id})]
+        return [Send(voter, request) for voter in sorted(self.voters - self._granted)]
 
     def _become_candidate(self, now_ms: int) -> list[Send]:
         self._persist(ElectionState(self.epoch + 1, self.node_id, None))
@@ -454,7 +489,7 @@ class RaftNode:
         marker = json.dumps({"leader_id": self.node_id, "voters": sorted(self.voters)})
         self._epoch_start_offset = self.log.end_offset
         self.log.append(Batch(self._epoch_start_offset, self.epoch, (marker.encode(),),
-                              control=True))
+                              control=True, append_time_ms=max(0, now_ms)))
         return self._after_leader_change(now_ms, new_data=True) + self._poll_leader(now_ms)
 
 

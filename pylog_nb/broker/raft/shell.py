@@ -22,6 +22,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from ..controller.rpc import FrameError, encode_frame, parse_frame, read_frame
 from .codec import decode_message, encode_message
@@ -36,18 +37,31 @@ CONNECT_TIMEOUT_S = 1.0
 OUTBOX_MAX = 1_000  # messages queued for one peer; more are dropped (the core resends)
 
 
+class Core(Protocol):
+    """What the shell feeds: the RaftNode itself, or a state machine around it (the quorum
+    controller) that steps it and adds messages of its own."""
+
+    def poll(self, now_ms: int) -> list[Send]: ...
+
+    def handle(self, sender: int, message: Message, now_ms: int) -> list[Send]: ...
+
+    def request_failed(self, destination: int, message: Message, now_ms: int) -> list[Send]: ...
+
+
 class RaftShell:
     """Runs one ``RaftNode`` on sockets; see the module docstring."""
 
     def __init__(self, node: RaftNode, peers: dict[int, tuple[str, int]],
                  host: str = "127.0.0.1", port: int = 0,
-                 clock: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], int] | None = None, core: Core | None = None) -> None:
         assert node.node_id not in peers and set(peers) == node.voters - {node.node_id}
         self.node = node
+        self.core: Core = node if core is None else core
         self.peers = peers
         self.host = host
         self.port = port
         self.on_change: Callable[[], None] = lambda: None  # after every step: HW, role moved
+        self.isolated = False  # fault injection: nothing reaches or leaves the other voters
         self._clock = clock or (lambda: time.monotonic_ns() // 1_000_000)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -83,11 +97,15 @@ class RaftShell:
 
     # -- the core --------------------------------------------------------------------------------
 
+    def send(self, sends: list[Send]) -> None:
+        """Queue messages the core produced outside the shell's own calls (a proposal)."""
+        self._after(sends)
+
     def _after(self, sends: list[Send]) -> None:
         """Queue what the core wants sent, and tell whoever waits that something moved."""
         for send in sends:
             outbox = self._outboxes.get(send.destination)
-            if outbox is None or outbox.full():
+            if outbox is None or outbox.full() or self.isolated:
                 self._failed(send.destination, send.message)
             else:
                 outbox.put_nowait(send.message)
@@ -97,11 +115,11 @@ class RaftShell:
 
     def _failed(self, destination: int, message: Message) -> None:
         if isinstance(message, FetchRequest):
-            self._after(self.node.request_failed(destination, message, self._clock()))
+            self._after(self.core.request_failed(destination, message, self._clock()))
 
     async def _tick_loop(self) -> None:
         while True:
-            self._after(self.node.poll(self._clock()))
+            self._after(self.core.poll(self._clock()))
             await asyncio.sleep(TICK_MS / 1000)
 
     async def propose(self, records: list[bytes]) -> int:
@@ -130,11 +148,12 @@ class RaftShell:
                 if sender not in self.peers:
                     raise FrameError(f"frame from {str(sender)[:20]}, not a voter")
                 message = decode_message(frame)
-                self._after(self.node.handle(sender, message, self._clock()))
+                if not self.isolated:
+                    self._after(self.core.handle(sender, message, self._clock()))
         except (FrameError, ValueError) as error:
             log.warning("raft voter %d: dropping a peer connection: %s", self.node.node_id, error)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # a cancelled handler ends quietly: Python 3.11's stream callback would log it
         finally:
             writer.close()
 
