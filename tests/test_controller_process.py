@@ -544,3 +544,10 @@ def test_client_gives_up_with_connection_error_after_bounded_retries(monkeypatch
                 await client.call("describe")
 
     run(scenario())
+
+
+def test_describe_quorum_is_the_quorum_section_alone(controller):
+    described = call_once("127.0.0.1", controller.port, "describe")
+    alone = call_once("127.0.0.1", controller.port, "describe_quorum")
+    assert alone == {"quorum": described["quorum"]}
+    assert alone["quorum"]["active"] and alone["quorum"]["voters"] == [1]

@@ -104,10 +104,13 @@ def scripted(tmp_path, monkeypatch):
                                       3: {"role": "follower", "epoch": 4, "active": False}}
     asked: list[int] = []
 
-    def describe(node):
+    def describe(node, quorum_only=False):
         asked.append(node.node_id)
         view = quorum[node.node_id]
-        return None if view is None else {"topics": [], "quorum": view, "by": node.node_id}
+        if view is None:
+            return None
+        return {"quorum": view} if quorum_only else {"topics": [], "quorum": view,
+                                                      "by": node.node_id}
 
     monkeypatch.setattr(cluster, "_describe", describe)
     for i, node in cluster._controllers.items():

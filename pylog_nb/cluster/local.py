@@ -286,8 +286,7 @@ class LocalCluster:
 
     def active_controller(self) -> int | None:
         """The id of the active controller (the Raft leader whose epoch has begun), or None."""
-        found = self._describe_active()
-        return None if found is None else found[0]
+        return self._find_active()
 
     def kill_controller(self, controller_id: int | None = None) -> int:
         """SIGKILL a controller (by default the active one) and return its id. Brokers keep
@@ -363,7 +362,7 @@ class LocalCluster:
         of the quorum: role, leader, epoch, committed offset, each voter's lag (on the leader)."""
         views: dict[int, tuple[str, dict | None]] = {}
         for controller_id, node in sorted(self._controllers.items()):
-            described = self._describe(node) if node.answering else None
+            described = self._describe(node, quorum_only=True) if node.answering else None
             quorum = None if described is None else described["quorum"]
             state = node.state if quorum is None else (
                 "isolated" if quorum.get("isolated") else "up")
@@ -395,22 +394,33 @@ class LocalCluster:
         return found[1]
 
     def _describe_active(self) -> tuple[int, dict] | None:
-        """(id, describe) of the controller that leads at the highest epoch, or None."""
-        claims: list[tuple[int, int, dict]] = []
+        """(id, describe) of the controller that is active at the highest epoch, or None."""
+        active = self._find_active()
+        if active is None:
+            return None
+        described = self._describe(self._controllers[active])
+        return None if described is None else (active, described)
+
+    def _find_active(self) -> int | None:
+        """The controller active at the highest epoch (asking each for its quorum view only:
+        a whole describe carries the image, which a live view would fetch three times a
+        second for nothing)."""
+        claims: list[tuple[int, int]] = []
         for node in self._controllers.values():
-            described = self._describe(node) if node.answering else None
+            described = self._describe(node, quorum_only=True) if node.answering else None
             if described is not None and (epoch := _leader_epoch(described)) is not None:
-                claims.append((epoch, node.node_id, described))
+                claims.append((epoch, node.node_id))
         if not claims:
             return None
-        _epoch, self._active_hint, described = max(claims, key=lambda c: (c[0], c[1]))
-        return self._active_hint, described
+        _epoch, self._active_hint = max(claims)
+        return self._active_hint
 
-    def _describe(self, node: _Node) -> dict | None:
+    def _describe(self, node: _Node, quorum_only: bool = False) -> dict | None:
         from pylog_nb.broker.controller.rpc import ControllerRpcError, call_once
 
+        method = "describe_quorum" if quorum_only else "describe"
         try:
-            return call_once(self.host, node.port, "describe", timeout_s=DESCRIBE_TIMEOUT_S)
+            return call_once(self.host, node.port, method, timeout_s=DESCRIBE_TIMEOUT_S)
         except (OSError, ValueError, ControllerRpcError):  # down, starting, wedged
             return None
 

@@ -45,6 +45,7 @@ Methods (params with defaults are optional; results are JSON objects):
   leader_epoch}]}; partitions is [[topic name, index], ...] or null for all
 - allocate_producer_ids(broker_id) -> {first_id, size}
 - set_isolated(isolated) -> {isolated}: fault injection, cuts this voter off from the others
+- describe_quorum() -> {quorum}: describe's quorum section alone (cheap: no image)
 - describe(events_max=100) -> the committed image.to_dict() (brokers also carry
   lease_expires_in_ms, null on a standby) plus {end_offset (committed), now_ms,
   session_timeout_ms, events: [{now_ms (when decided), offset, kind, text}], quorum: {node_id,
@@ -193,6 +194,7 @@ METHODS: dict[str, dict[str, tuple[str, Any]]] = {
     "allocate_producer_ids": {"broker_id": ("int", _REQUIRED)},
     "describe": {"events_max": ("int", DESCRIBE_EVENTS_DEFAULT)},
     "set_isolated": {"isolated": ("bool", _REQUIRED)},
+    "describe_quorum": {},
 }
 
 
@@ -635,6 +637,12 @@ class ControllerServer:
         self.shell.isolated = isolated
         return errors.NONE, "", {"isolated": isolated}
 
+    async def _rpc_describe_quorum(self) -> Reply:
+        return errors.NONE, "", {"quorum": self._quorum_view()}
+
+    def _quorum_view(self) -> dict[str, Any]:
+        return {**self.quorum.describe_quorum(), "isolated": self.shell.isolated}
+
     async def _rpc_describe(self, events_max: int) -> Reply:
         quorum, now_ms = self.quorum, self.now_ms()
         described = quorum.image.to_dict()
@@ -650,7 +658,7 @@ class ControllerServer:
             now_ms=now_ms,
             session_timeout_ms=session_timeout_ms,
             events=[e.to_dict() for e in events],
-            quorum={**quorum.describe_quorum(), "isolated": self.shell.isolated},
+            quorum=self._quorum_view(),
         )
         return errors.NONE, "", described
 
