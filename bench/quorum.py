@@ -1,5 +1,6 @@
 """Controller quorum benchmark: controller failover, partition failover with a new controller,
-and cluster start-to-ready for one and three controllers.
+and cluster start-to-ready for one and three controllers (and for one broker, which runs under one
+controller like any cluster).
 
 Usage::
 
@@ -11,7 +12,8 @@ confluent-kafka (librdkafka). Timings are time.monotonic().
 Metrics
 start-to-ready, M controllers
     From before ``LocalCluster(...)`` until ``start()`` returned (every broker registered,
-    unfenced and seeing its peers, a controller active). Median of R fresh clusters, M = 1, 3.
+    unfenced and seeing its peers, a controller active). Median of R fresh clusters, M = 1, 3;
+    also ``LocalCluster(brokers=1)`` (one controller).
 controller failover
     3 controllers. SIGKILL of the active controller, then at once an AdminClient
     ``create_topics`` sent to the brokers (which forward it to whichever controller they find
@@ -54,10 +56,10 @@ TARGET_CONTROLLER_FAILOVER_S = 2.0
 TARGET_PARTITION_FAILOVER_S = 3.0
 
 
-def start_to_ready_s(controllers: int) -> float:
+def start_to_ready_s(controllers: int, brokers: int = BROKERS) -> float:
     with tempfile.TemporaryDirectory(prefix="pylog-bench-quorum-") as data_dir:
         started = time.monotonic()
-        cluster = LocalCluster(brokers=BROKERS, controllers=controllers, data_dir=data_dir)
+        cluster = LocalCluster(brokers=brokers, controllers=controllers, data_dir=data_dir)
         cluster.start()
         elapsed_s = time.monotonic() - started
         cluster.stop()
@@ -118,6 +120,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
     args = parser.parse_args()
     rows = ["| metric | seconds | target |", "|---|---|---|"]
+    samples = [start_to_ready_s(1, brokers=1) for _ in range(args.repeats)]
+    print(f"start-to-ready, 1 broker: {samples}", flush=True)
+    rows += summary("one-broker cluster start-to-ready, 1 controller", samples)
     for controllers in (1, 3):
         samples = [start_to_ready_s(controllers) for _ in range(args.repeats)]
         print(f"start-to-ready, {controllers} controller(s): {samples}", flush=True)

@@ -49,7 +49,7 @@ class FakeCluster:
                  controller_down: bool = False) -> None:
         self.replicas = replicas
         self.described = described
-        self.controller = None if described is None else object()
+        self.controller = object()
         self.states = states or {b: "up" for b in replicas}
         self.claims = groups or []
         self.controller_down = controller_down
@@ -59,7 +59,7 @@ class FakeCluster:
 
     def controller_describe(self) -> dict:
         if self.described is None:
-            raise ClusterError("a one-broker cluster has no controller process")
+            raise ClusterError("no controller is active")
         if self.controller_down:
             raise ConnectionRefusedError("controller killed")
         return self.described
@@ -143,15 +143,6 @@ def test_the_leaders_isr_is_compared_with_the_one_the_controller_committed():
     frame = rows_by_broker(cluster)
     assert frame.loc[3, "disagreement"] == "ISR: broker sees [3,2,1], controller committed [2,3]"
     assert frame.loc[2, "disagreement"] == "" and frame.loc[1, "disagreement"] == ""  # hearsay
-
-
-def test_a_one_broker_cluster_is_its_own_authority():
-    cluster = FakeCluster({1: [replica("leader", 0, 1, [1])]}, described=None)
-    [row] = partitions_frame(cluster).to_dict("records")
-    assert (row["controller_leader"], row["controller_leader_epoch"]) == (1, 0)
-    assert row["controller_isr"] == [1] and row["disagreement"] == ""
-    snapshot = take_snapshot(cluster)
-    assert snapshot["authority"] == "broker" and snapshot["partitions"][0]["leader"] == 1
 
 
 def test_without_the_controller_the_newest_claim_leads_and_the_columns_stay_empty():

@@ -26,12 +26,12 @@ POLL_S = 0.05
 
 # -- without processes ---------------------------------------------------------------------------
 @pytest.mark.parametrize(("brokers", "controllers", "expected"), [
-    (1, None, []), (2, None, [1]), (3, None, [1, 2, 3]), (5, None, [1, 2, 3]),
+    (1, None, [1]), (2, None, [1]), (3, None, [1, 2, 3]), (5, None, [1, 2, 3]),
     (1, 1, [1]), (3, 1, [1]), (3, 5, [1, 2, 3, 4, 5]), (2, 2, [1, 2])])
 def test_controller_count_defaults_by_broker_count(tmp_path, brokers, controllers, expected):
     cluster = LocalCluster(brokers=brokers, controllers=controllers, data_dir=tmp_path)
     assert cluster.controllers == expected
-    assert (cluster.controller is None) == (expected == [])
+    assert cluster.controller.node_id == expected[0]  # none active yet: the first
     assert f"controllers={len(expected)}" in repr(cluster)
     cluster.stop()
 
@@ -186,19 +186,6 @@ def test_restart_without_an_id_brings_back_the_controllers_that_are_down(scripte
     assert scripted._controllers[2].process.signals == [signal.SIGTERM]
 
 
-def test_a_cluster_without_controllers_refuses_controller_calls(tmp_path):
-    cluster = LocalCluster(brokers=1, data_dir=tmp_path)
-    calls = [cluster.kill_controller, cluster.pause_controller, cluster.resume_controller,
-             cluster.restart_controller, cluster.controller_describe,
-             cluster.elect_preferred_leaders, cluster.active_controller]
-    for call in calls[:-1]:
-        with pytest.raises(ClusterError, match="^this cluster has no controller process$"):
-            call()
-    assert cluster.active_controller() is None
-    assert cluster.controller_states() == {}
-    cluster.stop()
-
-
 # -- the nemesis -----------------------------------------------------------------------------
 class _FaultLog:
     """The controller half of a LocalCluster, recording what the nemesis asks of it."""
@@ -350,8 +337,9 @@ def test_no_controller_outlives_a_sigkilled_supervisor(tmp_path):
     while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
         time.sleep(POLL_S)
     assert not any(_alive(pid) for pid in pids)
-    # Each broker shut down cleanly: it wrote its metadata on the way out.
-    assert all((tmp_path / f"broker-{i}" / "metadata.json").exists() for i in (1, 2, 3))
+    # Each broker shut down cleanly (the closed pipe is a SIGTERM, not a crash).
+    logs = [(tmp_path / f"broker-{i}" / "broker.log").read_text() for i in (1, 2, 3)]
+    assert all(f"broker {i} stopped cleanly" in text for i, text in enumerate(logs, 1))
 
 
 def _alive(pid: int) -> bool:

@@ -309,7 +309,8 @@ def quorum(shell) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize(("brokers", "controllers", "text"), [
-    (1, None, "starting 1 broker…"), (2, None, "starting 1 controller and 2 brokers…"),
+    (1, None, "starting 1 controller and 1 broker…"),
+    (2, None, "starting 1 controller and 2 brokers…"),
     (3, None, "starting 3 controllers and 3 brokers…"),
     (1, 3, "starting 3 controllers and 1 broker…")])
 def test_start_says_how_many_controllers_and_brokers(shell, detached, tmp_path, said,
@@ -318,7 +319,7 @@ def test_start_says_how_many_controllers_and_brokers(shell, detached, tmp_path, 
     option = "" if controllers is None else f" --controllers {controllers}"
     line(shell, "log_cluster", f"start --brokers {brokers}{option} --data-dir {tmp_path}")
     assert said == [text]
-    assert len(detached.cluster.controllers) == (controllers or {1: 0, 2: 1, 3: 3}[brokers])
+    assert len(detached.cluster.controllers) == (controllers or {1: 1, 2: 1, 3: 3}[brokers])
     detached.cluster.stop()
 
 
@@ -432,12 +433,10 @@ def test_controller_refusals_are_one_line(quorum_shell):
         assert str(caught.value) == message
 
 
-def test_a_cluster_without_controllers_shows_no_quorum_and_refuses_controller_faults(shell,
-                                                                                    capsys):
-    capsys.readouterr()
-    line(shell, "log_cluster", "status")
-    assert capsys.readouterr().out == ""  # no quorum frame displayed
-    assert list(line(shell, "log_cluster", "status quorum").columns) == QUORUM_COLUMNS
-    with pytest.raises(UsageError, match=r"^this cluster has no controllers \(one broker runs "
-                                         r"on its own; start it with --controllers N"):
-        line(shell, "log_cluster", "kill controller")
+def test_a_one_broker_cluster_runs_under_one_controller(shell):
+    frame = quorum(shell)
+    assert list(frame.reset_index().columns) == QUORUM_COLUMNS
+    assert list(frame.index) == [1] and bool(frame.active.iloc[0])
+    assert set(frame.state) == {"up"}
+    with pytest.raises(UsageError, match=r"^controller 2 does not exist; controllers are \[1\]$"):
+        line(shell, "log_cluster", "kill controller 2")

@@ -268,7 +268,8 @@ def _events(cluster, broker_id: int) -> list[dict]:
 def test_second_broker_on_a_held_data_dir_refuses_to_start(three):
     held = three.brokers[1].data_dir
     done = subprocess.run(
-        [sys.executable, "-m", "pylog_nb.broker", "--broker-id", "1", "--data-dir", str(held)],
+        [sys.executable, "-m", "pylog_nb.broker", "--broker-id", "1", "--data-dir", str(held),
+         "--controller", f"127.0.0.1:{three.controller.port}"],
         capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "in use by process" in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -38,7 +38,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--admin-port", type=int, default=0, help="introspection HTTP port")
     parser.add_argument("--ready-fd", type=int, help="write the bound port here once listening")
     parser.add_argument("--parent-fd", type=int, help="shut down when this pipe closes")
-    parser.add_argument("--controller", type=_controllers, default=(),
+    parser.add_argument("--controller", type=_controllers, required=True,
                         help="host:port[,host:port...] of every controller, in id order")
     parser.add_argument("--replica-lag-time-max-ms", type=int, default=REPLICA_LAG_TIME_MAX_MS)
     parser.add_argument("--no-auto-create", action="store_true")

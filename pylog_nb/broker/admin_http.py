@@ -17,7 +17,7 @@ leader epoch, segments), so each broker answers:
     GET /v1/broker       {"broker_id", "host", "port", "cluster_id", "partitions", "live_brokers",
                           "isolated", "lifecycle": {"state": "running" | "recovering" |
                           "registering", "fenced", "applied_offset", "catch_up_offset",
-                          "stall_count", ...} (null for a broker running alone),
+                          "stall_count", ...},
                           "stats": {"messages_in", "bytes_in", "bytes_out",
                                     "replication_bytes_out", ...} (broker/stats.py: traffic
                                     counters since the process started)}
@@ -46,7 +46,7 @@ import logging
 from collections.abc import Callable
 
 from .group.records import assigned_partitions
-from .node import BrokerNode
+from .node import CLUSTER_ID, BrokerNode
 
 log = logging.getLogger("pylog.broker")
 
@@ -58,7 +58,7 @@ def partitions_view(node: BrokerNode) -> list[dict]:
     """Every hosted partition as plain JSON-ready dicts."""
     rows = []
     for (topic, index), partition in sorted(node.replicas.partitions.items()):
-        state = node.store.image.topics[topic].partitions[index]
+        state = node.image.topics[topic].partitions[index]
         plog = partition.log
         rows.append({
             "topic": topic,
@@ -105,7 +105,7 @@ def broker_view(node: BrokerNode) -> dict:
         "broker_id": node.broker_id,
         "host": node.config.host,
         "port": node.port,
-        "cluster_id": node.store.image.cluster_id,
+        "cluster_id": CLUSTER_ID,
         "partitions": len(node.replicas.partitions),
         "live_brokers": node.live_broker_ids(),
         "isolated": node.isolated,

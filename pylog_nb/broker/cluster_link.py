@@ -189,15 +189,13 @@ class ClusterLink:
             self.applied.notify_all()
 
     def _publish(self) -> None:
-        image = self.metadata.metadata_image(self.node.broker_id)
-        self.node.store.image = image
-        self.node.on_actions(self.node.replicas.apply_image(image))
+        self.node.publish(self.metadata.image)
         self._reconcile_fetchers()
 
     def _reconcile_fetchers(self) -> None:
         leaders = {p.follower.leader_id for p in self.node.replicas.partitions.values()
                    if p.follower is not None}
-        endpoints = {b.broker_id: b for b in self.node.store.image.brokers if not b.fenced}
+        endpoints = {b.broker_id: b for b in self.node.image.brokers.values() if not b.fenced}
         for leader_id in list(self.fetchers):
             fetcher = self.fetchers[leader_id]
             endpoint = endpoints.get(leader_id)
@@ -245,7 +243,7 @@ class ClusterLink:
         return self.producer_ids.pop()
 
     def _send_isr_change(self, change: RequestIsrChange) -> None:
-        topic = self.node.store.image.topics.get(change.topic)
+        topic = self.node.image.topics.get(change.topic)
         request = self.alter.submit(change, None if topic is None else topic.topic_id)
         if request is not None:
             self._spawn(self._alter_partition(request))

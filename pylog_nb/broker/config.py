@@ -47,7 +47,7 @@ class BrokerConfig:
     flush_interval_ms: int = 1_000  # HW/recovery-point checkpoints; data itself is not fsynced
     rack: str | None = None
     # Every controller's (host, port), in controller id order (the first is controller 1).
-    # Empty: a standalone broker, on its own.
+    # A broker cannot run without them (run_broker refuses an empty tuple).
     controllers: tuple[tuple[str, int], ...] = ()
     replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS
     offsets_topic_num_partitions: int = OFFSETS_TOPIC_PARTITIONS

@@ -1,18 +1,31 @@
-"""Topic administration in a cluster: the same calls as TopicAdmin, decided by the controller.
+"""Topic administration: every change is decided by the active controller.
 
 Each method forwards to the controller and returns once this broker has applied the metadata
-records the decision wrote, so the client's next Metadata request already sees the change.
+records the decision wrote, so the client's next Metadata request already sees the change. A
+refusal raises ``AdminError`` carrying the Kafka error code and a one-line message, so the admin
+handlers only translate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
-from . import errors
+from . import errors, topic_config
 from .cluster_link import ClusterLink
+from .controller.image import PartitionImage, TopicImage
 from .controller.rpc import ControllerRpcError
-from .metadata import PartitionState, TopicState
-from .topics import DEFAULT_FROM_BROKER, AdminError, apply_incremental
+
+NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"  # a topic deleted before we saw it
+DEFAULT_FROM_BROKER = -1  # num_partitions / replication_factor of -1 mean "broker default"
+# IncrementalAlterConfigs operations
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+class AdminError(errors.KafkaError):
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
 
 
 class ControllerAdmin:
@@ -20,8 +33,8 @@ class ControllerAdmin:
         self.link = link
 
     @property
-    def topics(self) -> Mapping[str, TopicState]:
-        return self.link.node.store.image.topics
+    def topics(self) -> Mapping[str, TopicImage]:
+        return self.link.node.image.topics
 
     async def _call(self, method: str, **params) -> dict:
         try:
@@ -41,17 +54,17 @@ class ControllerAdmin:
         assignments: Sequence[Sequence[int]] = (),
         configs: Mapping[str, str | None] | None = None,
         validate_only: bool = False,
-    ) -> TopicState:
+    ) -> TopicImage:
         result = await self._call(
             "create_topic", name=name, num_partitions=num_partitions,
             replication_factor=replication_factor, assignments=[list(a) for a in assignments],
             configs=dict(configs or {}), validate_only=validate_only)
         return self.topics.get(name) or _topic_from(result)
 
-    async def delete_topic(self, name: str) -> TopicState:
+    async def delete_topic(self, name: str) -> TopicImage:
         topic = self.topics.get(name)
         await self._call("delete_topic", name=name)
-        return topic or TopicState(name, "00000000-0000-0000-0000-000000000000", ())
+        return topic or TopicImage(name, NO_TOPIC_ID, (), MappingProxyType({}))
 
     async def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         await self._call("create_partitions", name=name, count=count, validate_only=validate_only)
@@ -72,11 +85,31 @@ class ControllerAdmin:
         await self.alter_configs(name, overrides, validate_only)
 
 
-def _topic_from(result: dict) -> TopicState:
+def _topic_from(result: dict) -> TopicImage:
     """A validate_only answer: the topic as it would be created."""
     partitions = tuple(
-        PartitionState(tuple(p["replicas"]), p["leader"], p["leader_epoch"], tuple(p["isr"]),
+        PartitionImage(tuple(p["replicas"]), tuple(p["isr"]), p["leader"], p["leader_epoch"],
                        p["partition_epoch"])
         for p in result.get("partitions", [])
     )
-    return TopicState(result["name"], result["topic_id"], partitions, dict(result["configs"]))
+    return TopicImage(result["name"], result["topic_id"], partitions,
+                      MappingProxyType(dict(result["configs"])))
+
+
+def apply_incremental(
+    configs: Mapping[str, str], changes: Sequence[tuple[str, int, str | None]]
+) -> dict[str, str | None]:
+    """IncrementalAlterConfigs on a topic's overrides: SET and DELETE (no list-valued configs)."""
+    overrides: dict[str, str | None] = dict(configs)
+    for key, operation, value in changes:
+        if operation == OP_SET:
+            overrides[key] = value
+        elif operation == OP_DELETE:
+            if key not in topic_config.DEFINITIONS:
+                raise AdminError(errors.INVALID_CONFIG, f"Unknown topic config '{key}'")
+            overrides.pop(key, None)
+        else:
+            raise AdminError(
+                errors.INVALID_CONFIG, f"Config '{key}' is not a list: cannot APPEND/SUBTRACT"
+            )
+    return overrides

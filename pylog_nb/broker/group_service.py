@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .config import BrokerConfig
-from .errors import TOPIC_ALREADY_EXISTS
+from .controller.image import ClusterImage
+from .errors import TOPIC_ALREADY_EXISTS, KafkaError
 from .group import (
     Action,
     AppendRecords,
@@ -43,11 +44,10 @@ from .group import (
     partition_for,
 )
 from .group.errors import COORDINATOR_NOT_AVAILABLE, NONE
-from .metadata import OFFSETS_TOPIC, MetadataImage
+from .metadata import OFFSETS_TOPIC
 from .purgatory import ProduceDone
 from .records.batch import encode_batch, iter_batches_decoded
 from .replica_manager import ACKS_ALL, Partition, ReplicaManager
-from .topics import AdminError, TopicAdmin
 
 if TYPE_CHECKING:
     from .controller_admin import ControllerAdmin
@@ -80,9 +80,9 @@ class GroupService:
     """
 
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, *,
-                 metadata: Callable[[], MetadataImage], endpoints: Callable[[], list[dict]],
+                 metadata: Callable[[], ClusterImage], endpoints: Callable[[], list[dict]],
                  live_broker_ids: Callable[[], list[int]],
-                 admin: Callable[[], TopicAdmin | ControllerAdmin],
+                 admin: Callable[[], ControllerAdmin],
                  append: Callable[..., tuple[dict, int | None]], events: deque,
                  now_ms: Callable[[], int]) -> None:
         self.config = config
@@ -144,18 +144,16 @@ class GroupService:
             config.offsets_topic_replication_factor, len(self.live_broker_ids())
         )
         try:
-            created = self.admin().create_topic(
+            await self.admin().create_topic(
                 OFFSETS_TOPIC,
                 num_partitions=config.offsets_topic_num_partitions,
                 replication_factor=replication_factor,
                 configs={**OFFSETS_TOPIC_POLICY,
                          "segment.bytes": str(config.offsets_topic_segment_bytes)},
             )
-            if asyncio.iscoroutine(created):
-                await created
             log.info("created %s with %d partitions, RF %d", OFFSETS_TOPIC,
                      config.offsets_topic_num_partitions, replication_factor)
-        except AdminError as error:
+        except KafkaError as error:
             if error.error_code != TOPIC_ALREADY_EXISTS:
                 log.warning("cannot create %s: %s", OFFSETS_TOPIC, error)
 

@@ -2,7 +2,7 @@
 
 Theory of operation (KRaft's metadata loader, sans-IO). The broker fetches the controller's
 metadata log from ``next_offset`` on; ``on_records`` folds each batch into a ClusterImage and
-says when to publish it (as the MetadataImage the request handlers and the ReplicaManager read):
+says when to publish it (to the request handlers and the ReplicaManager, as ``BrokerNode.image``):
 only once caught up with the log end, never an intermediate image of a replay. Records are
 applied strictly in log order, each exactly once: an answer for another offset than the one
 asked for is refused (a stale answer arriving late after a pause).
@@ -15,11 +15,9 @@ from dataclasses import dataclass
 
 from .controller.image import ClusterImage, apply
 from .controller.records import MetadataRecord
-from .metadata import BrokerEndpoint, MetadataImage, PartitionState, TopicState
 
-__all__ = ["CLUSTER_ID", "FetchMetadata", "MetadataFollower", "to_metadata_image"]
+__all__ = ["FetchMetadata", "MetadataFollower"]
 
-CLUSTER_ID = "pylog-local-cluster"
 RETRY_BACKOFF_MS = 200  # after a failed metadata fetch
 
 
@@ -82,36 +80,3 @@ class MetadataFollower:
             return False
         self._unpublished = False
         return True
-
-    def metadata_image(self, broker_id: int) -> MetadataImage:
-        """The image in the shape the request handlers read."""
-        return to_metadata_image(self.image, _controller_id(self.image, broker_id))
-
-
-def to_metadata_image(image: ClusterImage, controller_id: int) -> MetadataImage:
-    """The controller's ClusterImage in the shape the request handlers read."""
-    topics = {
-        name: TopicState(
-            name=name,
-            topic_id=topic.topic_id,
-            partitions=tuple(
-                PartitionState(p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch)
-                for p in topic.partitions
-            ),
-            configs=dict(topic.configs),
-        )
-        for name, topic in image.topics.items()
-    }
-    # Fenced brokers stay listed, as their replicas do: librdkafka drops the leader of every
-    # partition a vanished broker led and waits a whole metadata refresh before using the new one.
-    brokers = tuple(
-        BrokerEndpoint(b.broker_id, b.host, b.port, b.fenced)
-        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
-    )
-    return MetadataImage(CLUSTER_ID, topics, image.next_producer_id, brokers, controller_id)
-
-
-def _controller_id(image: ClusterImage, broker_id: int) -> int:
-    """Clients only need some live broker to send admin requests to: the lowest id."""
-    live = [b.broker_id for b in image.brokers.values() if not b.fenced]
-    return min(live or [broker_id])

@@ -1,12 +1,13 @@
 """One broker's parts, assembled for the asyncio shell: what the request handlers are given.
 
-Theory of operation: the synchronous parts (``ReplicaManager``, ``ProducePurgatory``, and in a
-cluster the lifecycle, metadata follower and AlterPartition manager of ``cluster_link.py``)
-return actions; ``on_actions`` is the one place in the shell that carries them out: events go to
-a bounded deque the introspection endpoint serves, answered acks=all requests resolve their
-futures, a moved HW wakes long-polling fetches, ISR change requests go to ``isr_change_sink``
-(the controller link in a cluster; applied to the broker's own metadata when it runs alone), and
-role changes of ``__consumer_offsets`` partitions start or stop group coordinators.
+Theory of operation: the synchronous parts (``ReplicaManager``, ``ProducePurgatory``, and the
+lifecycle, metadata follower and AlterPartition manager of ``cluster_link.py``) return actions;
+``on_actions`` is the one place in the shell that carries them out: events go to a bounded deque
+the introspection endpoint serves, answered acks=all requests resolve their futures, a moved HW
+wakes long-polling fetches, ISR change requests go to ``isr_change_sink`` (the link to the active
+controller), and role changes of ``__consumer_offsets`` partitions start or stop group
+coordinators. Every broker, however small the cluster, serves the image its controllers
+committed (``image``): there is no metadata a broker decides on its own.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import contextvars
 import itertools
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, cast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .config import BrokerConfig
+from .controller.image import ClusterImage
 from .group_service import GroupService
-from .metadata import OFFSETS_TOPIC, MetadataStore
+from .metadata import OFFSETS_TOPIC
 from .purgatory import ProduceDone, ProducePurgatory
 from .replica_manager import ACKS_ALL, ReplicaManager, wall_clock_ms
 from .replication.actions import (
@@ -30,7 +32,6 @@ from .replication.actions import (
     RequestIsrChange,
     RoleChanged,
 )
-from .topics import TopicAdmin
 
 if TYPE_CHECKING:
     from .controller_admin import ControllerAdmin
@@ -39,6 +40,7 @@ EVENTS_MAX = 1000  # introspection history kept per broker
 FENCED_BROKER_LISTED_MS = 5_000  # a fenced broker stays in Metadata this long (see brokers())
 # The client address of the connection a handler serves ("/127.0.0.1", as Kafka reports it).
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
+CLUSTER_ID = "pylog-local-cluster"  # what Metadata and DescribeCluster report
 
 
 @dataclass
@@ -46,16 +48,17 @@ class BrokerNode:
     """What request handlers see of the broker. The asyncio server owns sockets and timers."""
 
     config: BrokerConfig
-    store: MetadataStore
     replicas: ReplicaManager
-    admin: TopicAdmin | ControllerAdmin  # TopicAdmin alone, ControllerAdmin in a cluster
     port: int = 0  # the bound port, known once the server listens
     now_ms: Callable[[], int] = field(default=wall_clock_ms)
     events: deque = field(default_factory=lambda: deque(maxlen=EVENTS_MAX))
     purgatory: ProducePurgatory = field(default_factory=ProducePurgatory)
+    image: ClusterImage = field(default_factory=ClusterImage.empty)  # the last one published
+    # Set by the link to the controllers (cluster_link.py), before any request is served:
+    admin: ControllerAdmin | None = None
     isr_change_sink: Callable[[RequestIsrChange], None] | None = None
-    producer_id_source: Callable | None = None  # async, in a cluster: blocks from the controller
-    lifecycle_view: Callable[[], dict] | None = None  # the controller link's state, if any
+    producer_id_source: Callable | None = None  # async: ids from blocks the controller hands out
+    lifecycle_view: Callable[[], dict] | None = None  # the controller link's state
     isolated: bool = False  # fault injection: cut off from peers and controller, not clients
     groups: GroupService = field(init=False)
     _produce_waiters: dict[int, asyncio.Future] = field(default_factory=dict)
@@ -65,20 +68,15 @@ class BrokerNode:
     @classmethod
     def open(cls, config: BrokerConfig) -> BrokerNode:
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        store = MetadataStore(config.data_dir)
         replicas = ReplicaManager(config.broker_id, config.data_dir,
                                   replica_lag_time_max_ms=config.replica_lag_time_max_ms)
-        # the admin needs node.on_actions, so it is set just below
-        node = cls(config, store, replicas, cast(TopicAdmin, None), config.port)
-        node.admin = TopicAdmin(config, store, replicas, node.on_actions)
-        node.on_actions(replicas.apply_image(store.image))
-        return node
+        return cls(config, replicas, config.port)
 
     def __post_init__(self) -> None:
         self.groups = GroupService(
-            self.config, self.replicas, metadata=lambda: self.store.image,
+            self.config, self.replicas, metadata=lambda: self.image,
             endpoints=self.brokers, live_broker_ids=self.live_broker_ids,
-            admin=lambda: self.admin, append=self.append, events=self.events,
+            admin=self.topic_admin, append=self.append, events=self.events,
             now_ms=self.now_ms)
         self.groups.watch = self.watch
 
@@ -86,16 +84,25 @@ class BrokerNode:
     def broker_id(self) -> int:
         return self.config.broker_id
 
+    def topic_admin(self) -> ControllerAdmin:
+        assert self.admin is not None, "the controller link sets the admin before serving"
+        return self.admin
+
+    def publish(self, image: ClusterImage) -> None:
+        """Serve ``image`` from now on and bring the hosted partitions in line with it."""
+        self.image = image
+        self.on_actions(self.replicas.apply_image(image))
+
     def brokers(self) -> list[dict]:
-        """Broker endpoints for Metadata / DescribeCluster: the live cluster, or just us.
+        """Broker endpoints for Metadata / DescribeCluster: the registered brokers.
 
         A fenced broker stays listed for ``FENCED_BROKER_LISTED_MS`` after we first report it
         fenced: librdkafka forgets the partitions a vanished broker led and waits a whole
         metadata refresh before using their new leaders. Then it goes, as in Kafka, so requests
         sent to every broker (ListGroups) do not wait on a dead one.
         """
-        endpoints = self.store.image.brokers
-        if not endpoints:
+        endpoints = [self.image.brokers[b] for b in sorted(self.image.brokers)]
+        if not endpoints:  # no metadata yet: a client may still learn where we are
             return [self._endpoint(self.broker_id, self.config.host, self.port)]
         now_ms = self.now_ms()
         fenced = {b.broker_id for b in endpoints if b.fenced}
@@ -106,10 +113,7 @@ class BrokerNode:
                 < FENCED_BROKER_LISTED_MS]
 
     def live_broker_ids(self) -> list[int]:
-        endpoints = self.store.image.brokers
-        if not endpoints:
-            return [self.broker_id]
-        return [b.broker_id for b in endpoints if not b.fenced]
+        return list(self.image.live_broker_ids())
 
     def _endpoint(self, broker_id: int, host: str, port: int) -> dict:
         return {"node_id": broker_id, "broker_id": broker_id, "host": host, "port": port,
@@ -117,12 +121,14 @@ class BrokerNode:
 
     @property
     def controller_id(self) -> int:
-        return self.store.image.controller_id if self.store.image.brokers else self.broker_id
+        """What Metadata reports as controller: clients only send admin requests there, and any
+        live broker forwards them to the active controller, so the lowest live broker id (as
+        Kafka reports a random live broker under KRaft)."""
+        return min(self.image.live_broker_ids() or [self.broker_id])
 
     async def allocate_producer_id(self) -> int:
-        if self.producer_id_source is not None:
-            return await self.producer_id_source()
-        return self.store.allocate_producer_id()
+        assert self.producer_id_source is not None, "the controller link sets it before serving"
+        return await self.producer_id_source()
 
     # == appends and acks=all =====================================================================
 
@@ -173,18 +179,8 @@ class BrokerNode:
             partition.wake_waiters()
 
     def _request_isr_change(self, action: RequestIsrChange) -> None:
-        if self.isr_change_sink is not None:
-            self.isr_change_sink(action)
-            return
-        # Alone, this broker is its own controller: commit the change to its own metadata.
-        topic = self.store.image.topics[action.topic]
-        states = list(topic.partitions)
-        old = states[action.partition]
-        states[action.partition] = replace(
-            old, isr=action.new_isr, partition_epoch=old.partition_epoch + 1
-        )
-        self.store.put_topic(replace(topic, partitions=tuple(states)))
-        self.on_actions(self.replicas.apply_image(self.store.image))
+        assert self.isr_change_sink is not None, "the controller link sets it before serving"
+        self.isr_change_sink(action)
 
     def close(self) -> None:
         self.groups.close()

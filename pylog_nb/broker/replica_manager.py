@@ -2,8 +2,8 @@
 
 Theory of operation (Kafka's ``ReplicaManager`` and ``Partition``, synchronous and sans-IO):
 
-- ``apply_image`` reconciles the hosted partitions with a MetadataImage, the single source of
-  truth (the broker's own store when it runs alone, the controller's metadata log in a cluster).
+- ``apply_image`` reconciles the hosted partitions with a ClusterImage, the single source of
+  truth (the controllers' committed metadata log, as this broker has folded it).
   A partition this broker leads gets a ``LeaderState`` for its leader epoch; one it follows gets
   a ``FollowerState``; a new epoch replaces either, an ISR committed by the controller is handed
   to the leader. Every role change is reported as a ``RoleChanged`` action.
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import errors, topic_config
 from .config import REPLICA_LAG_TIME_MAX_MS
-from .metadata import MetadataImage, PartitionState, TopicState
+from .controller.image import ClusterImage, PartitionImage, TopicImage
 from .replication.actions import Action, RoleChanged
 from .replication.divergence import diverging_epoch
 from .replication.follower import FollowerState
@@ -84,7 +84,7 @@ class Partition:
     topic: str
     index: int
     log: Log
-    state: PartitionState
+    state: PartitionImage
     leader: LeaderState | None = None
     follower: FollowerState | None = None
     waiters: list[Callable[[], None]] = field(default_factory=list)
@@ -159,7 +159,7 @@ class ReplicaManager:
 
     # == reconciliation ===========================================================================
 
-    def apply_image(self, image: MetadataImage) -> list[Action]:
+    def apply_image(self, image: ClusterImage) -> list[Action]:
         """Open, reconfigure, re-role or remove partitions so they match ``image``."""
         wanted = {
             (topic.name, index): (topic, state)
@@ -174,7 +174,7 @@ class ReplicaManager:
             actions += self._reconcile(topic, key[1], state)
         return actions
 
-    def _reconcile(self, topic: TopicState, index: int, state: PartitionState) -> list[Action]:
+    def _reconcile(self, topic: TopicImage, index: int, state: PartitionImage) -> list[Action]:
         config = topic_config.log_config(topic.configs)
         partition = self.partitions.get((topic.name, index))
         if partition is None:
@@ -197,7 +197,7 @@ class ReplicaManager:
             partition.leader.min_insync_replicas = _min_insync(topic)
         return actions
 
-    def _become(self, partition: Partition, topic: TopicState, state: PartitionState) -> list:
+    def _become(self, partition: Partition, topic: TopicImage, state: PartitionImage) -> list:
         now_ms = self.now_ms()
         actions = partition.leader.resign(now_ms) if partition.leader is not None else []
         partition.leader = partition.follower = None
@@ -390,5 +390,5 @@ def _read_records(partition: Partition, target: FetchTarget, budget: int, min_on
     return None
 
 
-def _min_insync(topic: TopicState) -> int:
+def _min_insync(topic: TopicImage) -> int:
     return topic_config.effective(topic.configs)["min.insync.replicas"]

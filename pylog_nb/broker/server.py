@@ -227,31 +227,32 @@ async def run_broker(
 ) -> None:
     """Run a broker until SIGTERM/SIGINT or until the supervisor's pipe closes.
 
-    Once listening it writes "<kafka port> <admin port>\n" to ``ready_fd``.
+    Once listening it writes "<kafka port> <admin port>\n" to ``ready_fd``. Every broker follows
+    its controllers (``config.controllers``): they hold all of the metadata it serves.
     """
+    if not config.controllers:
+        raise ValueError("a broker needs its controllers: --controller HOST:PORT[,HOST:PORT...]")
     node = BrokerNode.open(config)
+    link = link_to_controllers(node, config.controllers)
     server = BrokerServer(node)
     port = await server.start()
     admin = AdminHttpServer(node)
     admin_port = await admin.start(config.host, admin_port)
-    link = None
-    if config.controllers:
-        link = await join_cluster(node, config.controllers)
+    await link.start()
     arrange_shutdown(server.stop, parent_fd, ready_fd, f"{port} {admin_port}")
     await server.stopped.wait()
-    if link is not None:
-        await link.stop()
+    await link.stop()
     admin.close()
     log.info("broker %d stopped cleanly", config.broker_id)
 
 
-async def join_cluster(node: BrokerNode, controllers: Sequence[tuple[str, int]]):
-    """Follow the active one of these controllers: metadata, heartbeats, admin, producer ids."""
+def link_to_controllers(node: BrokerNode, controllers: Sequence[tuple[str, int]]):
+    """The link to the active one of these controllers: metadata, heartbeats, admin, producer
+    ids. It is wired into ``node`` before any request is served; ``start`` registers."""
     from .cluster_link import ClusterLink
     from .controller_admin import ControllerAdmin
 
     link = ClusterLink(node, controllers)
     node.admin = ControllerAdmin(link)
     node.producer_id_source = link.allocate_producer_id
-    await link.start()
     return link

@@ -42,9 +42,6 @@ def controller_fault(cluster: LocalCluster, action: str, controller_id: int | No
     ClusterError, in one line, when the fault cannot apply."""
     if action not in ACTIONS:
         raise ValueError(f"{action!r} is not a controller fault: one of {', '.join(ACTIONS)}")
-    if not cluster.controllers:
-        raise ClusterError("this cluster has no controllers (one broker runs on its own; "
-                           "start it with --controllers N for a quorum)")
     if controller_id is not None and controller_id not in cluster.controllers:
         raise ClusterError(f"controller {controller_id} does not exist; controllers are "
                            f"{cluster.controllers}")

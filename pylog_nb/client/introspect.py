@@ -9,8 +9,7 @@ every replica row carries the authority's leader, epoch and ISR beside its own, 
 ``disagreement`` text naming what differs, empty when they agree. Without a controller the
 authority is the next best thing, and says so in its ``source``:
 
-- ``controller``: the controller's image (a multi-broker cluster),
-- ``broker``: the broker's own view (a one-broker cluster has no controller process),
+- ``controller``: the active controller's image,
 - ``newest claim``: the controller does not answer; per partition, the view of the replica that
   acts as leader at the highest epoch any broker reports.
 
@@ -53,7 +52,7 @@ class PartitionTruth:
 
 @dataclass(frozen=True)
 class Authority:
-    """Whose leaders and ISRs count (``source``: controller, broker or newest claim, see the
+    """Whose leaders and ISRs count (``source``: controller or newest claim, see the
     module docstring) and every partition as that source has it."""
 
     source: str
@@ -152,8 +151,6 @@ def authority_of(cluster: LocalCluster, replicas: dict[int, list[dict]]) -> Auth
     ``replicas`` is ``cluster.describe()``, read by the caller so that every view it builds
     compares the same answers.
     """
-    if cluster.controller is None:
-        return authority_from_brokers(replicas, "broker")
     from pylog_nb.broker.controller.rpc import ControllerRpcError
 
     try:
@@ -174,7 +171,7 @@ def authority_from_controller(described: dict) -> Authority:
 def authority_from_brokers(replicas: dict[int, list[dict]], source: str) -> Authority:
     """Per partition, the view of the replica acting as leader at the highest epoch (ties: the
     lowest broker id); when none acts as leader, the view at the highest epoch."""
-    assert source in ("broker", "newest claim"), source
+    assert source == "newest claim", source
     best: dict[Key, tuple[tuple, PartitionTruth]] = {}
     for broker_id, rows in replicas.items():
         for row in rows:

@@ -48,7 +48,6 @@ ADMIN_TIMEOUT_S = 10.0
 # A live controller answers describe in milliseconds; one slower than this is wedged, and asking
 # it must not hold up finding the active one.
 DESCRIBE_TIMEOUT_S = 2.0
-NO_CONTROLLER = "this cluster has no controller process"
 
 
 class ClusterError(RuntimeError):
@@ -100,8 +99,8 @@ class LocalCluster:
     """Broker processes, and a quorum of controller processes, on 127.0.0.1 sharing one data
     directory.
 
-    ``controllers`` defaults to 3 for three or more brokers, 1 for two, and none for one broker,
-    which then runs on its own; give it (1 to 5) to run one broker under controllers too.
+    ``controllers`` defaults to 3 for three or more brokers and 1 for fewer (1 to 5). Every
+    broker follows them, whatever the size of the cluster: there is one metadata path.
 
     >>> with LocalCluster(brokers=3) as cluster:
     ...     print(cluster.bootstrap_servers, cluster.active_controller())
@@ -151,8 +150,7 @@ class LocalCluster:
             self._started = True
             return self
         self._pick_controller_ports()
-        for node in self._nodes():  # controllers first: brokers register with the active one
-            self._spawn(node)
+        self._spawn_all(self._nodes())
         self._save()
         self._started = True
         if self._temporary:  # a kernel that exits without stop() leaves no /tmp/pylog-* behind
@@ -163,8 +161,6 @@ class LocalCluster:
     def wait_until_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Wait until a controller is active and every running broker is registered, unfenced
         and sees all live peers."""
-        if not self._controllers:
-            return
         running = {i for i, b in self.brokers.items() if b.answering}
         deadline = time.monotonic() + timeout_s
         active = None
@@ -262,15 +258,13 @@ class LocalCluster:
     # -- controllers -----------------------------------------------------------------------
     @property
     def controllers(self) -> list[int]:
-        """The controller ids, 1..M (empty for a one-broker cluster on its own)."""
+        """The controller ids, 1..M."""
         return sorted(self._controllers)
 
     @property
-    def controller(self) -> _Node | None:
-        """None when the cluster has no controller process; else the active controller's
-        process record as last found (or any running one, or the first)."""
-        if not self._controllers:
-            return None
+    def controller(self) -> _Node:
+        """The active controller's process record as last found (or any running one, or the
+        first)."""
         hinted = self._controllers.get(self._active_hint or 0)
         if hinted is not None and hinted.answering:
             return hinted
@@ -322,7 +316,7 @@ class LocalCluster:
         first if running. By default: every controller that is down (kill_controller() then
         restart_controller() brings back the one killed), or if none is, the active one."""
         down = [i for i, c in self._controllers.items() if not c.running]
-        if controller_id is None and not down:  # raises NO_CONTROLLER if there are none
+        if controller_id is None and not down:
             controller_id = self._require_active()
         for node in self._controllers_named(controller_id, down):
             if node.running:
@@ -374,8 +368,6 @@ class LocalCluster:
         (asks the active controller, following a failover)."""
         from pylog_nb.broker.controller.rpc import call_active
 
-        if not self._controllers:
-            raise ClusterError(NO_CONTROLLER)
         addresses = [(self.host, c.port) for c in self._controllers.values() if c.answering]
         if not addresses:
             raise ClusterError(f"no controller is answering (controllers "
@@ -385,8 +377,6 @@ class LocalCluster:
     def controller_describe(self) -> dict:
         """The active controller's image (brokers, topics, partitions), its recent events and
         its view of the quorum. ConnectionError when no controller is active (a failover)."""
-        if not self._controllers:
-            raise ClusterError(NO_CONTROLLER)
         found = self._describe_active()
         if found is None:
             raise ConnectionError(f"no controller is active (controllers "
@@ -425,8 +415,6 @@ class LocalCluster:
             return None
 
     def _require_active(self) -> int:
-        if not self._controllers:
-            raise ClusterError(NO_CONTROLLER)
         active = self.active_controller()
         if active is None:
             raise ClusterError(f"no controller is active (controllers "
@@ -443,14 +431,10 @@ class LocalCluster:
         return node
 
     def _controllers_named(self, controller_id: int | None, default: list[int]) -> list[_Node]:
-        if not self._controllers:
-            raise ClusterError(NO_CONTROLLER)
         ids = default if controller_id is None else [controller_id]
         return [self._controller(i) for i in sorted(ids)]
 
     def _controller(self, controller_id: int) -> _Node:
-        if not self._controllers:
-            raise ClusterError(NO_CONTROLLER)
         if controller_id not in self._controllers:
             raise ClusterError(f"no controller {controller_id}; controllers are "
                                f"{self.controllers}")
@@ -461,7 +445,7 @@ class LocalCluster:
         committed) and each broker's (HW advanced, ISR change requested, truncated), each with
         ``source``. Without an active controller, the brokers' alone."""
         merged = []
-        found = self._describe_active() if self._controllers else None
+        found = self._describe_active()
         if found is not None:
             for event in found[1].get("events", []):
                 merged.append({"source": "controller", **event})
@@ -529,12 +513,10 @@ class LocalCluster:
         if node.kind == "controller":
             return [sys.executable, "-m", "pylog_nb.broker.controller", *common,
                     "--node-id", str(node.node_id), "--voters", self._voters()]
-        command = [sys.executable, "-m", "pylog_nb.broker", "--broker-id", str(node.node_id),
-                   "--admin-port", str(node.admin_port), *common, *self.broker_args]
-        if self._controllers:
-            addresses = ",".join(f"{self.host}:{c.port}" for c in self._controllers.values())
-            command += ["--controller", addresses]
-        return command
+        addresses = ",".join(f"{self.host}:{c.port}" for c in self._controllers.values())
+        return [sys.executable, "-m", "pylog_nb.broker", "--broker-id", str(node.node_id),
+                "--admin-port", str(node.admin_port), *common, "--controller", addresses,
+                *self.broker_args]
 
     def _voters(self) -> str:
         """Every controller as ID@HOST:RAFT_PORT, the static voter set of the quorum."""
@@ -549,6 +531,24 @@ class LocalCluster:
             node.port, node.raft_port = ports.pop(), ports.pop()
 
     def _spawn(self, node: _Node) -> None:
+        self._await_started(node, self._launch(node))
+
+    def _spawn_all(self, nodes: list[_Node]) -> None:
+        """Start every node at once (brokers retry until a controller is active), then wait
+        for each to listen; if one fails, stop the others."""
+        launched = [(node, self._launch(node)) for node in nodes]
+        try:
+            for node, ready_r in launched:
+                self._await_started(node, ready_r)
+        except ClusterError:
+            for node, _ in launched:
+                if node.running:
+                    _terminate(node)
+                    self._reap(node)
+            raise
+
+    def _launch(self, node: _Node) -> int:
+        """Start ``node``'s process; the pipe it writes its ports to once listening."""
         node.data_dir.mkdir(parents=True, exist_ok=True)
         ready_r, ready_w = os.pipe()
         command = self._command(node, ready_w)
@@ -562,6 +562,9 @@ class LocalCluster:
                 start_new_session=True,  # Ctrl+C reaches the supervisor, which stops them
             )
         os.close(ready_w)
+        return ready_r
+
+    def _await_started(self, node: _Node, ready_r: int) -> None:
         try:
             ports = self._await_ready(node, ready_r)
         finally:
@@ -647,8 +650,9 @@ class LocalCluster:
 
 
 def _controllers_for(brokers: int) -> int:
-    """The default quorum size: none for a broker on its own, one for two brokers."""
-    return CONTROLLERS_DEFAULT if brokers >= CONTROLLERS_DEFAULT else brokers - 1
+    """The default quorum size: three, or one for a cluster of one or two brokers (a quorum of
+    three controllers would outnumber them)."""
+    return CONTROLLERS_DEFAULT if brokers >= CONTROLLERS_DEFAULT else 1
 
 
 def _leader_epoch(described: dict) -> int | None:

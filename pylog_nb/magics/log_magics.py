@@ -166,9 +166,8 @@ class LogMagics(Magics):
         broker_args = tuple(t for part in shlex.split(args.broker_args) for t in shlex.split(part))
         cluster = LocalCluster(brokers=args.brokers, data_dir=args.data_dir,
                                broker_args=broker_args, controllers=args.controllers)
-        controllers = f"{_count(len(cluster.controllers), 'controller')} and " \
-            if cluster.controllers else ""
-        with waiting(f"starting {controllers}{_count(args.brokers, 'broker')}…"):
+        controllers = _count(len(cluster.controllers), 'controller')
+        with waiting(f"starting {controllers} and {_count(args.brokers, 'broker')}…"):
             self.cluster = cluster.start()
         return cluster
 

@@ -181,8 +181,6 @@ def _authority(cluster: LocalCluster,
                replicas: dict[int, list[dict]]) -> tuple[Authority, set[int]]:
     """``client.introspect.authority_of``, and the brokers the controller has fenced, out of
     one call to the controller."""
-    if cluster.controller is None:
-        return authority_from_brokers(replicas, "broker"), set()
     from pylog_nb.broker.controller.rpc import ControllerRpcError
 
     try:

@@ -257,7 +257,7 @@ class SimBroker:
         body = message.body
         if self.metadata.on_records(body["from_offset"], body["records"], body["next_offset"],
                                     body["end_offset"]):
-            self.image = self.metadata.metadata_image(self.broker_id)
+            self.image = self.metadata.image
             self.on_actions(self.replicas.apply_image(self.image))
             self.reconcile_fetchers()
         self.lifecycle.on_metadata_applied(self.metadata.next_offset)
@@ -268,7 +268,7 @@ class SimBroker:
     def reconcile_fetchers(self) -> None:
         leaders = {p.follower.leader_id for p in self.replicas.partitions.values()
                    if p.follower is not None}
-        live = {b.broker_id for b in self.image.brokers if not b.fenced}
+        live = {b.broker_id for b in self.image.brokers.values() if not b.fenced}
         for leader_id in list(self.fetchers):
             if leader_id not in leaders or leader_id not in live:
                 del self.fetchers[leader_id]

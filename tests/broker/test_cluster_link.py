@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +19,7 @@ from pylog_nb.broker.cluster_link import LIFECYCLE_CALL_TIMEOUT_MS, ClusterLink
 from pylog_nb.broker.config import BrokerConfig, parse_controllers
 from pylog_nb.broker.controller.controller import BROKER_SESSION_TIMEOUT_MS
 from pylog_nb.broker.node import BrokerNode
+from pylog_nb.broker.server import run_broker
 
 METADATA_END = 2  # offset 0: the leader's epoch-start control batch, 1: another, never sent
 WAIT_S = 10
@@ -43,7 +46,7 @@ async def wait_until(condition: Callable[[], bool], what: str) -> None:
 
 
 def test_controller_takes_every_address_in_id_order():
-    assert BrokerConfig(1, Path("d")).controllers == ()  # on its own
+    assert BrokerConfig(1, Path("d")).controllers == ()  # run_broker refuses it
     assert parse_controllers("127.0.0.1:9000") == (("127.0.0.1", 9000),)
     assert parse_controllers("127.0.0.1:9000, localhost:9001,127.0.0.1:9002") == (
         ("127.0.0.1", 9000), ("localhost", 9001), ("127.0.0.1", 9002))
@@ -83,9 +86,14 @@ def test_link_follows_the_active_controller_through_failovers(tmp_path, caplog):
             return [c.port for c in quorum.controllers]
 
     async def following(quorum: FakeQuorum, node_id: int) -> None:
+        quorum[node_id].calls.clear()  # calls it refused before its election do not count
+
         def heard() -> bool:
             calls = quorum[node_id].calls
-            return "heartbeat" in calls and "fetch_metadata" in calls
+            # a call is recorded when received: the answer, which the link logs, comes after
+            answered = any(r.getMessage().startswith(f"following controller {node_id} ")
+                           for r in caplog.records)
+            return answered and "heartbeat" in calls and "fetch_metadata" in calls
 
         await wait_until(heard, f"heartbeats and metadata polls at controller {node_id}")
 
@@ -121,3 +129,14 @@ def test_a_paused_active_controller_is_left_within_the_session_timeout(tmp_path)
             return heartbeat_s
 
     assert asyncio.run(scenario()) < BROKER_SESSION_TIMEOUT_MS / 1000  # about 1.5 s
+
+
+def test_a_broker_refuses_to_run_without_controllers(tmp_path):
+    with pytest.raises(ValueError, match=r"^a broker needs its controllers: --controller "):
+        asyncio.run(run_broker(BrokerConfig(1, tmp_path), None, None))
+    done = subprocess.run([sys.executable, "-m", "pylog_nb.broker", "--broker-id", "1",
+                           "--data-dir", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 2
+    assert "the following arguments are required: --controller" in done.stderr
+    assert not list(tmp_path.iterdir())  # nothing written

@@ -15,8 +15,8 @@ import pytest
 from test_replication_support import CONFIG, LAG_MS, TOPIC
 
 from pylog_nb.broker import errors
+from pylog_nb.broker.controller.image import PartitionImage
 from pylog_nb.broker.handlers.offsets import handle_list_offsets
-from pylog_nb.broker.metadata import PartitionState
 from pylog_nb.broker.protocol import codec
 from pylog_nb.broker.records.batch import encode_batch
 from pylog_nb.broker.replica_manager import Partition, ReplicaManager
@@ -40,7 +40,7 @@ def lagging(tmp_path):
         log.append_as_leader(bytearray(encode_batch([record])), leader_epoch=0)
     log.high_watermark = OLD_HW
     leader = LeaderState(TOPIC, 0, 1, 1, (1, 2, 3), (1, 2, 3), log, LAG_MS, 1, now_ms=0)
-    partition = Partition(TOPIC, 0, log, PartitionState((1, 2, 3), 1, 1, (1, 2, 3)), leader)
+    partition = Partition(TOPIC, 0, log, PartitionImage((1, 2, 3), (1, 2, 3), 1, 1, 0), leader)
     yield partition
     log.close()
 
@@ -101,7 +101,7 @@ def test_max_timestamp_names_the_record_inside_its_batch(tmp_path):
         records = [(None, b"v", [], BASE_TIME_MS + t) for t in times]
         log.append_as_leader(bytearray(encode_batch(records)), leader_epoch=0)
     leader = LeaderState(TOPIC, 0, 1, 0, (1,), (1,), log, LAG_MS, 1, now_ms=0)
-    partition = Partition(TOPIC, 0, log, PartitionState((1,), 1, 0, (1,)), leader)
+    partition = Partition(TOPIC, 0, log, PartitionImage((1,), (1,), 1, 0, 0), leader)
     assert partition.high_watermark == 9
     assert _answer(partition, MAX_TIMESTAMP) == (errors.NONE, 4, BASE_TIME_MS + 90)
     assert _answer(partition, BASE_TIME_MS + 35) == (errors.NONE, 3, BASE_TIME_MS + 40)

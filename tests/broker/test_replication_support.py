@@ -2,7 +2,7 @@
 
 Each broker is a real ``ReplicaManager`` (with an ``AlterPartitionManager``); ``Cluster`` plays
 only the controller and the network. ``elect`` and ``answer_isr_change`` publish a new
-MetadataImage that every broker reconciles with; ``produce`` is the leader's
+ClusterImage that every broker reconciles with; ``produce`` is the leader's
 ``append_records``; ``fetch`` is one round trip of a follower's ``FetcherState`` to the leader's
 ``read_for_fetch`` (and ListOffsets when the follower asks for the leader's offsets). Actions
 that come back are recorded. Time is ``cluster.now_ms``.
@@ -10,12 +10,13 @@ that come back are recorded. Time is ``cluster.now_ms``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 
 from pylog_nb.broker.alter_partition import AlterPartitionManager
 from pylog_nb.broker.controller.errors import INELIGIBLE_REPLICA
-from pylog_nb.broker.metadata import MetadataImage, PartitionState, TopicState
+from pylog_nb.broker.controller.image import ClusterImage, PartitionImage, TopicImage
 from pylog_nb.broker.records.batch import decode_records, encode_batch
 from pylog_nb.broker.replica_fetcher import FetcherState, PartitionAnswer
 from pylog_nb.broker.replica_manager import FetchTarget, ReplicaManager
@@ -107,11 +108,14 @@ class Cluster:
 
     # == controller ==============================================================================
 
-    def image(self) -> MetadataImage:
-        state = PartitionState(self.broker_ids, self.leader_id, self.leader_epoch,
-                               self.controller_isr, self.partition_epoch)
-        configs = {"min.insync.replicas": str(self.min_insync_replicas), "retention.ms": "-1"}
-        return MetadataImage("test", {TOPIC: TopicState(TOPIC, TOPIC_ID, (state,), configs)})
+    def image(self) -> ClusterImage:
+        state = PartitionImage(self.broker_ids, self.controller_isr, self.leader_id,
+                               self.leader_epoch, self.partition_epoch)
+        configs = MappingProxyType({"min.insync.replicas": str(self.min_insync_replicas),
+                                    "retention.ms": "-1"})
+        topic = TopicImage(TOPIC, TOPIC_ID, (state,), configs)
+        return replace(ClusterImage.empty(), topics=MappingProxyType({TOPIC: topic}),
+                       topic_names=MappingProxyType({TOPIC_ID: TOPIC}))
 
     def _publish(self, broker_ids) -> None:
         image = self.image()

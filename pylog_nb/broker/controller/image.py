@@ -17,11 +17,13 @@ leader epoch grows by one exactly when the leader changes.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from ..metadata import INTERNAL_TOPIC_PREFIX
 from .records import (
     NO_LEADER,
     ConfigChange,
@@ -92,6 +94,14 @@ class TopicImage:
     topic_id: str
     partitions: tuple[PartitionImage, ...]
     configs: Mapping[str, str]
+
+    @property
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(self.topic_id)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name.startswith(INTERNAL_TOPIC_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)

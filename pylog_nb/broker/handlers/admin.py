@@ -1,15 +1,15 @@
 """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs (plain and
-incremental): thin translations between requests and ``TopicAdmin``."""
+incremental): thin translations between requests and ``ControllerAdmin``."""
 
 from __future__ import annotations
 
-import inspect
 import logging
+from collections.abc import Mapping
 
 from .. import errors, topic_config
+from ..controller_admin import AdminError
 from ..node import BrokerNode
 from ..protocol.codec import ZERO_UUID, Request
-from ..topics import AdminError
 
 log = logging.getLogger("pylog.broker")
 
@@ -27,11 +27,6 @@ def _failure(error: Exception) -> dict:
     return {"error_code": code, "error_message": str(error)}
 
 
-async def _maybe(value):
-    """Admin calls return at once alone, or a coroutine when the controller decides."""
-    return await value if inspect.isawaitable(value) else value
-
-
 async def handle_create_topics(node: BrokerNode, request: Request) -> dict:
     body = request.body
     return {"topics": [await _create(node, t, body.validate_only) for t in body.topics]}
@@ -40,14 +35,14 @@ async def handle_create_topics(node: BrokerNode, request: Request) -> dict:
 async def _create(node: BrokerNode, wanted, validate_only: bool) -> dict:
     result = {"name": wanted.name, "num_partitions": -1, "replication_factor": -1}
     try:
-        topic = await _maybe(node.admin.create_topic(
+        topic = await node.topic_admin().create_topic(
             wanted.name,
             wanted.num_partitions,
             wanted.replication_factor,
             [a.broker_ids for a in sorted(wanted.assignments, key=lambda a: a.partition_index)],
             {c.name: c.value for c in wanted.configs},
             validate_only,
-        ))
+        )
     except AdminError as error:
         return {**result, **_failure(error)}
     return {
@@ -74,7 +69,7 @@ async def handle_delete_topics(node: BrokerNode, request: Request) -> dict:
 def _topic_name(node: BrokerNode, wanted) -> str | None:
     if wanted.name is not None:
         return wanted.name
-    topic = node.store.image.topic_by_id(wanted.topic_id)
+    topic = node.image.topic_by_id(str(wanted.topic_id))
     return topic.name if topic else None
 
 
@@ -83,7 +78,7 @@ async def _delete(node: BrokerNode, name: str | None) -> dict:
         return {"name": None, "error_code": errors.UNKNOWN_TOPIC_ID,
                 "error_message": "Unknown topic id"}
     try:
-        topic = await _maybe(node.admin.delete_topic(name))
+        topic = await node.topic_admin().delete_topic(name)
     except AdminError as error:
         return {"name": name, "topic_id": ZERO_UUID, **_failure(error)}
     return {"name": name, "topic_id": topic.uuid, "error_code": errors.NONE}
@@ -94,8 +89,8 @@ async def handle_create_partitions(node: BrokerNode, request: Request) -> dict:
     results = []
     for wanted in body.topics:
         try:
-            await _maybe(
-                node.admin.create_partitions(wanted.name, wanted.count, body.validate_only))
+            await node.topic_admin().create_partitions(
+                wanted.name, wanted.count, body.validate_only)
             results.append({"name": wanted.name, "error_code": errors.NONE})
         except AdminError as error:
             results.append({"name": wanted.name, **_failure(error)})
@@ -120,7 +115,7 @@ def _describe(node: BrokerNode, resource) -> dict:
     if resource.resource_type != RESOURCE_TOPIC:
         return {**result, "error_code": errors.INVALID_REQUEST,
                 "error_message": f"resource type {resource.resource_type} is not supported"}
-    topic = node.store.image.topics.get(resource.resource_name)
+    topic = node.image.topics.get(resource.resource_name)
     if topic is None:
         return {**result, "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
                 "error_message": f"Topic '{resource.resource_name}' does not exist"}
@@ -128,7 +123,7 @@ def _describe(node: BrokerNode, resource) -> dict:
             "configs": _topic_config_rows(topic.configs, keys)}
 
 
-def _topic_config_rows(overrides: dict[str, str], keys) -> list[dict]:
+def _topic_config_rows(overrides: Mapping[str, str], keys) -> list[dict]:
     rows = []
     for name, definition in topic_config.DEFINITIONS.items():
         if keys is not None and name not in keys:
@@ -153,7 +148,8 @@ async def handle_alter_configs(node: BrokerNode, request: Request) -> dict:
     for resource in body.resources:
         configs = {c.name: c.value for c in resource.configs}
         responses.append(
-            await _alter(resource, node.admin.alter_configs, configs, body.validate_only))
+            await _alter(resource, node.topic_admin().alter_configs, configs,
+                         body.validate_only))
     return {"responses": responses}
 
 
@@ -164,7 +160,8 @@ async def handle_incremental_alter_configs(node: BrokerNode, request: Request) -
         changes = [(c.name, c.config_operation, c.value) for c in resource.configs]
         responses.append(
             await _alter(
-                resource, node.admin.incremental_alter_configs, changes, body.validate_only)
+                resource, node.topic_admin().incremental_alter_configs, changes,
+                body.validate_only)
         )
     return {"responses": responses}
 
@@ -175,7 +172,7 @@ async def _alter(resource, apply, changes, validate_only: bool) -> dict:
         return {**result, "error_code": errors.INVALID_REQUEST,
                 "error_message": "only topic configs can be altered"}
     try:
-        await _maybe(apply(resource.resource_name, changes, validate_only))
+        await apply(resource.resource_name, changes, validate_only)
     except AdminError as error:
         return {**result, **_failure(error)}
     return {**result, "error_code": errors.NONE}

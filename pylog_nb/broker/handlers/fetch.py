@@ -71,13 +71,13 @@ def _pin(data) -> bytes | FileRange | None:
 
 def _targets(node: BrokerNode, body) -> list[_Target]:
     targets = []
-    image = node.store.image
+    image = node.image
     replica_id = _replica_id(body)
     for topic in body.topics:
         topic_id = getattr(topic, "topic_id", None)
         name = getattr(topic, "topic", None)
         if name is None and topic_id is not None:
-            found = image.topic_by_id(topic_id)
+            found = image.topic_by_id(str(topic_id))
             name = found.name if found else None
         for p in topic.partitions:
             target = FetchTarget(name, p.partition, p.fetch_offset,

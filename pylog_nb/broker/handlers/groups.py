@@ -188,7 +188,7 @@ async def handle_offset_commit(node: BrokerNode, request: Request) -> dict:
     wanted = [(t.name, p) for t in body.topics for p in t.partitions]
     errors: dict[tuple[str, int], int] = {}
     offsets = {}
-    topics = node.store.image.topics
+    topics = node.image.topics
     for topic, p in wanted:
         known = topic in topics and 0 <= p.partition_index < len(topics[topic].partitions)
         if not known:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import inspect
 import uuid
 
 from .. import errors
-from ..metadata import InvalidTopicError, TopicState, check_topic_name
-from ..node import BrokerNode
+from ..controller.image import TopicImage
+from ..controller_admin import AdminError
+from ..metadata import InvalidTopicError, check_topic_name
+from ..node import CLUSTER_ID, BrokerNode
 from ..protocol.codec import ZERO_UUID, Request, advertised_api_keys
-from ..topics import AdminError
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 
@@ -20,7 +20,7 @@ def handle_api_versions(node: BrokerNode, request: Request) -> dict:
 
 def handle_describe_cluster(node: BrokerNode, request: Request) -> dict:
     return {
-        "cluster_id": node.store.image.cluster_id,
+        "cluster_id": CLUSTER_ID,
         "controller_id": node.controller_id,
         "brokers": node.brokers(),
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
@@ -32,13 +32,13 @@ async def handle_metadata(node: BrokerNode, request: Request) -> dict:
     version = request.header.api_version
     requested = body.topics
     if requested is None or (version == 0 and not requested):
-        topics = [describe_topic(t) for t in node.store.image.topics.values()]
+        topics = [describe_topic(t) for t in node.image.topics.values()]
     else:
         allow_create = getattr(body, "allow_auto_topic_creation", True)
         topics = [await _lookup(node, t, allow_create) for t in requested]
     return {
         "brokers": node.brokers(),
-        "cluster_id": node.store.image.cluster_id,
+        "cluster_id": CLUSTER_ID,
         "controller_id": node.controller_id,
         "topics": topics,
     }
@@ -48,11 +48,11 @@ async def _lookup(node: BrokerNode, wanted, allow_create: bool) -> dict:
     name = wanted.name
     topic_id = getattr(wanted, "topic_id", None)
     if name is None and topic_id not in (None, ZERO_UUID):
-        topic = node.store.image.topic_by_id(topic_id)
+        topic = node.image.topic_by_id(str(topic_id))
         if topic is None:
             return _topic_error(errors.UNKNOWN_TOPIC_ID, None, topic_id)
         return describe_topic(topic)
-    topic = node.store.image.topics.get(name)
+    topic = node.image.topics.get(name)
     if topic is not None:
         return describe_topic(topic)
     try:
@@ -62,10 +62,8 @@ async def _lookup(node: BrokerNode, wanted, allow_create: bool) -> dict:
     if not (allow_create and node.config.auto_create_topics_enable):
         return _topic_error(errors.UNKNOWN_TOPIC_OR_PARTITION, name)
     try:
-        created = node.admin.create_topic(name)
-        if inspect.isawaitable(created):
-            created = await created
-        return describe_topic(node.store.image.topics.get(name, created))
+        created = await node.topic_admin().create_topic(name)
+        return describe_topic(node.image.topics.get(name, created))
     except AdminError as error:
         return _topic_error(error.error_code, name)
 
@@ -74,7 +72,7 @@ def _topic_error(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -
     return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
 
 
-def describe_topic(topic: TopicState) -> dict:
+def describe_topic(topic: TopicImage) -> dict:
     return {
         "error_code": errors.NONE,
         "name": topic.name,
