@@ -13,7 +13,9 @@ from pathlib import Path
 # None in sys.modules blocks the import; typeshed types its values as modules only.
 sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
-from .config import (  # noqa: E402
+from .process.dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
+from .server.broker import run_broker  # noqa: E402
+from .server.config import (  # noqa: E402
     GROUP_INITIAL_REBALANCE_DELAY_MS,
     LOG_CLEANER_BACKOFF_MS,
     OFFSETS_RETENTION_CHECK_INTERVAL_MS,
@@ -25,8 +27,6 @@ from .config import (  # noqa: E402
     BrokerConfig,
     parse_controllers,
 )
-from .dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
-from .server import run_broker  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -35,20 +35,24 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pylog_nb.broker.alter_partition import AlterPartitionManager
-from pylog_nb.broker.broker_lifecycle import (
+from pylog_nb.broker.controller import BROKER_SESSION_TIMEOUT_MS, NO_LEADER, Controller
+from pylog_nb.broker.metadata_follower import MetadataFollower
+from pylog_nb.broker.records.batch import decode_records, encode_batch
+from pylog_nb.broker.replication.actions import RequestIsrChange, RoleChanged, Truncated
+from pylog_nb.broker.server.alter_partition_manager import AlterPartitionManager
+from pylog_nb.broker.server.lifecycle_manager import (
     LIFECYCLE_POLL_MS,
     BrokerLifecycleManager,
     LifecycleState,
     SendRegistration,
 )
-from pylog_nb.broker.controller import BROKER_SESSION_TIMEOUT_MS, NO_LEADER, Controller
-from pylog_nb.broker.metadata_follower import MetadataFollower
-from pylog_nb.broker.purgatory import ProducePurgatory
-from pylog_nb.broker.records.batch import decode_records, encode_batch
-from pylog_nb.broker.replica_fetcher import PARTITION_MAX_BYTES, FetcherState, PartitionAnswer
-from pylog_nb.broker.replica_manager import ACKS_ALL, FetchTarget, ReplicaManager
-from pylog_nb.broker.replication.actions import RequestIsrChange, RoleChanged, Truncated
+from pylog_nb.broker.server.purgatory import ProducePurgatory
+from pylog_nb.broker.server.replica_fetcher import (
+    PARTITION_MAX_BYTES,
+    FetcherState,
+    PartitionAnswer,
+)
+from pylog_nb.broker.server.replica_manager import ACKS_ALL, FetchTarget, ReplicaManager
 from pylog_nb.broker.storage import Log
 
 TOPIC = "t"
@@ -277,7 +281,7 @@ class SimBroker:
                 leader_id, FetcherState(self.replicas, leader_id, self.lifecycle.serving))
 
     def on_fetch(self, message: Message, answered: None) -> None:
-        """handlers/fetch.py without the long poll: the ReplicaManager's read path."""
+        """server/apis/fetch.py without the long poll: the ReplicaManager's read path."""
         answers = []
         for (topic, index), (_follower, spec) in message.body["issued"].items():
             target = FetchTarget(topic, index, spec.fetch_offset, spec.current_leader_epoch,
@@ -317,7 +321,7 @@ class SimBroker:
                                                         self.sim.now_ms))
 
     def on_produce(self, message: Message, answered: None) -> None:
-        """handlers/produce.py: append as leader, watch the acks=all appends."""
+        """server/apis/produce.py: append as leader, watch the acks=all appends."""
         body = message.body
         produce_id = self.purgatory.new_produce_id() if body["acks"] == ACKS_ALL else None
         batch = encode_batch([(None, v, [], self.sim.now_ms) for v in body["values"]])

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from fake_quorum import FakeQuorum
 
-from pylog_nb.broker.cluster_link import LIFECYCLE_CALL_TIMEOUT_MS, ClusterLink
-from pylog_nb.broker.config import BrokerConfig, parse_controllers
 from pylog_nb.broker.controller.controller import BROKER_SESSION_TIMEOUT_MS
-from pylog_nb.broker.node import BrokerNode
-from pylog_nb.broker.server import run_broker
+from pylog_nb.broker.server.broker import run_broker
+from pylog_nb.broker.server.cluster_link import LIFECYCLE_CALL_TIMEOUT_MS, ClusterLink
+from pylog_nb.broker.server.config import BrokerConfig, parse_controllers
+from pylog_nb.broker.server.node import BrokerNode
 
 METADATA_END = 2  # offset 0: the leader's epoch-start control batch, 1: another, never sent
 WAIT_S = 10

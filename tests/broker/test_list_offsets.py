@@ -16,11 +16,11 @@ from test_replication_support import CONFIG, LAG_MS, TOPIC
 
 from pylog_nb.broker import errors
 from pylog_nb.broker.controller.image import PartitionImage
-from pylog_nb.broker.handlers.offsets import handle_list_offsets
 from pylog_nb.broker.protocol import codec
 from pylog_nb.broker.records.batch import encode_batch
-from pylog_nb.broker.replica_manager import Partition, ReplicaManager
 from pylog_nb.broker.replication import LeaderState
+from pylog_nb.broker.server.apis.offsets import handle_list_offsets
+from pylog_nb.broker.server.replica_manager import Partition, ReplicaManager
 from pylog_nb.broker.storage import Log
 
 LIST_OFFSETS_KEY = 2

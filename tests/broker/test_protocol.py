@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from pylog_nb.broker.handlers import HANDLERS
 from pylog_nb.broker.protocol import codec
 from pylog_nb.broker.protocol.versions import API_VERSIONS
+from pylog_nb.broker.server.apis import HANDLERS
 
 ALL_PARSED = [(k, v) for k, r in API_VERSIONS.items() for v in range(r.min_parsed, r.max + 1)]
 

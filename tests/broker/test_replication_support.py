@@ -14,12 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
-from pylog_nb.broker.alter_partition import AlterPartitionManager
 from pylog_nb.broker.controller.errors import INELIGIBLE_REPLICA
 from pylog_nb.broker.controller.image import ClusterImage, PartitionImage, TopicImage
 from pylog_nb.broker.records.batch import decode_records, encode_batch
-from pylog_nb.broker.replica_fetcher import FetcherState, PartitionAnswer
-from pylog_nb.broker.replica_manager import FetchTarget, ReplicaManager
 from pylog_nb.broker.replication import (
     Action,
     CompleteDelayedProduce,
@@ -28,6 +25,9 @@ from pylog_nb.broker.replication import (
     LeaderState,
     RequestIsrChange,
 )
+from pylog_nb.broker.server.alter_partition_manager import AlterPartitionManager
+from pylog_nb.broker.server.replica_fetcher import FetcherState, PartitionAnswer
+from pylog_nb.broker.server.replica_manager import FetchTarget, ReplicaManager
 from pylog_nb.broker.storage import Log, LogConfig
 
 CONFIG = LogConfig(file_delete_delay_ms=0, retention_ms=-1)

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from simulation import InvariantViolation, fast_tmp_root, run_schedule
 
-from pylog_nb.broker import alter_partition, broker_lifecycle, metadata_follower
+from pylog_nb.broker import metadata_follower
 from pylog_nb.broker.controller import controller as controller_module
 from pylog_nb.broker.controller.errors import INELIGIBLE_REPLICA
 from pylog_nb.broker.replication import follower as follower_module
 from pylog_nb.broker.replication.log_protocol import truncate_to
+from pylog_nb.broker.server import alter_partition_manager, lifecycle_manager
 
 SCHEDULE_COUNT = int(os.environ.get("SIM_SCHEDULES", "1000"))
 SEED_BASE = int(os.environ.get("SIM_SEED_BASE", "0"))
@@ -110,7 +111,7 @@ def _put_back_the_stale_leader_bug(monkeypatch) -> None:
     nothing stopped a broker back from a pause from serving on its old image."""
     monkeypatch.setattr(metadata_follower.MetadataFollower, "on_fetch_failed",
                         lambda self, now_ms: None)  # stays "in flight": never fetches again
-    monkeypatch.setattr(broker_lifecycle.BrokerLifecycleManager, "serving",
+    monkeypatch.setattr(lifecycle_manager.BrokerLifecycleManager, "serving",
                         lambda self, now_ms: True)
     heartbeat = controller_module.Controller.heartbeat
 
@@ -136,14 +137,14 @@ def test_catches_an_isr_expansion_dropped_when_its_answer_was_lost(monkeypatch) 
     """An AlterPartition without an answer may have been committed: treating it as refused let
     the leader count its HW without the new member, which the controller then put in the ISR
     with records missing below the HW. The same seed passes with the shipped code."""
-    original = alter_partition.AlterPartitionManager.on_answer
+    original = alter_partition_manager.AlterPartitionManager.on_answer
 
     def give_up_without_answer(self, request, error_code, now_ms):
-        if error_code == alter_partition.NO_ANSWER:
+        if error_code == alter_partition_manager.NO_ANSWER:
             error_code = INELIGIBLE_REPLICA  # settled as refused, as the broker once did
         return original(self, request, error_code, now_ms)
 
-    monkeypatch.setattr(alter_partition.AlterPartitionManager, "on_answer",
+    monkeypatch.setattr(alter_partition_manager.AlterPartitionManager, "on_answer",
                         give_up_without_answer)
     # Found with the 2.5 s session of issue 9; at today's 2 s no seed up to 1,500 reaches the
     # window (an expansion's answer lost while the leader stays unfenced), so the test keeps it.
@@ -165,7 +166,7 @@ def test_catches_a_restarted_broker_replaying_old_images(monkeypatch) -> None:
         return bool(records)
 
     monkeypatch.setattr(metadata_follower.MetadataFollower, "on_records", publish_every_batch)
-    monkeypatch.setattr(broker_lifecycle.BrokerLifecycleManager, "may_follow_metadata", True)
+    monkeypatch.setattr(lifecycle_manager.BrokerLifecycleManager, "may_follow_metadata", True)
     found = first_violation(range(300))
     assert found is not None, "replaying old images was not caught"
     monkeypatch.undo()

@@ -13,7 +13,7 @@ from pathlib import Path
 # None in sys.modules blocks the import; typeshed types its values as modules only.
 sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
-from ..dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
+from ..process.dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
 from .controller import BROKER_SESSION_TIMEOUT_MS  # noqa: E402
 from .server import parse_voters, run_controller  # noqa: E402
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator
 
-from pylog_nb.broker import topic_config
+from pylog_nb.broker.metadata import topic_config
 
 from .image import ClusterImage, PartitionImage, TopicImage
 from .records import NO_LEADER, PartitionChange

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from ..metadata import INTERNAL_TOPIC_PREFIX
+from ..metadata.topics import INTERNAL_TOPIC_PREFIX
 from .records import (
     NO_LEADER,
     ConfigChange,

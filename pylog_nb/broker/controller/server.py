@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from pylog_nb.broker import errors
-from pylog_nb.broker.shutdown import arrange_shutdown
+from pylog_nb.broker.process.shutdown import arrange_shutdown
 
 from ..raft.log import RaftLog
 from ..raft.node import RaftNode

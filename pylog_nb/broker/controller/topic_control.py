@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pylog_nb.broker import topic_config
-from pylog_nb.broker.metadata import PARTITIONS_MAX, InvalidTopicError, check_topic_name
+from pylog_nb.broker.metadata import topic_config
+from pylog_nb.broker.metadata.topics import PARTITIONS_MAX, InvalidTopicError, check_topic_name
 
 from . import errors
 from .election import changes_for_offline

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import Errors, KafkaError
+from ..errors import Errors, KafkaError
 
 TOPIC_NAME_LENGTH_MAX = 249  # Kafka's limit, so that "<topic>-<partition>" fits a file name
 PARTITIONS_MAX = 10_000  # per topic: a named bound on directories one request can create

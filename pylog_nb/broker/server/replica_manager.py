@@ -16,7 +16,7 @@ Theory of operation (Kafka's ``ReplicaManager`` and ``Partition``, synchronous a
   then for a follower ``on_follower_fetch``.
 - ``serving`` gates every leader and follower duty: a broker back from a pause, or told by the
   controller that it was fenced, serves nothing until it has caught up with the metadata (see
-  ``broker_lifecycle.py``). Requests meanwhile get NOT_LEADER_OR_FOLLOWER, so clients move on.
+  ``lifecycle_manager.py``). Requests meanwhile get NOT_LEADER_OR_FOLLOWER, so clients move on.
 
 Nothing here opens a socket or waits: time comes from the injected ``now_ms`` clock, and every
 method returns the actions it produced for the shell (or the simulation) to carry out.
@@ -31,17 +31,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import errors, topic_config
+from .. import errors
+from ..controller.image import ClusterImage, PartitionImage, TopicImage
+from ..metadata import topic_config
+from ..replication.actions import Action, RoleChanged
+from ..replication.divergence import diverging_epoch
+from ..replication.follower import FollowerState
+from ..replication.leader import LeaderState
+from ..storage import cleaner
+from ..storage.cleaner import FilterStats
+from ..storage.log import Log
 from .config import REPLICA_LAG_TIME_MAX_MS
-from .controller.image import ClusterImage, PartitionImage, TopicImage
-from .replication.actions import Action, RoleChanged
-from .replication.divergence import diverging_epoch
-from .replication.follower import FollowerState
-from .replication.leader import LeaderState
 from .stats import BrokerTopicStats
-from .storage import cleaner
-from .storage.cleaner import FilterStats
-from .storage.log import Log
 
 ACKS_NONE, ACKS_LEADER, ACKS_ALL = 0, 1, -1
 NO_EPOCH = -1

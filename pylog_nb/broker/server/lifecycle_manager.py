@@ -28,8 +28,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from .controller.controller import BROKER_HEARTBEAT_INTERVAL_MS, BROKER_SESSION_TIMEOUT_MS
-from .controller.errors import BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH
+from ..controller.controller import BROKER_HEARTBEAT_INTERVAL_MS, BROKER_SESSION_TIMEOUT_MS
+from ..controller.errors import BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH
 
 __all__ = [
     "LIFECYCLE_POLL_MS",

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 
-from .. import errors
-from ..metadata import OFFSETS_TOPIC
+from ... import errors
+from ...metadata.topics import OFFSETS_TOPIC
+from ...protocol.codec import Request, duration_ms
 from ..node import BrokerNode
-from ..protocol.codec import Request, duration_ms
 from ..replica_manager import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 
 log = logging.getLogger("pylog.broker")

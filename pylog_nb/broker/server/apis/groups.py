@@ -3,7 +3,7 @@
 Each handler routes the group to this broker's coordinator for it (NOT_COORDINATOR when another
 broker leads the group's ``__consumer_offsets`` partition), calls the sans-IO core, and for
 JoinGroup, SyncGroup and OffsetCommit awaits the answer the core returns later (see
-``group_service.py``). Version differences are confined to reading requests and shaping
+``group_coordinator.py``). Version differences are confined to reading requests and shaping
 responses; the answers themselves are the same dicts for every version.
 """
 
@@ -11,20 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..errors import INVALID_REQUEST
-from ..group import CommitAnswer, JoinAnswer, SyncAnswer
-from ..group.coordinator import PROTOCOLS_PER_MEMBER_MAX
-from ..group.errors import (
+from ...errors import INVALID_REQUEST
+from ...group import CommitAnswer, JoinAnswer, SyncAnswer
+from ...group.coordinator import PROTOCOLS_PER_MEMBER_MAX
+from ...group.errors import (
     GROUP_ID_NOT_FOUND,
     INVALID_COMMIT_OFFSET_SIZE,
     NONE,
     NOT_COORDINATOR,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from ..group.offsets import PARTITIONS_PER_COMMIT_MAX
-from ..group_service import Coordinator
+from ...group.offsets import PARTITIONS_PER_COMMIT_MAX
+from ...protocol.codec import Request, duration_ms
+from ..group_coordinator import Coordinator
 from ..node import CLIENT_HOST, BrokerNode
-from ..protocol.codec import Request, duration_ms
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 KEY_TYPE_GROUP = 0

@@ -24,19 +24,19 @@ import logging
 import uuid
 from collections.abc import Sequence
 
-from .alter_partition import NO_ANSWER, AlterPartitionManager, AlterPartitionRequest
-from .broker_lifecycle import (
+from ..controller.rpc import Address, ControllerClient, ControllerRpcError, decode_records
+from ..errors import Errors
+from ..metadata_follower import MetadataFollower
+from ..replication.actions import RequestIsrChange
+from .alter_partition_manager import NO_ANSWER, AlterPartitionManager, AlterPartitionRequest
+from .lifecycle_manager import (
     LIFECYCLE_POLL_MS,
     BrokerLifecycleManager,
     SendHeartbeat,
     SendRegistration,
 )
-from .controller.rpc import Address, ControllerClient, ControllerRpcError, decode_records
-from .errors import Errors
-from .metadata_follower import MetadataFollower
 from .node import BrokerNode
 from .replica_fetcher import FetcherState, ReplicaFetcher
-from .replication.actions import RequestIsrChange
 
 log = logging.getLogger("pylog.broker")
 

@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .replication.actions import Action, CompleteDelayedProduce, FailDelayedProduce
+from ..replication.actions import Action, CompleteDelayedProduce, FailDelayedProduce
 
 __all__ = ["WATCHED_REQUEST_COUNT_MAX", "ProduceDone", "ProducePurgatory"]
 

@@ -20,18 +20,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .config import BrokerConfig
-from .controller.image import ClusterImage
-from .group_service import GroupService
-from .metadata import OFFSETS_TOPIC
-from .purgatory import ProduceDone, ProducePurgatory
-from .replica_manager import ACKS_ALL, ReplicaManager, wall_clock_ms
-from .replication.actions import (
+from ..controller.image import ClusterImage
+from ..metadata.topics import OFFSETS_TOPIC
+from ..replication.actions import (
     Action,
     HighWatermarkAdvanced,
     RequestIsrChange,
     RoleChanged,
 )
+from .config import BrokerConfig
+from .group_coordinator import GroupService
+from .purgatory import ProduceDone, ProducePurgatory
+from .replica_manager import ACKS_ALL, ReplicaManager, wall_clock_ms
 
 if TYPE_CHECKING:
     from .controller_admin import ControllerAdmin

@@ -18,10 +18,10 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .protocol import codec
+from ..protocol import codec
+from ..replication.actions import Action, NeedLeaderOffsets
+from ..replication.follower import FetchPhase, FetchRequestSpec, FollowerState
 from .replica_manager import ReplicaManager
-from .replication.actions import Action, NeedLeaderOffsets
-from .replication.follower import FetchPhase, FetchRequestSpec, FollowerState
 
 log = logging.getLogger("pylog.broker")
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from .. import errors, topic_config
+from ... import errors
+from ...metadata import topic_config
+from ...protocol.codec import ZERO_UUID, Request
 from ..controller_admin import AdminError
 from ..node import BrokerNode
-from ..protocol.codec import ZERO_UUID, Request
 
 log = logging.getLogger("pylog.broker")
 

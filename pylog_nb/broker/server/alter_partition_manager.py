@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .controller.errors import INELIGIBLE_REPLICA, INVALID_REQUEST
+from ..controller.errors import INELIGIBLE_REPLICA, INVALID_REQUEST
+from ..replication.actions import Action, RequestIsrChange
 from .replica_manager import ReplicaManager
-from .replication.actions import Action, RequestIsrChange
 
 __all__ = ["NO_ANSWER", "RETRY_BACKOFF_MS", "AlterPartitionManager", "AlterPartitionRequest"]
 

@@ -31,10 +31,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .config import BrokerConfig
-from .controller.image import ClusterImage
-from .errors import TOPIC_ALREADY_EXISTS, KafkaError
-from .group import (
+from ..controller.image import ClusterImage
+from ..errors import TOPIC_ALREADY_EXISTS, KafkaError
+from ..group import (
     Action,
     AppendRecords,
     CommitAnswer,
@@ -43,10 +42,11 @@ from .group import (
     SyncAnswer,
     partition_for,
 )
-from .group.errors import COORDINATOR_NOT_AVAILABLE, NONE
-from .metadata import OFFSETS_TOPIC
+from ..group.errors import COORDINATOR_NOT_AVAILABLE, NONE
+from ..metadata.topics import OFFSETS_TOPIC
+from ..records.batch import encode_batch, iter_batches_decoded
+from .config import BrokerConfig
 from .purgatory import ProduceDone
-from .records.batch import encode_batch, iter_batches_decoded
 from .replica_manager import ACKS_ALL, Partition, ReplicaManager
 
 if TYPE_CHECKING:

@@ -14,10 +14,10 @@ import os
 import time
 from dataclasses import dataclass
 
-from .. import errors
+from ... import errors
+from ...protocol.codec import ZERO_UUID, Request, duration_ms
+from ...protocol.fetch_response import FileRange, encode_fetch_response
 from ..node import BrokerNode
-from ..protocol.codec import ZERO_UUID, Request, duration_ms
-from ..protocol.fetch_response import FileRange, encode_fetch_response
 from ..replica_manager import CONSUMER_REPLICA_ID, NO_EPOCH, FetchTarget
 
 FETCH_SESSION_NONE = 0

@@ -45,7 +45,7 @@ import json
 import logging
 from collections.abc import Callable
 
-from .group.records import assigned_partitions
+from ..group.records import assigned_partitions
 from .node import CLUSTER_ID, BrokerNode
 
 log = logging.getLogger("pylog.broker")

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import Errors, KafkaError
-from .storage.config import LogConfig
+from ..errors import Errors, KafkaError
+from ..storage.config import LogConfig
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

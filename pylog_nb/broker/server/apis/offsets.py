@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from .. import errors
+from ... import errors
+from ...protocol.codec import Request
+from ...records.batch import decode_batch
+from ...replication.divergence import offset_for_leader_epoch
 from ..node import BrokerNode
-from ..protocol.codec import Request
-from ..records.batch import decode_batch
-from ..replication.divergence import offset_for_leader_epoch
 
 log = logging.getLogger("pylog.broker")
 

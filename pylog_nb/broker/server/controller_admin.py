@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from . import errors, topic_config
+from .. import errors
+from ..controller.image import PartitionImage, TopicImage
+from ..controller.rpc import ControllerRpcError
+from ..metadata import topic_config
 from .cluster_link import ClusterLink
-from .controller.image import PartitionImage, TopicImage
-from .controller.rpc import ControllerRpcError
 
 NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"  # a topic deleted before we saw it
 DEFAULT_FROM_BROKER = -1  # num_partitions / replication_factor of -1 mean "broker default"

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
+from ...protocol import versions as v
+from ...protocol.codec import Request
 from ..node import BrokerNode
-from ..protocol import versions as v
-from ..protocol.codec import Request
 from .admin import (
     handle_alter_configs,
     handle_create_partitions,

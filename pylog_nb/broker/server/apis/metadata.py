@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import uuid
 
-from .. import errors
-from ..controller.image import TopicImage
+from ... import errors
+from ...controller.image import TopicImage
+from ...metadata.topics import InvalidTopicError, check_topic_name
+from ...protocol.codec import ZERO_UUID, Request, advertised_api_keys
 from ..controller_admin import AdminError
-from ..metadata import InvalidTopicError, check_topic_name
 from ..node import CLUSTER_ID, BrokerNode
-from ..protocol.codec import ZERO_UUID, Request, advertised_api_keys
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 
