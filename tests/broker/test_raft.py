@@ -16,11 +16,12 @@ import pytest
 from raft_simulation import TICK_MS, RaftSim, run_schedule, scratch_root
 
 from pylog_nb.broker.raft.log import Batch, RaftLog
-from pylog_nb.broker.raft.messages import FetchRequest
+from pylog_nb.broker.raft.messages import FetchRequest, VoteRequest
 from pylog_nb.broker.raft.node import NotLeaderError, RaftConfig, RaftNode, Role
 from pylog_nb.broker.raft.quorum_state import ElectionState, QuorumStateStore
 
-SCHEDULES = 200  # seeded schedules per CI run (~0.3 s each); a failure names its seed
+SCHEDULES = 200  # seeded schedules per CI run (~0.3 s each); a failure names its seed. Two in
+# five snapshot every few committed records (raft_simulation.SNAPSHOT_RECORDS)
 CONFIG = RaftConfig()
 
 
@@ -226,6 +227,52 @@ def test_restarting_every_voter_keeps_the_log_and_elects_once(tmp_path, quiet):
     run_until(sim, lambda: new.high_watermark > committed)  # its own epoch's marker commits
     records = [r for b in new.committed(0) for r in b.records]
     assert b"kept" in records
+
+
+def test_a_follower_far_behind_installs_the_leaders_snapshot_and_fetches_on(tmp_path, quiet):
+    sim = quiet(tmp_path)
+    sim.snapshot_records = 3
+    run_until(sim, lambda: leader(sim) is not None)
+    first = leader(sim)
+    behind = min(sim.ids - {first.node_id})
+    sim.crash(behind, torn=False)
+    for n in range(12):
+        commit(sim, f"while {behind} is down: {n}")
+    assert first.log.start_offset >= 10 and first.log.snapshot is not None
+    sim.restart(behind)
+    node = sim.voters[behind].node
+    assert node.log.start_offset == 0  # its own log: offsets the leader's log starts after
+    run_until(sim, lambda: node.high_watermark == first.high_watermark)
+    assert node.log.start_offset > 0 and node.log.end_offset == first.log.end_offset
+    assert sim.snapshots_installed >= 1
+    records = node.log.snapshot.records + tuple(
+        r for b in node.committed(node.log.start_offset) if not b.control for r in b.records)
+    assert records == tuple(f"while {behind} is down: {n}".encode() for n in range(12))
+    commit(sim, "after the install")
+    assert node.log.batches()[-1] == first.log.batches()[-1]
+    sim.check_logs()
+    sim.crash(behind, torn=True)  # it restarts from its snapshot
+    sim.restart(behind)
+    node = sim.voters[behind].node
+    assert node.log.start_offset > 0 and node.high_watermark == node.log.start_offset
+    run_until(sim, lambda: node.high_watermark == first.high_watermark)
+
+
+def test_votes_count_a_snapshot_as_the_log_it_replaced(tmp_path):
+    """A voter whose log is empty after its snapshot is as up to date as the snapshot's id."""
+    log = RaftLog.open(tmp_path, fsync=False)
+    for b in (batch(0, 1, control=True), batch(1, 1, 3), batch(4, 2, control=True)):
+        log.append(b)
+    node = RaftNode(1, frozenset({1, 2, 3}), log, QuorumStateStore(tmp_path, fsync=False), 0,
+                    rng=random.Random(1))
+    node.high_watermark = 5
+    node.take_snapshot(5, [b"state"])
+    assert (node.log.end_offset, node.log.last_epoch, node.log.batches()) == (5, 2, [])
+    stale = node.handle(2, VoteRequest(3, 2, 1, 9), 10)  # an older last epoch: refused
+    assert stale[-1].message.granted is False
+    current = node.handle(3, VoteRequest(3, 3, 2, 5), 10)  # the same (epoch, end): granted
+    assert current[-1].message.granted is True
+    log.close()
 
 
 def test_a_new_leader_commits_older_epochs_batches_only_through_one_of_its_own(tmp_path):

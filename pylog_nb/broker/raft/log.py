@@ -226,6 +226,12 @@ class RaftLog:
         index = self._index_at(from_offset)
         return self._batches[index : index + max_batches]
 
+    def batch_ending_at(self, offset: int) -> Batch | None:
+        """The batch that ends at ``offset``, if the log holds one."""
+        index = bisect_left(self._ends, offset)
+        return self._batches[index] if index < len(self._ends) and self._ends[
+            index] == offset else None
+
     def batches(self) -> list[Batch]:
         """Every batch, oldest first."""
         return list(self._batches)
