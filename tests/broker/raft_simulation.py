@@ -110,7 +110,8 @@ class RaftSim:
     """One seeded schedule over ``voters`` voters; ``run`` plays it, raising on a violation."""
 
     def __init__(self, seed: int, root: Path, voters: int = 3,
-                 config: RaftConfig | None = None) -> None:
+                 config: RaftConfig | None = None, snapshot_records: int | None = -1) -> None:
+        """``snapshot_records``: the snapshot bound; None: never; -1: drawn per seed."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.now_ms = 0
@@ -142,7 +143,8 @@ class RaftSim:
         self.new_leader_crash = self.rng.choice([0.0, 0.0, 0.3, 0.7])
         self.crash_at: dict[int, int] = {}  # voter -> when to crash it
         self.restart_at: dict[int, int] = {}  # voter -> when to restart it
-        self.snapshot_records = self.rng.choice(SNAPSHOT_RECORDS)
+        drawn = self.rng.choice(SNAPSHOT_RECORDS)
+        self.snapshot_records = drawn if snapshot_records == -1 else snapshot_records
         for voter in self.voters.values():
             self._start(voter)
 
@@ -150,6 +152,13 @@ class RaftSim:
 
     def _start(self, voter: SimVoter) -> None:
         log = RaftLog.open(voter.directory, fsync=False)
+        install = log.install_snapshot
+
+        def counted(snapshot: Snapshot) -> None:
+            self.snapshots_installed += 1
+            install(snapshot)
+
+        log.install_snapshot = counted  # type: ignore[method-assign]
         store = QuorumStateStore(voter.directory, fsync=False)
         rng = random.Random(self.rng.random())
         voter.incarnation += 1
@@ -342,11 +351,8 @@ class RaftSim:
     def _check_voter(self, voter: SimVoter) -> None:
         """After every step of a running voter; then it may snapshot."""
         assert voter.node is not None
-        start = voter.node.log.start_offset
         self._check_node(voter.node)
         self._maybe_snapshot(voter)
-        if voter.node.log.start_offset > start and voter.node.role is Role.FOLLOWER:
-            self.snapshots_installed += voter.node.log.batches() == []
 
     def _check_node(self, node: RaftNode) -> None:
         """After every step of ``node``: election safety, leader completeness, and what it has

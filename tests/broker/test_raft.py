@@ -101,7 +101,7 @@ def quiet():
 
 
 def quiet_sim(root: Path, voters: int, seed: int) -> RaftSim:
-    sim = RaftSim(seed, root, voters=voters)
+    sim = RaftSim(seed, root, voters=voters, snapshot_records=None)
     sim.loss = 0.0
     sim.propose_chance = 0.0
     sim.rng = random.Random(seed)
