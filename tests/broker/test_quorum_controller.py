@@ -28,6 +28,7 @@ from raft_simulation import TICK_MS, SimVoter, scratch_root
 from pylog_nb.broker.controller.controller import Controller, ControllerResult
 from pylog_nb.broker.controller.image import ClusterImage, replay
 from pylog_nb.broker.controller.quorum import NotControllerError, image_records
+from pylog_nb.broker.metadata_follower import MetadataFollower
 from pylog_nb.broker.raft.node import RaftConfig, Role
 
 SCHEDULES = 50  # seeded schedules per CI run (~0.6 s each); a failure names its seed. Two in
@@ -275,7 +276,8 @@ def test_a_voter_down_through_several_snapshots_catches_up_by_installing_one(tmp
         sim.crash(voter_id, torn=voter_id == down)
     for voter_id in sorted(sim.ids):
         sim.restart(voter_id)
-        assert sim.voters[voter_id].core.image.topics.keys() <= image.topics.keys()
+        restarted = sim.voters[voter_id]
+        assert restarted.core.applied_offset == restarted.node.log.start_offset > 0
     new = await_active(sim)
     quiesce(sim, new)
     assert all(v.core.image == image for v in sim.voters.values())
@@ -289,7 +291,7 @@ def test_a_deposed_controller_past_its_snapshot_answers_outcome_unknown(tmp_path
     decision = create(sim, active, "x")
     quiesce(sim, active)
     assert active.core.check_committed(decision.target, decision.epoch)  # still leading
-    for n in range(3):
+    for n in range(5):
         create(sim, active, f"more-{n}")
     assert active.node.log.start_offset > decision.target
     sim.isolate({active.voter_id})
@@ -297,6 +299,35 @@ def test_a_deposed_controller_past_its_snapshot_answers_outcome_unknown(tmp_path
     with pytest.raises(NotControllerError) as caught:
         active.core.check_committed(decision.target, decision.epoch)
     assert caught.value.outcome_unknown
+
+
+def test_a_broker_behind_the_log_start_replaces_its_image_by_the_snapshot(tmp_path, quiet):
+    """A broker's MetadataFollower fetching from before the active controller's log start gets
+    the snapshot with ``reset`` and ends with the committed image, stale topics gone."""
+    sim = quiet(tmp_path, snapshot_records=8)
+    active = started(sim)
+    follower = MetadataFollower()
+
+    def follow() -> list[bool]:
+        resets = []
+        while follower.next_offset < active.core.applied_offset:
+            answer = active.core.read_committed(follower.next_offset, 10_000)
+            follower.on_records(follower.next_offset, answer.records, answer.next_offset,
+                                answer.end_offset, reset=answer.reset)
+            resets.append(answer.reset)
+        return resets
+
+    create(sim, active, "stale")
+    follow()
+    assert follower.image == active.core.image and "stale" in follower.image.topics
+    acknowledged(sim, active, lambda c: c.delete_topic("stale", now_ms=sim.now_ms))
+    for n in range(6):
+        create(sim, active, f"t-{n}", partitions=2)
+    assert active.node.log.start_offset > follower.next_offset  # it is behind the log start
+    assert follow()[0] is True
+    assert follower.image == active.core.image and "stale" not in follower.image.topics
+    create(sim, active, "then")  # and it follows on from the snapshot's end
+    assert follow() == [False] and follower.image == active.core.image
 
 
 def test_decisions_on_a_healthy_quorum_commit_within_round_trips(tmp_path, quiet):

@@ -19,14 +19,19 @@ waiting for their commit have an unknown outcome (the next leader may keep them 
 the caller says so. A new active controller gives every broker a fresh session (its leases are
 in memory only, as in Kafka), so a failover alone fences no one.
 
-Snapshots (KIP-630). Once the committed log since the last snapshot passes
-``snapshot_records_max`` offsets (METADATA_SNAPSHOT_RECORDS_MAX, Kafka's
-metadata.log.max.record.bytes.between.snapshots counted in records), every voter, active or
-not, snapshots its committed image where it has folded to: the image as metadata records
-(``image_records``: folded with ``apply`` from the empty image they give it back), and the
-RaftNode drops the log before it. On start the image is loaded from the newest snapshot (events
-start there) and the committed batches after it are folded; when the node installs a snapshot
-from the leader (its log start passes what was folded) the image is replaced by the snapshot's.
+Snapshots (KIP-630). Every voter, active or not, snapshots its committed image: the image as
+metadata records (``image_records``: folded with ``apply`` from the empty image they give it
+back), and the RaftNode drops the log before the snapshot's end offset. The snapshot lags one
+bound behind: each time the committed log passes ``snapshot_records_max`` offsets
+(METADATA_SNAPSHOT_RECORDS_MAX, Kafka's metadata.log.max.record.bytes.between.snapshots counted
+in records) since the last *candidate*, the candidate (the image, a value, and its offset, kept
+when the bound was last passed) becomes the snapshot and the current image the next candidate.
+So the log always keeps at least one bound of records after the snapshot: a broker or a voter
+less than that behind keeps fetching batches (Kafka keeps the log for a retention time after a
+snapshot for the same reason), only one further behind needs the snapshot. On start the image
+is loaded from the newest snapshot (events start there) and the committed batches after it are
+folded; when the node installs a snapshot from the leader (its log start passes what was
+folded) the image is replaced by the snapshot's.
 A broker that fetches from before the log start is answered with the snapshot's records and
 ``reset`` (replace your image), then fetches on from its end offset.
 
@@ -150,6 +155,7 @@ class QuorumController:
         self.applied_offset = 0  # where the next committed batch to fold starts
         self.events: deque[ControllerEvent] = deque(maxlen=EVENTS_MAX)
         self.snapshot_records_max = snapshot_records_max
+        self._candidate: tuple[int, ClusterImage] | None = None  # the next snapshot
         self.active: Controller | None = None
         self.active_epoch: int | None = None
         self._options: dict[str, Any] = dict(session_timeout_ms=session_timeout_ms, seed=seed,
@@ -209,17 +215,22 @@ class QuorumController:
             image = apply(image, record_from_json(raw))
         self.image = image
         self.applied_offset = snapshot.end_offset
+        self._candidate = None
         self.events.clear()  # what the snapshot folded in is not told again
 
     def _maybe_snapshot(self) -> None:
-        """Snapshot the committed image once the log since the last snapshot passes the bound."""
+        """Once the committed log since the candidate (else the log start) passes the bound,
+        snapshot the candidate, and keep the committed image as the next one."""
         node = self.node
-        if self.applied_offset - node.log.start_offset < self.snapshot_records_max:
+        since = node.log.start_offset if self._candidate is None else self._candidate[0]
+        if self.applied_offset - since < self.snapshot_records_max:
             return
         assert self.applied_offset <= node.high_watermark, (
             self.applied_offset, node.high_watermark)
-        node.take_snapshot(self.applied_offset,
-                           [r.to_json().encode() for r in image_records(self.image)])
+        if self._candidate is not None and self._candidate[0] > node.log.start_offset:
+            offset, image = self._candidate
+            node.take_snapshot(offset, [r.to_json().encode() for r in image_records(image)])
+        self._candidate = (self.applied_offset, self.image)
 
     def _fold_batch(self, batch: Batch) -> None:
         assert batch.base_offset == self.applied_offset, (batch.base_offset, self.applied_offset)
