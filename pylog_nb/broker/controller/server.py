@@ -30,11 +30,12 @@ Methods (params with defaults are optional; results are JSON objects):
 - heartbeat(broker_id, incarnation_id=null, caught_up=true, metadata_offset=-1) -> {fenced,
   metadata_end_offset}; metadata_offset is the broker's applied offset (-1: not told)
 - fetch_metadata(from_offset, max_records=10000, max_wait_ms=0) -> {records: [record objects],
-  next_offset, end_offset, reset}: committed records only (end_offset is the committed end);
+  next_offset, end_offset, reset?}: committed records only (end_offset is the committed end);
   Raft's epoch-start markers take offsets but are not sent, so next_offset may pass from_offset
   + len(records); waits up to max_wait_ms for a commit when from_offset == end_offset. From
   before the log start (a snapshot dropped the log there) the answer is the snapshot's records,
-  whole, with reset: true (replace your image by their fold) and next_offset its end offset
+  whole, with reset: true (replace your image by their fold; the key is absent otherwise) and
+  next_offset its end offset
 - create_topic(name, num_partitions=-1, replication_factor=-1, assignments=[], configs={},
   validate_only=false) -> topic: {name, topic_id, num_partitions, replication_factor, configs,
   partitions: [{replicas, isr, leader, leader_epoch, partition_epoch}]}
@@ -540,16 +541,14 @@ class ControllerServer:
             if not await self._wait_for_step(deadline_s):
                 break
         answer = quorum.read_committed(from_offset, min(max_records, READ_RECORDS_MAX))
-        return (
-            errors.NONE,
-            "",
-            {
-                "records": [r.to_dict() for r in answer.records],
-                "next_offset": answer.next_offset,
-                "end_offset": answer.end_offset,
-                "reset": answer.reset,
-            },
-        )
+        result = {
+            "records": [r.to_dict() for r in answer.records],
+            "next_offset": answer.next_offset,
+            "end_offset": answer.end_offset,
+        }
+        if answer.reset:  # only then: older brokers never see the key
+            result["reset"] = True
+        return errors.NONE, "", result
 
     async def _rpc_create_topic(
         self,
