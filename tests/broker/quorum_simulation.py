@@ -470,8 +470,10 @@ class QuorumSim(RaftSim):
             self._check_in_committed(decision)
 
 
-def run_quorum_schedule(seed: int, root: Path, voters: int = 3) -> QuorumSim:
-    sim = QuorumSim(seed, root, voters=voters)
+def run_quorum_schedule(seed: int, root: Path, voters: int = 3,
+                        snapshot_records: int | None = -1) -> QuorumSim:
+    """``snapshot_records``: the controllers' snapshot bound (-1: drawn per seed)."""
+    sim = QuorumSim(seed, root, voters=voters, snapshot_records=snapshot_records)
     try:
         sim.run()
     except (AssertionError, MetadataRecordError) as error:

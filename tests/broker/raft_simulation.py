@@ -500,8 +500,10 @@ def _check_matching(a: int, log_a: list[Batch], b: int, log_b: list[Batch]) -> N
     check(part_a == part_b, f"voters {a} and {b} share a batch but not the log before it")
 
 
-def run_schedule(seed: int, root: Path, voters: int = 3) -> RaftSim:
-    sim = RaftSim(seed, root, voters=voters)
+def run_schedule(seed: int, root: Path, voters: int = 3,
+                 snapshot_records: int | None = -1) -> RaftSim:
+    """``snapshot_records``: the voters' snapshot bound (-1: drawn per seed)."""
+    sim = RaftSim(seed, root, voters=voters, snapshot_records=snapshot_records)
     try:
         sim.run()
     except AssertionError as error:

@@ -33,6 +33,9 @@ from pylog_nb.broker.raft.node import RaftConfig, Role
 
 SCHEDULES = 50  # seeded schedules per CI run (~0.6 s each); a failure names its seed. Two in
 # five snapshot every few committed records (raft_simulation.SNAPSHOT_RECORDS)
+SNAPSHOT_SCHEDULES = 30  # more, all with a small snapshot bound (~1 s each)
+SNAPSHOT_SEED_BASE = 10_000
+SNAPSHOT_BOUNDS = (3, 10, 40)
 CONFIG = RaftConfig()
 QUIET_COMMIT_MEDIAN_MS = 100  # a decision on a healthy quorum: a few network round trips
 IDLE_MS = 100  # long enough for the followers' fetches to be parked on the leader
@@ -365,6 +368,16 @@ def test_every_image_folds_back_from_its_records(seed, fast_root):
 @pytest.mark.parametrize("seed", range(SCHEDULES))
 def test_seeded_schedule_keeps_quorum_invariants(seed, fast_root):
     run_quorum_schedule(seed, fast_root, voters=3 if seed % 2 else 5)
+
+
+@pytest.mark.parametrize("seed", range(SNAPSHOT_SCHEDULES))
+def test_seeded_schedule_with_small_snapshots_keeps_quorum_invariants(seed, fast_root):
+    """Every controller snapshots every few records: followers and restarted voters catch up
+    by installing the leader's snapshot, brokers' heartbeats and decisions go on."""
+    bound = SNAPSHOT_BOUNDS[seed % len(SNAPSHOT_BOUNDS)]
+    sim = run_quorum_schedule(SNAPSHOT_SEED_BASE + seed, fast_root, voters=3 if seed % 2 else 5,
+                              snapshot_records=bound)
+    assert sim.snapshots_taken > 0
 
 
 def test_replay(fast_root):

@@ -22,6 +22,9 @@ from pylog_nb.broker.raft.quorum_state import ElectionState, QuorumStateStore
 
 SCHEDULES = 200  # seeded schedules per CI run (~0.3 s each); a failure names its seed. Two in
 # five snapshot every few committed records (raft_simulation.SNAPSHOT_RECORDS)
+SNAPSHOT_SCHEDULES = 50  # more, all with a small snapshot bound
+SNAPSHOT_SEED_BASE = 10_000
+SNAPSHOT_BOUNDS = (2, 5, 20)
 CONFIG = RaftConfig()
 
 
@@ -333,6 +336,16 @@ def exchange(nodes: dict[int, RaftNode], sends: dict[int, list], among: set[int]
 @pytest.mark.parametrize("seed", range(SCHEDULES))
 def test_seeded_schedule_keeps_raft_invariants(seed, fast_root):
     run_schedule(seed, fast_root, voters=3 if seed % 2 else 5)
+
+
+@pytest.mark.parametrize("seed", range(SNAPSHOT_SCHEDULES))
+def test_seeded_schedule_with_small_snapshots_keeps_raft_invariants(seed, fast_root):
+    """Every voter snapshots every few records, so voters that were down, paused or cut off
+    catch up by installing the leader's snapshot; Raft's invariants hold by offset."""
+    bound = SNAPSHOT_BOUNDS[seed % len(SNAPSHOT_BOUNDS)]
+    sim = run_schedule(SNAPSHOT_SEED_BASE + seed, fast_root, voters=3 if seed % 2 else 5,
+                       snapshot_records=bound)
+    assert sim.snapshots_taken > 0
 
 
 def test_replay(fast_root):

@@ -52,7 +52,8 @@ Methods (params with defaults are optional; results are JSON objects):
 - describe(events_max=100) -> the committed image.to_dict() (brokers also carry
   lease_expires_in_ms, null on a standby) plus {end_offset (committed), now_ms,
   session_timeout_ms, events: [{now_ms (when decided), offset, kind, text}], quorum: {node_id,
-  voters, role, active, leader_id, epoch, high_watermark, log_end_offset, voter_lag}}
+  voters, role, active, leader_id, epoch, high_watermark, log_start_offset, log_end_offset,
+  voter_lag}}
 """
 
 from __future__ import annotations
