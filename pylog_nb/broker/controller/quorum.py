@@ -67,9 +67,9 @@ from .topic_control import TopicDefaults
 __all__ = ["METADATA_SNAPSHOT_RECORDS_MAX", "CommittedRecords", "NotControllerError",
            "QuorumController", "image_records"]
 
-# Committed offsets since the last snapshot (control batches included) that make a voter take
-# the next one: the log a restarted voter replays, and the Raft log kept in memory, stay below
-# this (plus one decision). Kafka bounds bytes, 20 MiB by default; 20,000 records are ~4 MB.
+# Committed offsets (control batches included) between snapshots: the log a restarted voter
+# replays, and the Raft log kept in memory, stay below twice this (the snapshot lags one bound
+# behind) plus one decision. Kafka bounds bytes, 20 MiB by default; 20,000 records are ~4 MB.
 METADATA_SNAPSHOT_RECORDS_MAX = 20_000
 
 
