@@ -329,6 +329,9 @@ class RaftNode:
             error = FENCED_LEADER_EPOCH if request.epoch < self.epoch else NOT_LEADER_OR_FOLLOWER
             return [Send(sender, FetchResponse(self.epoch, self.leader_id, error,
                                                request.fetch_offset, self.high_watermark))]
+        parked = self._parked.get(sender)
+        if parked is not None and request.fetch_offset < parked.request.fetch_offset:
+            return []  # a late duplicate of an older fetch: the parked one is the follower's
         matches = (request.fetch_offset <= self.log.end_offset and self.log.epoch_ending_at(
             request.fetch_offset) == request.last_fetched_epoch)
         if request.fetch_offset < self.log.start_offset or (
