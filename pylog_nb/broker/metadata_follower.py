@@ -5,7 +5,9 @@ metadata log from ``next_offset`` on; ``on_records`` folds each batch into a Clu
 says when to publish it (to the request handlers and the ReplicaManager, as ``BrokerNode.image``):
 only once caught up with the log end, never an intermediate image of a replay. Records are
 applied strictly in log order, each exactly once: an answer for another offset than the one
-asked for is refused (a stale answer arriving late after a pause).
+asked for is refused (a stale answer arriving late after a pause). An answer with ``reset`` is
+the controller's snapshot (the log before its end offset is gone): the image is rebuilt from
+it, from the empty image.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class MetadataFollower:
 
     def on_records(
         self, from_offset: int, records: Sequence[MetadataRecord], next_offset: int,
-        end_offset: int,
+        end_offset: int, *, reset: bool = False,
     ) -> bool:
         """Apply the answer to a fetch from ``from_offset``; True: publish the image now.
 
@@ -70,12 +72,16 @@ class MetadataFollower:
         self._in_flight = False
         if from_offset != self.next_offset:
             return False  # an answer to an older fetch: already applied or superseded
-        # Raft offsets also count control batches, which are never sent: a gap, never a shortfall.
-        assert next_offset >= from_offset + len(records), (from_offset, len(records), next_offset)
+        if reset:  # a snapshot: the image it folds to replaces ours
+            assert next_offset > from_offset, (from_offset, next_offset)
+            self.image = ClusterImage.empty()
+        else:  # Raft offsets also count control batches, never sent: a gap, never a shortfall
+            assert next_offset >= from_offset + len(records), (from_offset, len(records),
+                                                               next_offset)
         for record in records:
             self.image = apply(self.image, record)
         self.next_offset = next_offset
-        self._unpublished = self._unpublished or bool(records)
+        self._unpublished = self._unpublished or bool(records) or reset
         if not self._unpublished or next_offset < end_offset:
             return False
         self._unpublished = False

@@ -31,7 +31,9 @@ Invariants, on top of Raft's, after every step:
   not (what the Controller decided is exactly what went to the log);
 - (f) after settling: every broker is live, exactly one controller is active, every voter has
   the same image, and a topic created then is acknowledged within ``SETTLED_COMMIT_MS`` and
-  is in every voter's image.
+  is in every voter's image;
+- (g) in the schedules with a snapshot bound (RaftSim's ``snapshot_records``, passed to every
+  controller), every snapshot folds to the reference image at its end offset.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from pylog_nb.broker.controller.quorum import NotControllerError, QuorumControll
 from pylog_nb.broker.controller.records import NO_LEADER, MetadataRecordError, record_from_json
 from pylog_nb.broker.raft.log import Batch
 from pylog_nb.broker.raft.node import RaftConfig, RaftNode, Role
+from pylog_nb.broker.raft.snapshot import Snapshot
 
 SESSION_TIMEOUT_MS = 2_500  # broker leases: several run out in one schedule
 BROKER_IDS = (1, 2, 3)
@@ -104,7 +107,7 @@ class QuorumSim(RaftSim):
     """One seeded schedule of a controller quorum; ``run`` plays it, raising on a violation."""
 
     def __init__(self, seed: int, root: Path, voters: int = 3,
-                 config: RaftConfig | None = None) -> None:
+                 config: RaftConfig | None = None, snapshot_records: int | None = -1) -> None:
         self.brokers = {b: SimBroker(b) for b in BROKER_IDS}
         self.images: dict[int, ClusterImage] = {0: ClusterImage.empty()}  # committed end -> fold
         self.boundaries: list[int] = [0]  # the keys of ``images``, in order
@@ -116,13 +119,42 @@ class QuorumSim(RaftSim):
         self.active_in: dict[int, int] = {}  # epoch -> the voter active in it
         self.checked_images: dict[tuple[int, int], tuple[int, int, int | None]] = {}
         self.settled_decision: Decision | None = None
-        super().__init__(seed, root, voters=voters, config=config)
+        self.snapshot_seen: dict[tuple[int, int], tuple[int, int]] = {}
+        super().__init__(seed, root, voters=voters, config=config,
+                         snapshot_records=snapshot_records)
         self.broker_fault_every_ms = self.rng.choice(BROKER_FAULT_EVERY_MS)
         self.next_broker_fault_ms = self.broker_fault_every_ms
 
     def _wrap(self, node: RaftNode) -> QuorumController:
+        bound = {} if self.snapshot_records is None else {
+            "snapshot_records_max": self.snapshot_records}
+        take_snapshot = node.take_snapshot
+
+        def observed(end_offset: int, records: list[bytes]) -> None:
+            self._check_committed(node)  # what it committed in this step, before it is dropped
+            take_snapshot(end_offset, records)
+
+        node.take_snapshot = observed  # type: ignore[method-assign]
         return QuorumController(node, self.now_ms, session_timeout_ms=SESSION_TIMEOUT_MS,
-                                seed=self.seed)
+                                seed=self.seed, **bound)
+
+    def _maybe_snapshot(self, voter: SimVoter) -> None:
+        """The quorum controller snapshots by itself; count them."""
+        key = (voter.voter_id, voter.incarnation)
+        snapshot = voter.node.log.snapshot if voter.node is not None else None
+        if snapshot is not None and self.snapshot_seen.get(key) != snapshot.snapshot_id:
+            self.snapshot_seen[key] = snapshot.snapshot_id
+            self.snapshots_taken += 1
+
+    def _check_snapshot_state(self, node: RaftNode, snapshot: Snapshot,
+                              covered: list[Batch]) -> None:
+        """(g)"""
+        image = ClusterImage.empty()
+        for raw in snapshot.records:
+            image = apply(image, record_from_json(raw))
+        check(image == self.images.get(snapshot.end_offset),
+              f"voter {node.node_id}'s snapshot {snapshot.snapshot_id} does not fold to the "
+              f"committed image there")
 
     # -- clients ---------------------------------------------------------------------------------
 
@@ -438,8 +470,10 @@ class QuorumSim(RaftSim):
             self._check_in_committed(decision)
 
 
-def run_quorum_schedule(seed: int, root: Path, voters: int = 3) -> QuorumSim:
-    sim = QuorumSim(seed, root, voters=voters)
+def run_quorum_schedule(seed: int, root: Path, voters: int = 3,
+                        snapshot_records: int | None = -1) -> QuorumSim:
+    """``snapshot_records``: the controllers' snapshot bound (-1: drawn per seed)."""
+    sim = QuorumSim(seed, root, voters=voters, snapshot_records=snapshot_records)
     try:
         sim.run()
     except (AssertionError, MetadataRecordError) as error:

@@ -11,6 +11,9 @@ temporary directory; only the clock, the network and the process are simulated:
   written at the tail) and restart; pause (nothing runs, messages wait) of up to several
   fetch timeouts; partitions that cut one voter off, or split the quorum, both ways.
 - **Clients**: propose small batches to whichever voter believes it leads.
+- **Snapshots**: in some schedules a voter snapshots its state (every record committed, in
+  order) each time its committed log passes a small bound (``SNAPSHOT_RECORDS``), so followers
+  that were down or cut off catch up by installing the leader's snapshot.
 
 A subclass can run another core around each node (``_wrap``: the quorum controller, in
 tests/broker/quorum_simulation.py), other clients (``_clients``, ``_propose_after_settling``)
@@ -22,12 +25,13 @@ and letting the quorum settle (``check_settled``):
 
 - *election safety*: at most one leader per epoch, ever;
 - *log matching*: two logs holding a batch with the same offset and epoch hold the same batches
-  up to it;
+  up to it (from where both logs start);
 - *leader completeness*: a voter that becomes leader holds every batch committed in an earlier
   epoch than its own (a leader of an old epoch may still win late, after a pause, but it can
   commit nothing);
 - *state machine safety*: what each voter has committed is a prefix of one sequence, which
-  only grows (no acknowledged proposal is ever lost or changed);
+  only grows (no acknowledged proposal is ever lost or changed); a voter's snapshot is that
+  sequence's state up to the snapshot's end offset, whose batch has the snapshot's epoch;
 - after settling: one leader, every voter following it in its epoch with the same log, and a
   new proposal commits.
 """
@@ -46,15 +50,17 @@ from pathlib import Path
 from typing import Any
 
 from pylog_nb.broker.raft.log import Batch, RaftLog
-from pylog_nb.broker.raft.messages import FetchRequest, Message, Send
+from pylog_nb.broker.raft.messages import FetchRequest, FetchSnapshotRequest, Message, Send
 from pylog_nb.broker.raft.node import NotLeaderError, RaftConfig, RaftNode, Role
 from pylog_nb.broker.raft.quorum_state import QuorumStateStore
+from pylog_nb.broker.raft.snapshot import Snapshot
 
 TICK_MS = 10
 SCHEDULE_MS = 40_000
 SETTLE_MS = 15_000
 CATCH_UP_MS = 20_000  # after settling, for every voter to hold a new proposal
 LOG_CHECK_EVERY_MS = 200  # the O(log size) checks; the cheap ones run after every step
+SNAPSHOT_RECORDS = (None, None, 3, 10, 40)  # per seed: snapshot each time this many committed
 
 
 @contextmanager
@@ -104,7 +110,8 @@ class RaftSim:
     """One seeded schedule over ``voters`` voters; ``run`` plays it, raising on a violation."""
 
     def __init__(self, seed: int, root: Path, voters: int = 3,
-                 config: RaftConfig | None = None) -> None:
+                 config: RaftConfig | None = None, snapshot_records: int | None = -1) -> None:
+        """``snapshot_records``: the snapshot bound; None: never; -1: drawn per seed."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.now_ms = 0
@@ -119,6 +126,10 @@ class RaftSim:
         self.leaders: dict[int, int] = {}  # epoch -> the voter that led it
         self.committed: list[Batch] = []  # the one committed sequence, as voters revealed it
         self.committed_in: list[int] = []  # per committed batch: the epoch it was seen committed in
+        self.committed_at: dict[int, int] = {}  # base offset -> index in ``committed``
+        self.checked_snapshots: set[tuple[int, int, tuple[int, int]]] = set()
+        self.snapshots_taken = 0
+        self.snapshots_installed = 0
         self.proposed = 0
         self.propose_chance = 0.3  # per step: clients proposing to whoever leads
         self.settling = False
@@ -132,6 +143,8 @@ class RaftSim:
         self.new_leader_crash = self.rng.choice([0.0, 0.0, 0.3, 0.7])
         self.crash_at: dict[int, int] = {}  # voter -> when to crash it
         self.restart_at: dict[int, int] = {}  # voter -> when to restart it
+        drawn = self.rng.choice(SNAPSHOT_RECORDS)
+        self.snapshot_records = drawn if snapshot_records == -1 else snapshot_records
         for voter in self.voters.values():
             self._start(voter)
 
@@ -139,6 +152,13 @@ class RaftSim:
 
     def _start(self, voter: SimVoter) -> None:
         log = RaftLog.open(voter.directory, fsync=False)
+        install = log.install_snapshot
+
+        def counted(snapshot: Snapshot) -> None:
+            self.snapshots_installed += 1
+            install(snapshot)
+
+        log.install_snapshot = counted  # type: ignore[method-assign]
         store = QuorumStateStore(voter.directory, fsync=False)
         rng = random.Random(self.rng.random())
         voter.incarnation += 1
@@ -158,9 +178,11 @@ class RaftSim:
         voter.node.log.close()
         voter.node = None
         voter.core = None
-        if torn:  # a batch half written when the power went
+        if torn:  # a batch half written when the power went, a snapshot half written
             with open(voter.directory / "raft.log", "ab") as out:
                 out.write(self.rng.randbytes(self.rng.randrange(1, 40)))
+            part = voter.directory / f"{10**9 + self.now_ms:020d}-0000000099.checkpoint.part"
+            part.write_bytes(self.rng.randbytes(self.rng.randrange(1, 40)))
         self.trace.append(f"{self.now_ms} crash {voter_id} torn={torn}")
 
     def restart(self, voter_id: int) -> None:
@@ -198,7 +220,8 @@ class RaftSim:
     def _send(self, source: int, sends: list[Send]) -> None:
         for send in sends:
             if (source, send.destination) in self.cut or self.rng.random() < self.loss:
-                if isinstance(send.message, FetchRequest) and self.rng.random() < 0.5:
+                if isinstance(send.message, FetchRequest | FetchSnapshotRequest) and (
+                        self.rng.random() < 0.5):
                     self._deliver_failure(source, send)
                 continue
             copies = 2 if self.rng.random() < 0.01 else 1
@@ -326,9 +349,10 @@ class RaftSim:
     # -- invariants ------------------------------------------------------------------------------
 
     def _check_voter(self, voter: SimVoter) -> None:
-        """After every step of a running voter."""
+        """After every step of a running voter; then it may snapshot."""
         assert voter.node is not None
         self._check_node(voter.node)
+        self._maybe_snapshot(voter)
 
     def _check_node(self, node: RaftNode) -> None:
         """After every step of ``node``: election safety, leader completeness, and what it has
@@ -339,10 +363,11 @@ class RaftSim:
                 if self.rng.random() < self.new_leader_crash:
                     self.crash_at[node.node_id] = self.now_ms + self.rng.randrange(0, 60)
                 self.trace.append(f"{self.now_ms} voter {node.node_id} leads epoch {node.epoch}")
-                held = node.log.batches()
-                lacking = [b for i, (b, epoch) in enumerate(zip(self.committed, self.committed_in,
-                                                                strict=True))
-                           if epoch < node.epoch and (i >= len(held) or held[i] != b)]
+                held = {b.base_offset: b for b in node.log.batches()}
+                start = node.log.start_offset  # a snapshot holds what is before
+                lacking = [b for b, epoch in zip(self.committed, self.committed_in, strict=True)
+                           if epoch < node.epoch and b.end_offset > start
+                           and held.get(b.base_offset) != b]
                 first_lacking = lacking[0].base_offset if lacking else 0
                 check(not lacking, f"leader {node.node_id} of epoch {node.epoch} lacks committed "
                                    f"batches from offset {first_lacking}")
@@ -352,18 +377,74 @@ class RaftSim:
         self._check_committed(node)
 
     def _check_committed(self, node: RaftNode) -> None:
+        self._check_snapshot_of(node)
         key = (node.node_id, self.voters[node.node_id].incarnation)
         if self.checked_hw.get(key) == node.high_watermark:
             return  # nothing newly committed on this voter since the last look
         self.checked_hw[key] = node.high_watermark
+        start = node.log.start_offset
+        check(start <= node.high_watermark <= node.log.end_offset,
+              f"voter {node.node_id}: log start {start}, HW {node.high_watermark}, log end "
+              f"{node.log.end_offset}")
         mine = [b for b in node.log.batches() if b.end_offset <= node.high_watermark]
-        common = min(len(mine), len(self.committed))
-        check(mine[:common] == self.committed[:common],
+        first = self._committed_index(start)
+        assert first is not None  # the snapshot check has made sure
+        known = self.committed[first : first + len(mine)]
+        check(mine[: len(known)] == known,
               f"voter {node.node_id} committed a different history "
               f"(HW {node.high_watermark}, epoch {node.epoch})")
-        if len(mine) > len(self.committed):  # newly committed, in this voter's epoch at most
-            self.committed_in += [node.epoch] * (len(mine) - len(self.committed))
-            self.committed = mine
+        for batch in mine[len(known):]:  # newly committed, in this voter's epoch at most
+            self.committed_at[batch.base_offset] = len(self.committed)
+            self.committed.append(batch)
+            self.committed_in.append(node.epoch)
+
+    def _committed_index(self, offset: int) -> int | None:
+        """The index in ``committed`` of the batch starting at ``offset`` (its length at the
+        committed end), or None if no committed batch starts there."""
+        if offset == (self.committed[-1].end_offset if self.committed else 0):
+            return len(self.committed)
+        return self.committed_at.get(offset)
+
+    def _check_snapshot_of(self, node: RaftNode) -> None:
+        """A voter's snapshot is the committed sequence's state at its end offset, whose batch
+        has the snapshot's epoch."""
+        snapshot = node.log.snapshot
+        if snapshot is None:
+            return
+        key = (node.node_id, self.voters[node.node_id].incarnation, snapshot.snapshot_id)
+        if key in self.checked_snapshots:
+            return
+        self.checked_snapshots.add(key)
+        index = self._committed_index(snapshot.end_offset)
+        last = self.committed[index - 1] if index else None
+        check(last is not None and (last.end_offset, last.epoch) == snapshot.snapshot_id,
+              f"voter {node.node_id}'s snapshot {snapshot.snapshot_id} is not at a committed "
+              f"batch boundary of its epoch")
+        self._check_snapshot_state(node, snapshot, self.committed[:index])
+
+    def _check_snapshot_state(self, node: RaftNode, snapshot: Snapshot,
+                              covered: list[Batch]) -> None:
+        """Here the state is every record committed, in order."""
+        records = tuple(r for b in covered if not b.control for r in b.records)
+        check(snapshot.records == records,
+              f"voter {node.node_id}'s snapshot {snapshot.snapshot_id} holds another state")
+
+    def _maybe_snapshot(self, voter: SimVoter) -> None:
+        """Snapshot a voter's state once its committed log passes ``snapshot_records``."""
+        node = voter.node
+        assert node is not None
+        if self.snapshot_records is None:
+            return
+        start = node.log.start_offset
+        covered = [b for b in node.log.batches() if b.end_offset <= node.high_watermark]
+        if not covered or covered[-1].end_offset - start < self.snapshot_records:
+            return
+        before = node.log.snapshot.records if node.log.snapshot else ()
+        records = [*before, *(r for b in covered if not b.control for r in b.records)]
+        node.take_snapshot(covered[-1].end_offset, records)
+        self.snapshots_taken += 1
+        self.trace.append(f"{self.now_ms} voter {node.node_id} snapshots at "
+                          f"{covered[-1].end_offset}")
 
     def check_logs(self) -> None:
         """Log matching between every pair of running voters."""
@@ -392,7 +473,9 @@ class RaftSim:
         check(all(n.high_watermark >= offset for n in nodes),
               "a proposal after settling was not committed everywhere")
         agreed = min(n.high_watermark for n in nodes)
-        batches = [[b for b in n.log.batches() if b.end_offset <= agreed] for n in nodes]
+        start = max(n.log.start_offset for n in nodes)
+        batches = [[b for b in n.log.batches() if start < b.end_offset <= agreed]
+                   for n in nodes]
         check(all(b == batches[0] for b in batches), "committed logs differ after settling")
         self.check_logs()
 
@@ -405,19 +488,22 @@ class RaftSim:
 
 
 def _check_matching(a: int, log_a: list[Batch], b: int, log_b: list[Batch]) -> None:
-    by_position = {(x.base_offset, x.epoch): i for i, x in enumerate(log_a)}
-    last_shared = -1
-    for j, batch in enumerate(log_b):
-        i = by_position.get((batch.base_offset, batch.epoch))
-        if i is not None:
-            check(i == j, f"voters {a} and {b} place batch {batch.base_offset} differently")
-            last_shared = j
-    check(log_a[: last_shared + 1] == log_b[: last_shared + 1],
-          f"voters {a} and {b} share a batch but not the log before it")
+    """Where both logs hold batches (a snapshot may have dropped either's prefix), a batch
+    they share (offset and epoch) means the same batches up to it."""
+    shared = {(x.base_offset, x.epoch) for x in log_a} & {(y.base_offset, y.epoch) for y in log_b}
+    if not shared:
+        return
+    until = max(base for base, _epoch in shared)
+    start = max(log_a[0].base_offset, log_b[0].base_offset)
+    part_a = [x for x in log_a if start <= x.base_offset <= until]
+    part_b = [y for y in log_b if start <= y.base_offset <= until]
+    check(part_a == part_b, f"voters {a} and {b} share a batch but not the log before it")
 
 
-def run_schedule(seed: int, root: Path, voters: int = 3) -> RaftSim:
-    sim = RaftSim(seed, root, voters=voters)
+def run_schedule(seed: int, root: Path, voters: int = 3,
+                 snapshot_records: int | None = -1) -> RaftSim:
+    """``snapshot_records``: the voters' snapshot bound (-1: drawn per seed)."""
+    sim = RaftSim(seed, root, voters=voters, snapshot_records=snapshot_records)
     try:
         sim.run()
     except AssertionError as error:

@@ -26,11 +26,16 @@ from quorum_simulation import (
 from raft_simulation import TICK_MS, SimVoter, scratch_root
 
 from pylog_nb.broker.controller.controller import Controller, ControllerResult
-from pylog_nb.broker.controller.image import ClusterImage
-from pylog_nb.broker.controller.quorum import NotControllerError
+from pylog_nb.broker.controller.image import ClusterImage, replay
+from pylog_nb.broker.controller.quorum import NotControllerError, image_records
+from pylog_nb.broker.metadata_follower import MetadataFollower
 from pylog_nb.broker.raft.node import RaftConfig, Role
 
-SCHEDULES = 50  # seeded schedules per CI run (~0.6 s each); a failure names its seed
+SCHEDULES = 50  # seeded schedules per CI run (~0.6 s each); a failure names its seed. Two in
+# five snapshot every few committed records (raft_simulation.SNAPSHOT_RECORDS)
+SNAPSHOT_SCHEDULES = 30  # more, all with a small snapshot bound (~1 s each)
+SNAPSHOT_SEED_BASE = 10_000
+SNAPSHOT_BOUNDS = (3, 10, 40)
 CONFIG = RaftConfig()
 QUIET_COMMIT_MEDIAN_MS = 100  # a decision on a healthy quorum: a few network round trips
 IDLE_MS = 100  # long enough for the followers' fetches to be parked on the leader
@@ -48,8 +53,9 @@ def quiet():
     test makes the faults) whose brokers heartbeat, and closes their files afterwards."""
     made: list[QuorumSim] = []
 
-    def make(root: Path, voters: int = 3, seed: int = 1) -> QuorumSim:
-        sim = QuorumSim(seed, root, voters=voters)
+    def make(root: Path, voters: int = 3, seed: int = 1,
+             snapshot_records: int | None = None) -> QuorumSim:
+        sim = QuorumSim(seed, root, voters=voters, snapshot_records=snapshot_records)
         sim.loss = 0.0
         sim.propose_chance = 0.0
         sim.fault_every_ms = 10**9
@@ -247,6 +253,86 @@ def test_restarting_every_voter_rebuilds_the_same_image(tmp_path, quiet):
         assert [(e.offset, e.kind, e.text) for e in voter.core.events] == events[voter.voter_id]
 
 
+def test_a_voter_down_through_several_snapshots_catches_up_by_installing_one(tmp_path, quiet):
+    sim = quiet(tmp_path, snapshot_records=8)
+    active = started(sim)
+    down = min(sim.ids - {active.voter_id})
+    sim.crash(down, torn=False)
+    for n in range(12):  # each topic: 1 + 3 records
+        create(sim, active, f"t-{n}", partitions=3)
+    acknowledged(sim, active, lambda c: c.allocate_producer_ids(2, now_ms=sim.now_ms))
+    acknowledged(sim, active, lambda c: c.delete_topic("t-0", now_ms=sim.now_ms))
+    assert active.node.log.start_offset >= 40 and sim.snapshots_installed == 0
+    installed = sim.snapshots_installed
+    sim.restart(down)
+    quiesce(sim, active)
+    back = sim.voters[down]
+    assert sim.snapshots_installed > installed and back.node.log.start_offset > 0
+    assert back.core.image == active.core.image and "t-11" in back.core.image.topics
+    assert back.core.events == [] or back.core.events[0].offset >= back.node.log.start_offset
+    create(sim, active, "after")  # and it follows on from there
+    quiesce(sim, active)
+    assert back.core.image == active.core.image
+    silence_brokers(sim)
+    image = active.core.image
+    for voter_id in sorted(sim.ids):  # every voter restarts from its own snapshot
+        sim.crash(voter_id, torn=voter_id == down)
+    for voter_id in sorted(sim.ids):
+        sim.restart(voter_id)
+        restarted = sim.voters[voter_id]
+        assert restarted.core.applied_offset == restarted.node.log.start_offset > 0
+    new = await_active(sim)
+    quiesce(sim, new)
+    assert all(v.core.image == image for v in sim.voters.values())
+
+
+def test_a_deposed_controller_past_its_snapshot_answers_outcome_unknown(tmp_path, quiet):
+    """Once a snapshot covers a decision's offset, a voter that no longer leads cannot tell
+    whose batch ended there: it must not claim the decision committed."""
+    sim = quiet(tmp_path, snapshot_records=4)
+    active = started(sim)
+    decision = create(sim, active, "x")
+    quiesce(sim, active)
+    assert active.core.check_committed(decision.target, decision.epoch)  # still leading
+    for n in range(5):
+        create(sim, active, f"more-{n}")
+    assert active.node.log.start_offset > decision.target
+    sim.isolate({active.voter_id})
+    run_until(sim, lambda: active.core.active is None)
+    with pytest.raises(NotControllerError) as caught:
+        active.core.check_committed(decision.target, decision.epoch)
+    assert caught.value.outcome_unknown
+
+
+def test_a_broker_behind_the_log_start_replaces_its_image_by_the_snapshot(tmp_path, quiet):
+    """A broker's MetadataFollower fetching from before the active controller's log start gets
+    the snapshot with ``reset`` and ends with the committed image, stale topics gone."""
+    sim = quiet(tmp_path, snapshot_records=8)
+    active = started(sim)
+    follower = MetadataFollower()
+
+    def follow() -> list[bool]:
+        resets = []
+        while follower.next_offset < active.core.applied_offset:
+            answer = active.core.read_committed(follower.next_offset, 10_000)
+            follower.on_records(follower.next_offset, answer.records, answer.next_offset,
+                                answer.end_offset, reset=answer.reset)
+            resets.append(answer.reset)
+        return resets
+
+    create(sim, active, "stale")
+    follow()
+    assert follower.image == active.core.image and "stale" in follower.image.topics
+    acknowledged(sim, active, lambda c: c.delete_topic("stale", now_ms=sim.now_ms))
+    for n in range(6):
+        create(sim, active, f"t-{n}", partitions=2)
+    assert active.node.log.start_offset > follower.next_offset  # it is behind the log start
+    assert follow()[0] is True
+    assert follower.image == active.core.image and "stale" not in follower.image.topics
+    create(sim, active, "then")  # and it follows on from the snapshot's end
+    assert follow() == [False] and follower.image == active.core.image
+
+
 def test_decisions_on_a_healthy_quorum_commit_within_round_trips(tmp_path, quiet):
     """What the active controller appends goes out at once, answering the fetches parked on
     it (were it lost, the followers would wait for their fetch to time out)."""
@@ -260,12 +346,38 @@ def test_decisions_on_a_healthy_quorum_commit_within_round_trips(tmp_path, quiet
     assert statistics.median(latencies) <= QUIET_COMMIT_MEDIAN_MS, latencies
 
 
+# == snapshots: the image as records ============================================================
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_image_folds_back_from_its_records(seed, fast_root):
+    """Property: for every image a seeded schedule commits (brokers fenced and not, topics
+    created, changed, deleted, producer ids), folding ``image_records`` from the empty image
+    gives it back."""
+    sim = run_quorum_schedule(seed, fast_root, voters=3)
+    assert len(sim.images) > 50
+    for image in sim.images.values():
+        assert replay(image_records(image)) == image
+    assert any(image.next_producer_id and image.topics and any(
+        b.fenced for b in image.brokers.values()) for image in sim.images.values())
+
+
 # == the simulation =============================================================================
 
 
 @pytest.mark.parametrize("seed", range(SCHEDULES))
 def test_seeded_schedule_keeps_quorum_invariants(seed, fast_root):
     run_quorum_schedule(seed, fast_root, voters=3 if seed % 2 else 5)
+
+
+@pytest.mark.parametrize("seed", range(SNAPSHOT_SCHEDULES))
+def test_seeded_schedule_with_small_snapshots_keeps_quorum_invariants(seed, fast_root):
+    """Every controller snapshots every few records: followers and restarted voters catch up
+    by installing the leader's snapshot, brokers' heartbeats and decisions go on."""
+    bound = SNAPSHOT_BOUNDS[seed % len(SNAPSHOT_BOUNDS)]
+    sim = run_quorum_schedule(SNAPSHOT_SEED_BASE + seed, fast_root, voters=3 if seed % 2 else 5,
+                              snapshot_records=bound)
+    assert sim.snapshots_taken > 0
 
 
 def test_replay(fast_root):

@@ -16,11 +16,15 @@ import pytest
 from raft_simulation import TICK_MS, RaftSim, run_schedule, scratch_root
 
 from pylog_nb.broker.raft.log import Batch, RaftLog
-from pylog_nb.broker.raft.messages import FetchRequest
+from pylog_nb.broker.raft.messages import FetchRequest, VoteRequest
 from pylog_nb.broker.raft.node import NotLeaderError, RaftConfig, RaftNode, Role
 from pylog_nb.broker.raft.quorum_state import ElectionState, QuorumStateStore
 
-SCHEDULES = 200  # seeded schedules per CI run (~0.3 s each); a failure names its seed
+SCHEDULES = 200  # seeded schedules per CI run (~0.3 s each); a failure names its seed. Two in
+# five snapshot every few committed records (raft_simulation.SNAPSHOT_RECORDS)
+SNAPSHOT_SCHEDULES = 50  # more, all with a small snapshot bound
+SNAPSHOT_SEED_BASE = 10_000
+SNAPSHOT_BOUNDS = (2, 5, 20)
 CONFIG = RaftConfig()
 
 
@@ -100,7 +104,7 @@ def quiet():
 
 
 def quiet_sim(root: Path, voters: int, seed: int) -> RaftSim:
-    sim = RaftSim(seed, root, voters=voters)
+    sim = RaftSim(seed, root, voters=voters, snapshot_records=None)
     sim.loss = 0.0
     sim.propose_chance = 0.0
     sim.rng = random.Random(seed)
@@ -228,6 +232,52 @@ def test_restarting_every_voter_keeps_the_log_and_elects_once(tmp_path, quiet):
     assert b"kept" in records
 
 
+def test_a_follower_far_behind_installs_the_leaders_snapshot_and_fetches_on(tmp_path, quiet):
+    sim = quiet(tmp_path)
+    sim.snapshot_records = 3
+    run_until(sim, lambda: leader(sim) is not None)
+    first = leader(sim)
+    behind = min(sim.ids - {first.node_id})
+    sim.crash(behind, torn=False)
+    for n in range(12):
+        commit(sim, f"while {behind} is down: {n}")
+    assert first.log.start_offset >= 10 and first.log.snapshot is not None
+    sim.restart(behind)
+    node = sim.voters[behind].node
+    assert node.log.start_offset == 0  # its own log: offsets the leader's log starts after
+    run_until(sim, lambda: node.high_watermark == first.high_watermark)
+    assert node.log.start_offset > 0 and node.log.end_offset == first.log.end_offset
+    assert sim.snapshots_installed >= 1
+    records = node.log.snapshot.records + tuple(
+        r for b in node.committed(node.log.start_offset) if not b.control for r in b.records)
+    assert records == tuple(f"while {behind} is down: {n}".encode() for n in range(12))
+    commit(sim, "after the install")
+    assert node.log.batches()[-1] == first.log.batches()[-1]
+    sim.check_logs()
+    sim.crash(behind, torn=True)  # it restarts from its snapshot
+    sim.restart(behind)
+    node = sim.voters[behind].node
+    assert node.log.start_offset > 0 and node.high_watermark == node.log.start_offset
+    run_until(sim, lambda: node.high_watermark == first.high_watermark)
+
+
+def test_votes_count_a_snapshot_as_the_log_it_replaced(tmp_path):
+    """A voter whose log is empty after its snapshot is as up to date as the snapshot's id."""
+    log = RaftLog.open(tmp_path, fsync=False)
+    for b in (batch(0, 1, control=True), batch(1, 1, 3), batch(4, 2, control=True)):
+        log.append(b)
+    node = RaftNode(1, frozenset({1, 2, 3}), log, QuorumStateStore(tmp_path, fsync=False), 0,
+                    rng=random.Random(1))
+    node.high_watermark = 5
+    node.take_snapshot(5, [b"state"])
+    assert (node.log.end_offset, node.log.last_epoch, node.log.batches()) == (5, 2, [])
+    stale = node.handle(2, VoteRequest(3, 2, 1, 9), 10)  # an older last epoch: refused
+    assert stale[-1].message.granted is False
+    current = node.handle(3, VoteRequest(3, 3, 2, 5), 10)  # the same (epoch, end): granted
+    assert current[-1].message.granted is True
+    log.close()
+
+
 def test_a_new_leader_commits_older_epochs_batches_only_through_one_of_its_own(tmp_path):
     """Raft's "figure 8": A (leader of epoch 2) wrote x alone; C led epoch 3 alone. A wins
     epoch 4 with B's vote and copies x to B, one batch per fetch: x is then on a majority, but
@@ -286,6 +336,16 @@ def exchange(nodes: dict[int, RaftNode], sends: dict[int, list], among: set[int]
 @pytest.mark.parametrize("seed", range(SCHEDULES))
 def test_seeded_schedule_keeps_raft_invariants(seed, fast_root):
     run_schedule(seed, fast_root, voters=3 if seed % 2 else 5)
+
+
+@pytest.mark.parametrize("seed", range(SNAPSHOT_SCHEDULES))
+def test_seeded_schedule_with_small_snapshots_keeps_raft_invariants(seed, fast_root):
+    """Every voter snapshots every few records, so voters that were down, paused or cut off
+    catch up by installing the leader's snapshot; Raft's invariants hold by offset."""
+    bound = SNAPSHOT_BOUNDS[seed % len(SNAPSHOT_BOUNDS)]
+    sim = run_schedule(SNAPSHOT_SEED_BASE + seed, fast_root, voters=3 if seed % 2 else 5,
+                       snapshot_records=bound)
+    assert sim.snapshots_taken > 0
 
 
 def test_replay(fast_root):

@@ -19,6 +19,8 @@ from pylog_nb.broker.raft.messages import (
     BeginQuorumEpoch,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -136,6 +138,10 @@ def test_three_voters_on_sockets_elect_commit_fail_over_and_rejoin(tmp_path):
     FetchRequest(5, 3, 40, 2, 38),
     FetchResponse(5, 2, Errors.NONE, 40, 41, (Batch(40, 5, (b"\x00\xff", b"x"), False),)),
     FetchResponse(5, 2, Errors.FENCED_LEADER_EPOCH, 40, 38, diverging=(2, 31)),
+    FetchResponse(5, 2, Errors.NONE, 4, 38, snapshot_id=(30, 4)),
+    FetchSnapshotRequest(5, 3, (30, 4)),
+    FetchSnapshotResponse(5, 2, Errors.NONE, (30, 4), 1_700, (b"{}", b"\x00")),
+    FetchSnapshotResponse(5, 2, Errors.SNAPSHOT_NOT_FOUND, (30, 4)),
 ])
 def test_every_message_survives_the_wire(message):
     assert decode_message(encode_message(message)) == message
@@ -149,9 +155,14 @@ def test_every_message_survives_the_wire(message):
      "proposed_epoch": 1},
     {"kind": "FetchResponse", "epoch": 1, "leader_id": 1, "error": 0, "fetch_offset": 0,
      "high_watermark": 0, "batches": [{"base_offset": 0, "epoch": 1, "control": False,
-                                       "records": ["not base64!"]}], "diverging": None},
+                                       "records": ["not base64!"]}], "diverging": None,
+     "snapshot_id": None},
     {"kind": "FetchResponse", "epoch": 1, "leader_id": 1, "error": 3, "fetch_offset": 0,
-     "high_watermark": 0, "batches": [], "diverging": None},
+     "high_watermark": 0, "batches": [], "diverging": None, "snapshot_id": None},
+    {"kind": "FetchResponse", "epoch": 1, "leader_id": 1, "error": 0, "fetch_offset": 0,
+     "high_watermark": 0, "batches": [], "diverging": None, "snapshot_id": [3]},
+    {"kind": "FetchSnapshotResponse", "epoch": 1, "leader_id": 1, "error": 0,
+     "snapshot_id": [3, 1], "append_time_ms": 0, "records": ["not base64!"]},
 ])
 def test_a_malformed_message_is_refused(body):
     with pytest.raises(ValueError):

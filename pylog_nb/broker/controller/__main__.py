@@ -15,6 +15,7 @@ sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 from ..process.dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
 from .controller import BROKER_SESSION_TIMEOUT_MS  # noqa: E402
+from .quorum import METADATA_SNAPSHOT_RECORDS_MAX  # noqa: E402
 from .server import parse_voters, run_controller  # noqa: E402
 
 
@@ -30,6 +31,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=int,
         default=BROKER_SESSION_TIMEOUT_MS,
         help="fence a broker that has not heartbeat for this long",
+    )
+    parser.add_argument(
+        "--snapshot-records",
+        type=int,
+        default=METADATA_SNAPSHOT_RECORDS_MAX,
+        help="snapshot the metadata image once the log since the last snapshot holds this "
+        "many records (Kafka: metadata.log.max.record.bytes.between.snapshots)",
     )
     parser.add_argument("--node-id", type=int, default=1, help="this controller's voter id")
     parser.add_argument(
@@ -51,6 +59,9 @@ def main(argv: list[str] | None = None) -> None:
         parser_error = f"pylog controller: --voters: {error}"
         print(parser_error, file=sys.stderr)
         sys.exit(2)
+    if args.snapshot_records < 1:
+        print("pylog controller: --snapshot-records must be positive", file=sys.stderr)
+        sys.exit(2)
     if voters is not None and args.node_id not in voters:
         print(f"pylog controller: --node-id {args.node_id} is not among --voters", file=sys.stderr)
         sys.exit(2)
@@ -69,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
             node_id=args.node_id,
             voters=voters,
             session_timeout_ms=args.session_timeout_ms,
+            snapshot_records_max=args.snapshot_records,
         )
     )
     sys.exit(exit_code)

@@ -19,6 +19,22 @@ waiting for their commit have an unknown outcome (the next leader may keep them 
 the caller says so. A new active controller gives every broker a fresh session (its leases are
 in memory only, as in Kafka), so a failover alone fences no one.
 
+Snapshots (KIP-630). Every voter, active or not, snapshots its committed image: the image as
+metadata records (``image_records``: folded with ``apply`` from the empty image they give it
+back), and the RaftNode drops the log before the snapshot's end offset. The snapshot lags one
+bound behind: each time the committed log passes ``snapshot_records_max`` offsets
+(METADATA_SNAPSHOT_RECORDS_MAX, Kafka's metadata.log.max.record.bytes.between.snapshots counted
+in records) since the last *candidate*, the candidate (the image, a value, and its offset, kept
+when the bound was last passed) becomes the snapshot and the current image the next candidate.
+So the log always keeps at least one bound of records after the snapshot: a broker or a voter
+less than that behind keeps fetching batches (Kafka keeps the log for a retention time after a
+snapshot for the same reason), only one further behind needs the snapshot. On start the image
+is loaded from the newest snapshot (events start there) and the committed batches after it are
+folded; when the node installs a snapshot from the leader (its log start passes what was
+folded) the image is replaced by the snapshot's.
+A broker that fetches from before the log start is answered with the snapshot's records and
+``reset`` (replace your image), then fetches on from its end offset.
+
 Fed like the RaftNode (``poll``, ``handle``, ``request_failed`` with the time); each returns the
 messages to send, those of the active controller's appends included.
 """
@@ -37,10 +53,24 @@ from .controller import BROKER_SESSION_TIMEOUT_MS, Controller
 from .errors import NOT_CONTROLLER, ControllerError
 from .events import EVENTS_MAX, ControllerEvent, describe
 from .image import ClusterImage, apply
-from .records import MetadataRecord, record_from_json
+from .records import (
+    CreatePartition,
+    CreateTopic,
+    MetadataRecord,
+    ProducerIdsBlock,
+    RegisterBroker,
+    UnfenceBroker,
+    record_from_json,
+)
 from .topic_control import TopicDefaults
 
-__all__ = ["CommittedRecords", "NotControllerError", "QuorumController"]
+__all__ = ["METADATA_SNAPSHOT_RECORDS_MAX", "CommittedRecords", "NotControllerError",
+           "QuorumController", "image_records"]
+
+# Committed offsets (control batches included) between snapshots: the log a restarted voter
+# replays, and the Raft log kept in memory, stay below twice this (the snapshot lags one bound
+# behind) plus one decision. Kafka bounds bytes, 20 MiB by default; 20,000 records are ~4 MB.
+METADATA_SNAPSHOT_RECORDS_MAX = 20_000
 
 
 class NotControllerError(ControllerError):
@@ -64,6 +94,30 @@ class CommittedRecords:
     records: list[MetadataRecord]
     next_offset: int
     end_offset: int
+    reset: bool = False  # the records are a snapshot: replace the image by their fold
+
+
+def image_records(image: ClusterImage) -> list[MetadataRecord]:
+    """Records whose fold with ``apply`` from the empty image is ``image``: brokers, then
+    topics with their partitions (in name order), then the producer ids handed out."""
+    records: list[MetadataRecord] = []
+    for broker_id in sorted(image.brokers):
+        broker = image.brokers[broker_id]
+        records.append(RegisterBroker(broker_id=broker_id, host=broker.host, port=broker.port,
+                                      incarnation_id=broker.incarnation_id))
+        if not broker.fenced:
+            records.append(UnfenceBroker(broker_id=broker_id))
+    for name in sorted(image.topics):
+        topic = image.topics[name]
+        records.append(CreateTopic(name=name, topic_id=topic.topic_id, configs=topic.configs))
+        records.extend(
+            CreatePartition(topic_id=topic.topic_id, partition=index, replicas=p.replicas,
+                            isr=p.isr, leader=p.leader, leader_epoch=p.leader_epoch,
+                            partition_epoch=p.partition_epoch)
+            for index, p in enumerate(topic.partitions))
+    if image.next_producer_id > 0:  # one block standing for all those handed out (owner 0)
+        records.append(ProducerIdsBlock(first_id=0, size=image.next_producer_id, broker_id=0))
+    return records
 
 
 class _RaftJournal:
@@ -93,11 +147,15 @@ class QuorumController:
 
     def __init__(self, node: RaftNode, now_ms: int, *,
                  session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS, seed: int = 0,
-                 defaults: TopicDefaults | None = None) -> None:
+                 defaults: TopicDefaults | None = None,
+                 snapshot_records_max: int = METADATA_SNAPSHOT_RECORDS_MAX) -> None:
+        assert snapshot_records_max > 0, snapshot_records_max
         self.node = node
-        self.image = ClusterImage.empty()  # the fold of the committed batches
+        self.image = ClusterImage.empty()  # the fold of the snapshot and the committed batches
         self.applied_offset = 0  # where the next committed batch to fold starts
         self.events: deque[ControllerEvent] = deque(maxlen=EVENTS_MAX)
+        self.snapshot_records_max = snapshot_records_max
+        self._candidate: tuple[int, ClusterImage] | None = None  # the next snapshot
         self.active: Controller | None = None
         self.active_epoch: int | None = None
         self._options: dict[str, Any] = dict(session_timeout_ms=session_timeout_ms, seed=seed,
@@ -133,6 +191,7 @@ class QuorumController:
         self._now_ms = max(self._now_ms, now_ms)
         self._outbox.extend(sends)
         self._fold()
+        self._maybe_snapshot()
         self._check_active()
         out = list(self._outbox)
         self._outbox.clear()  # the same list: the journal appends to it
@@ -140,11 +199,38 @@ class QuorumController:
 
     def _fold(self) -> None:
         node = self.node
+        if self.applied_offset < node.log.start_offset:  # on start, or installed from the leader
+            self._load_snapshot()
         while self.applied_offset < node.high_watermark:
             batches = node.committed(self.applied_offset)
             assert batches, (self.applied_offset, node.high_watermark)
             for batch in batches:
                 self._fold_batch(batch)
+
+    def _load_snapshot(self) -> None:
+        snapshot = self.node.log.snapshot
+        assert snapshot is not None and snapshot.end_offset <= self.node.high_watermark
+        image = ClusterImage.empty()
+        for raw in snapshot.records:
+            image = apply(image, record_from_json(raw))
+        self.image = image
+        self.applied_offset = snapshot.end_offset
+        self._candidate = None
+        self.events.clear()  # what the snapshot folded in is not told again
+
+    def _maybe_snapshot(self) -> None:
+        """Once the committed log since the candidate (else the log start) passes the bound,
+        snapshot the candidate, and keep the committed image as the next one."""
+        node = self.node
+        since = node.log.start_offset if self._candidate is None else self._candidate[0]
+        if self.applied_offset - since < self.snapshot_records_max:
+            return
+        assert self.applied_offset <= node.high_watermark, (
+            self.applied_offset, node.high_watermark)
+        if self._candidate is not None and self._candidate[0] > node.log.start_offset:
+            offset, image = self._candidate
+            node.take_snapshot(offset, [r.to_json().encode() for r in image_records(image)])
+        self._candidate = (self.applied_offset, self.image)
 
     def _fold_batch(self, batch: Batch) -> None:
         assert batch.base_offset == self.applied_offset, (batch.base_offset, self.applied_offset)
@@ -187,9 +273,13 @@ class QuorumController:
         NotControllerError (outcome unknown) if this voter stopped being the active controller
         of ``epoch`` before that, or committed another leader's batches up to ``target``."""
         if self.node.high_watermark >= target and self.applied_offset >= target:
+            if self.active_epoch == epoch:  # still leading: its log since its epoch began
+                return True  # is its own, and ``target`` is past that epoch's start
             # A deposed voter's log may hold another leader's batches there by now: only a
-            # batch of ``epoch`` ending at ``target`` is the one this controller appended.
-            if self.node.log.epoch_ending_at(target) == epoch:
+            # batch of ``epoch`` ending at ``target`` is the one this controller appended
+            # (before the log start the snapshot cannot tell: the outcome is unknown).
+            if target >= self.node.log.start_offset and (
+                    self.node.log.epoch_ending_at(target) == epoch):
                 return True
             raise NotControllerError(self.node_id, self.node.leader_id, outcome_unknown=True)
         if self.active_epoch != epoch:
@@ -200,10 +290,15 @@ class QuorumController:
 
     def read_committed(self, from_offset: int, max_records: int) -> CommittedRecords:
         """Committed records from ``from_offset`` (a batch boundary at or below the HW), in
-        whole batches: at most ``max_records`` unless the first batch alone is larger."""
+        whole batches: at most ``max_records`` unless the first batch alone is larger. From
+        before the log start: the snapshot's records, whole, with ``reset``."""
         assert max_records > 0, max_records
         end = self.applied_offset
         assert 0 <= from_offset <= end, (from_offset, end)
+        snapshot = self.node.log.snapshot
+        if snapshot is not None and from_offset < snapshot.end_offset:
+            return CommittedRecords([record_from_json(raw) for raw in snapshot.records],
+                                    snapshot.end_offset, end, reset=True)
         records: list[MetadataRecord] = []
         offset = from_offset
         while offset < end:
@@ -217,7 +312,10 @@ class QuorumController:
         return CommittedRecords(records, offset, end)
 
     def is_batch_boundary(self, offset: int) -> bool:
-        return offset == 0 or self.node.log.epoch_ending_at(offset) is not None
+        """Whether a metadata fetch may start at ``offset``: a batch boundary, or anywhere
+        before the log start (answered with the snapshot)."""
+        log = self.node.log
+        return offset <= log.start_offset or log.epoch_ending_at(offset) is not None
 
     def describe_quorum(self) -> dict[str, Any]:
         """Voters, leader, epoch, the committed end and, on the leader, each voter's lag."""
@@ -235,6 +333,7 @@ class QuorumController:
             "leader_id": node.leader_id,
             "epoch": node.epoch,
             "high_watermark": node.high_watermark,
+            "log_start_offset": node.log.start_offset,
             "log_end_offset": node.log.end_offset,
             "voter_lag": lag,
         }

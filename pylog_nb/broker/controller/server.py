@@ -30,9 +30,12 @@ Methods (params with defaults are optional; results are JSON objects):
 - heartbeat(broker_id, incarnation_id=null, caught_up=true, metadata_offset=-1) -> {fenced,
   metadata_end_offset}; metadata_offset is the broker's applied offset (-1: not told)
 - fetch_metadata(from_offset, max_records=10000, max_wait_ms=0) -> {records: [record objects],
-  next_offset, end_offset}: committed records only (end_offset is the committed end); Raft's
-  epoch-start markers take offsets but are not sent, so next_offset may pass from_offset +
-  len(records); waits up to max_wait_ms for a commit when from_offset == end_offset
+  next_offset, end_offset, reset?}: committed records only (end_offset is the committed end);
+  Raft's epoch-start markers take offsets but are not sent, so next_offset may pass from_offset
+  + len(records); waits up to max_wait_ms for a commit when from_offset == end_offset. From
+  before the log start (a snapshot dropped the log there) the answer is the snapshot's records,
+  whole, with reset: true (replace your image by their fold; the key is absent otherwise) and
+  next_offset its end offset
 - create_topic(name, num_partitions=-1, replication_factor=-1, assignments=[], configs={},
   validate_only=false) -> topic: {name, topic_id, num_partitions, replication_factor, configs,
   partitions: [{replicas, isr, leader, leader_epoch, partition_epoch}]}
@@ -49,7 +52,8 @@ Methods (params with defaults are optional; results are JSON objects):
 - describe(events_max=100) -> the committed image.to_dict() (brokers also carry
   lease_expires_in_ms, null on a standby) plus {end_offset (committed), now_ms,
   session_timeout_ms, events: [{now_ms (when decided), offset, kind, text}], quorum: {node_id,
-  voters, role, active, leader_id, epoch, high_watermark, log_end_offset, voter_lag}}
+  voters, role, active, leader_id, epoch, high_watermark, log_start_offset, log_end_offset,
+  voter_lag}}
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ from .controller import (
 from .events import EVENTS_MAX
 from .image import PartitionImage, TopicImage, vars_of
 from .log import READ_RECORDS_MAX
-from .quorum import NotControllerError, QuorumController
+from .quorum import METADATA_SNAPSHOT_RECORDS_MAX, NotControllerError, QuorumController
 from .records import PartitionChange
 from .rpc import (
     REQUEST_BYTES_MAX,
@@ -538,15 +542,14 @@ class ControllerServer:
             if not await self._wait_for_step(deadline_s):
                 break
         answer = quorum.read_committed(from_offset, min(max_records, READ_RECORDS_MAX))
-        return (
-            errors.NONE,
-            "",
-            {
-                "records": [r.to_dict() for r in answer.records],
-                "next_offset": answer.next_offset,
-                "end_offset": answer.end_offset,
-            },
-        )
+        result = {
+            "records": [r.to_dict() for r in answer.records],
+            "next_offset": answer.next_offset,
+            "end_offset": answer.end_offset,
+        }
+        if answer.reset:  # only then: older brokers never see the key
+            result["reset"] = True
+        return errors.NONE, "", result
 
     async def _rpc_create_topic(
         self,
@@ -688,6 +691,7 @@ async def run_controller(
     node_id: int = 1,
     voters: dict[int, tuple[str, int]] | None = None,
     session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
+    snapshot_records_max: int = METADATA_SNAPSHOT_RECORDS_MAX,
 ) -> int:
     """Run one controller voter until SIGTERM/SIGINT or until the supervisor's pipe closes;
     return the exit code (1 if the metadata log could not be written). Once listening it writes
@@ -698,8 +702,12 @@ async def run_controller(
     raft_log = RaftLog.open(data_dir)
     if raft_log.truncated_bytes:
         log.warning("metadata log: cut a torn tail of %d byte(s)", raft_log.truncated_bytes)
+    if raft_log.snapshot is not None:
+        log.info("metadata log: starts at snapshot %s (%d records)",
+                 raft_log.snapshot.snapshot_id, len(raft_log.snapshot.records))
     node = RaftNode(node_id, frozenset(voters), raft_log, QuorumStateStore(data_dir), clock())
-    quorum = QuorumController(node, clock(), session_timeout_ms=session_timeout_ms)
+    quorum = QuorumController(node, clock(), session_timeout_ms=session_timeout_ms,
+                              snapshot_records_max=snapshot_records_max)
     peers = {v: address for v, address in voters.items() if v != node_id}
     shell = RaftShell(node, peers, voters[node_id][0], voters[node_id][1], clock, core=quorum)
     server = ControllerServer(quorum, shell, host, port, clock=clock)

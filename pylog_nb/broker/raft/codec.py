@@ -1,7 +1,8 @@
 """Raft messages as JSON objects on the wire between voters, and back.
 
-A message is ``{"kind": <class name>, ...its fields}``; a batch's records are base64, an error
-is its Kafka code, the rest plain JSON. Decoding checks every field's type, so a malformed frame
+A message is ``{"kind": <class name>, ...its fields}``; a batch's records and a snapshot's are
+base64, an error is its Kafka code, a pair ([epoch, end offset], [end offset, epoch]) a list,
+the rest plain JSON. Decoding checks every field's type, so a malformed frame
 from a peer is a ``ValueError`` for the shell to log and drop, never a half-built message in the
 core.
 """
@@ -21,6 +22,8 @@ from .messages import (
     BeginQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     VoteRequest,
     VoteResponse,
@@ -28,7 +31,8 @@ from .messages import (
 
 KINDS: dict[str, type] = {kind.__name__: kind for kind in (
     VoteRequest, VoteResponse, BeginQuorumEpoch, BeginQuorumEpochResponse, FetchRequest,
-    FetchResponse)}
+    FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse)}
+PAIRS = ("diverging", "snapshot_id")
 
 
 def encode_message(message: Message) -> dict[str, Any]:
@@ -37,8 +41,10 @@ def encode_message(message: Message) -> dict[str, Any]:
         value = getattr(message, field.name)
         if field.name == "batches":
             value = [_encode_batch(b) for b in value]
-        elif field.name == "diverging" and value is not None:
+        elif field.name in PAIRS and value is not None:
             value = list(value)
+        elif field.name == "records":
+            value = [base64.b64encode(r).decode() for r in value]
         elif field.name == "error":
             value = int(value)
         body[field.name] = value
@@ -64,12 +70,20 @@ def _decode_field(kind: str, name: str, value: Any) -> Any:
         if not isinstance(value, list):
             raise ValueError(f"{kind}.batches must be a list")
         return tuple(_decode_batch(b) for b in value)
-    if name == "diverging":
+    if name in PAIRS:
         if value is None:
             return None
-        if not (isinstance(value, list) and len(value) == 2 and all(_is_int(v) for v in value)):
-            raise ValueError(f"{kind}.diverging must be [epoch, end offset]")
+        if not (isinstance(value, list) and len(value) == 2
+                and all(_is_int(v) and v >= 0 for v in value)):
+            raise ValueError(f"{kind}.{name} must be a pair of non-negative integers")
         return (value[0], value[1])
+    if name == "records":
+        if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
+            raise ValueError(f"{kind}.records must be a list of base64 strings")
+        try:
+            return tuple(base64.b64decode(r, validate=True) for r in value)
+        except binascii.Error as error:
+            raise ValueError(f"{kind}.records: {error}") from error
     if name in ("pre_vote", "granted"):
         if type(value) is not bool:
             raise ValueError(f"{kind}.{name} must be true or false")

@@ -25,8 +25,20 @@ once a voter acts on it (counts it toward the high watermark, answers a fetch wi
 from the start and keeps the longest valid prefix: the first frame that is short, fails its
 CRC, or does not continue the offsets or the epochs ends the log, and the torn tail is cut.
 
+Snapshots (``snapshot.py``, KIP-630). The log starts at its *log start offset*: 0, or the end
+offset of its newest snapshot, which stands for every batch before it (``epoch_ending_at``
+answers the snapshot's epoch there, ``last_epoch`` and ``end_offset`` fall back to the snapshot
+id when no batch follows it). ``take_snapshot`` (a committed state the state machine made) and
+``install_snapshot`` (one the leader sent) both write the snapshot file first, then rewrite the
+log file without what the snapshot covers (a new file written whole, fsynced, renamed over the
+old one), then remove older snapshots. A crash between any two steps leaves the old snapshot and
+the whole log, or the new snapshot and a log that still holds what it covers; ``open`` finishes
+the job: it keeps the batches after the newest snapshot if the log holds the snapshot's batch
+boundary (same end offset and epoch), else none (the log diverged from the committed state the
+snapshot holds, or ended before it).
+
 Batches are also kept in memory: metadata is small, and the snapshot bound of the quorum
-controller keeps it so.
+controller (``METADATA_SNAPSHOT_RECORDS_MAX``) keeps it so.
 """
 
 from __future__ import annotations
@@ -39,6 +51,9 @@ from pathlib import Path
 from typing import Self
 
 import crc32c
+
+from . import snapshot as snapshots
+from .snapshot import Snapshot
 
 LOG_FILE_NAME = "raft.log"
 _FRAME = struct.Struct(">II")  # length, crc
@@ -117,6 +132,7 @@ class RaftLog:
         self.path = path
         self._fd = fd
         self._fsync = fsync
+        self.snapshot: Snapshot | None = None  # the newest; the log starts at its end offset
         self._batches: list[Batch] = []
         self._ends: list[int] = []  # each batch's end offset, ascending
         self._positions: list[int] = []  # each batch's file position
@@ -135,19 +151,46 @@ class RaftLog:
         return cls(path / LOG_FILE_NAME, fd, fsync=fsync)
 
     def _recover(self) -> int:
+        """Read the longest valid prefix of frames (cutting a torn tail; its size is returned),
+        then start the log at the newest snapshot (see the module docstring)."""
         data = read_whole(self._fd)
+        batches: list[Batch] = []
         position = 0
         while (decoded := decode_batch(data, position)) is not None:
             batch, size = decoded
-            if batch.base_offset != self.end_offset or batch.epoch < self.last_epoch:
+            if batches and (batch.base_offset != batches[-1].end_offset
+                            or batch.epoch < batches[-1].epoch):
                 break
-            self._remember(batch, position)
+            batches.append(batch)
             position += size
         if position < len(data):
             os.ftruncate(self._fd, position)
             self._sync()
-        self._size_bytes = position
+        self.snapshot = snapshots.newest(self.path.parent)
+        kept = self._after_snapshot(batches)
+        if kept is not None and len(kept) == len(batches):
+            for batch in batches:
+                self._remember(batch, self._size_bytes)
+                self._size_bytes += len(encode_batch(batch))
+        else:
+            self._rewrite(kept or [])
         return len(data) - position
+
+    def _after_snapshot(self, batches: list[Batch]) -> list[Batch] | None:
+        """The batches a log holding ``batches`` keeps once it starts at the newest snapshot:
+        all if it starts there already, those after the snapshot's batch boundary if it holds
+        it, else None (none)."""
+        start = self.start_offset
+        if not batches or batches[0].base_offset == start:
+            return batches
+        for index, batch in enumerate(batches):
+            if (batch.end_offset, batch.epoch) == (start, self.start_epoch):
+                return batches[index + 1 :]
+        if batches[0].base_offset > start:
+            raise ValueError(f"{self.path}: the log starts at {batches[0].base_offset}, after "
+                             f"its newest snapshot ({start}): the snapshot that covers the "
+                             f"gap is missing")
+        return None
 
     def _remember(self, batch: Batch, position: int) -> None:
         self._batches.append(batch)
@@ -157,14 +200,25 @@ class RaftLog:
     # -- reading ---------------------------------------------------------------------------------
 
     @property
+    def start_offset(self) -> int:
+        """The log start offset: the newest snapshot's end offset, else 0."""
+        return 0 if self.snapshot is None else self.snapshot.end_offset
+
+    @property
+    def start_epoch(self) -> int:
+        """The epoch of the batch that ended at the log start (the snapshot's), else 0."""
+        return 0 if self.snapshot is None else self.snapshot.epoch
+
+    @property
     def end_offset(self) -> int:
         """The offset the next record will get (the log end offset)."""
-        return self._ends[-1] if self._ends else 0
+        return self._ends[-1] if self._ends else self.start_offset
 
     @property
     def last_epoch(self) -> int:
-        """The epoch of the last batch; 0 for an empty log."""
-        return self._batches[-1].epoch if self._batches else 0
+        """The epoch of the last batch, or of the snapshot when no batch follows it; 0 for an
+        empty log."""
+        return self._batches[-1].epoch if self._batches else self.start_epoch
 
     def read(self, from_offset: int, max_batches: int = READ_BATCHES_MAX) -> list[Batch]:
         """Whole batches from ``from_offset``, a batch boundary, on: at most ``max_batches``."""
@@ -172,15 +226,22 @@ class RaftLog:
         index = self._index_at(from_offset)
         return self._batches[index : index + max_batches]
 
+    def batch_ending_at(self, offset: int) -> Batch | None:
+        """The batch that ends at ``offset``, if the log holds one."""
+        index = bisect_left(self._ends, offset)
+        return self._batches[index] if index < len(self._ends) and self._ends[
+            index] == offset else None
+
     def batches(self) -> list[Batch]:
         """Every batch, oldest first."""
         return list(self._batches)
 
     def epoch_ending_at(self, offset: int) -> int | None:
-        """The epoch of the batch that ends at ``offset`` (0 at offset 0), or None when no batch
-        ends there: what a follower's (fetch offset, last fetched epoch) must match."""
-        if offset == 0:
-            return 0
+        """The epoch of the batch that ends at ``offset`` (the snapshot's at the log start, 0
+        at offset 0), or None when no batch ends there or it is before the log start: what a
+        follower's (fetch offset, last fetched epoch) must match."""
+        if offset <= self.start_offset:
+            return self.start_epoch if offset == self.start_offset else None
         index = bisect_left(self._ends, offset)
         if index < len(self._ends) and self._ends[index] == offset:
             return self._batches[index].epoch
@@ -188,9 +249,12 @@ class RaftLog:
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """The largest epoch in the log that is <= ``epoch``, and the offset where it ends (the
-        first offset of the next larger epoch, or the log end): ``(0, 0)`` if there is none."""
+        first offset of the next larger epoch, or the log end): the snapshot's epoch, ending at
+        the log start, counts; ``(0, 0)`` if there is none (or only before the snapshot)."""
         index = bisect_right([b.epoch for b in self._batches], epoch)  # metadata is small
         if index == 0:
+            if self.start_offset > 0 and self.start_epoch <= epoch:
+                return self.start_epoch, self.start_offset
             return 0, 0
         found = self._batches[index - 1].epoch
         end = self._batches[index].base_offset if index < len(self._batches) else self.end_offset
@@ -198,7 +262,8 @@ class RaftLog:
 
     def _index_at(self, offset: int) -> int:
         """The index of the batch starting at ``offset`` (len(batches) at the log end)."""
-        assert 0 <= offset <= self.end_offset, (offset, self.end_offset)
+        assert self.start_offset <= offset <= self.end_offset, (
+            offset, self.start_offset, self.end_offset)
         index = bisect_right(self._ends, offset)
         assert index == len(self._batches) or self._batches[index].base_offset == offset, (
             f"offset {offset} is not a batch boundary")
@@ -230,6 +295,54 @@ class RaftLog:
         os.ftruncate(self._fd, self._size_bytes)
         self._sync()
         del self._batches[index:], self._ends[index:], self._positions[index:]
+
+    def take_snapshot(self, snapshot: Snapshot) -> None:
+        """Adopt ``snapshot`` of the state up to one of this log's batch boundaries (committed:
+        the caller checks), then drop the batches it covers (durably)."""
+        assert self.start_offset < snapshot.end_offset <= self.end_offset, (
+            snapshot.end_offset, self.start_offset, self.end_offset)
+        assert self.epoch_ending_at(snapshot.end_offset) == snapshot.epoch, snapshot.snapshot_id
+        self._adopt(snapshot)
+
+    def install_snapshot(self, snapshot: Snapshot) -> None:
+        """Adopt ``snapshot`` (committed, from the leader) and keep only the batches after it
+        if this log holds its batch boundary; else the log is empty from its end offset."""
+        assert snapshot.end_offset > self.start_offset, (snapshot.end_offset, self.start_offset)
+        self._adopt(snapshot)
+
+    def _adopt(self, snapshot: Snapshot) -> None:
+        directory = self.path.parent
+        snapshots.write(directory, snapshot, fsync=self._fsync)
+        batches = self.batches()
+        self.snapshot = snapshot
+        self._rewrite(self._after_snapshot(batches) or [])
+        snapshots.remove_except(directory, snapshot.snapshot_id)
+
+    def _rewrite(self, batches: list[Batch]) -> None:
+        """Replace the log file by one holding ``batches`` (a new file renamed over it)."""
+        assert self._fd >= 0, "log is closed"
+        assert not batches or batches[0].base_offset == self.start_offset, (
+            batches[0].base_offset, self.start_offset)
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        frames = b"".join(encode_batch(b) for b in batches)
+        fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            write_all(fd, frames, 0)
+            if self._fsync:
+                os.fsync(fd)
+            os.replace(temporary, self.path)
+        except OSError:
+            os.close(fd)
+            raise
+        if self._fsync:
+            snapshots.sync_directory(self.path.parent)
+        os.close(self._fd)
+        self._fd = fd
+        self._batches, self._ends, self._positions, self._size_bytes = [], [], [], 0
+        for batch in batches:
+            self._remember(batch, self._size_bytes)
+            self._size_bytes += len(encode_batch(batch))
+        assert self._size_bytes == len(frames), (self._size_bytes, len(frames))
 
     def _sync(self) -> None:
         if self._fsync:

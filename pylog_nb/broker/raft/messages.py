@@ -16,7 +16,8 @@ from .log import Batch
 NONE = Errors.NONE
 FENCED_LEADER_EPOCH = Errors.FENCED_LEADER_EPOCH  # the fetcher is behind: a newer epoch exists
 NOT_LEADER_OR_FOLLOWER = Errors.NOT_LEADER_OR_FOLLOWER  # asked a voter that does not lead
-FETCH_ERRORS = frozenset({NONE, FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER})
+SNAPSHOT_NOT_FOUND = Errors.SNAPSHOT_NOT_FOUND  # the leader holds another snapshot by now
+FETCH_ERRORS = frozenset({NONE, FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, SNAPSHOT_NOT_FOUND})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +77,36 @@ class FetchResponse:
     high_watermark: int
     batches: tuple[Batch, ...] = ()
     diverging: tuple[int, int] | None = None  # (epoch, end offset) to truncate to first
+    # (end offset, epoch) of the snapshot to fetch first: the fetch offset is below the
+    # leader's log start, or the log diverges before it (KIP-630's SnapshotId)
+    snapshot_id: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """A follower asks for the snapshot a fetch answer named (KIP-630's FetchSnapshot)."""
+
+    epoch: int
+    replica_id: int
+    snapshot_id: tuple[int, int]  # (end offset, epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    """The whole snapshot in one message (Kafka sends it in slices by position; the metadata
+    image is small and the snapshot bound keeps it so), or SNAPSHOT_NOT_FOUND if the leader
+    holds another one by now (the follower fetches again and is told which)."""
+
+    epoch: int
+    leader_id: int | None
+    error: Errors
+    snapshot_id: tuple[int, int]
+    append_time_ms: int = 0
+    records: tuple[bytes, ...] = ()
 
 
 Message = (VoteRequest | VoteResponse | BeginQuorumEpoch | BeginQuorumEpochResponse
-           | FetchRequest | FetchResponse)
+           | FetchRequest | FetchResponse | FetchSnapshotRequest | FetchSnapshotResponse)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,17 @@ Roles (KIP-595, with KIP-996's pre-vote):
   ``fetch_timeout_ms`` makes it prospective; each follower waits a random 60-100% of it, so
   the survivors of a leader's crash seldom stand at the same moment and split the vote.
 
+Snapshots (KIP-630). The state machine around the node (the quorum controller) hands it a
+snapshot of its state at a committed batch boundary (``take_snapshot``); the log then starts
+there (raft/log.py), and the snapshot id (end offset, epoch) stands for the batches it dropped,
+in votes (last epoch, end offset) and in fetch positions. A follower whose fetch offset is below
+the leader's log start, or whose log diverges in an epoch older than the leader's snapshot, is
+answered with the snapshot id instead of batches; it asks for the snapshot (FetchSnapshot: the
+whole snapshot in one message, metadata being small), installs it (its log then starts empty at
+the snapshot's end offset, in its epoch; its HW moves there, a snapshot being committed), and
+fetches on from there. The state machine sees the log start pass what it applied and reloads.
+A restarted voter's HW starts at its log start.
+
 Any message carrying a larger epoch than the node's (a pre-vote request excepted) first moves
 the node to that epoch: as a follower if the message names the epoch's leader, else unattached.
 A vote is granted at most once per epoch and only to a candidate whose log is at least as up to
@@ -50,16 +61,20 @@ from .messages import (
     FENCED_LEADER_EPOCH,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
+    SNAPSHOT_NOT_FOUND,
     BeginQuorumEpoch,
     BeginQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     Send,
     VoteRequest,
     VoteResponse,
 )
 from .quorum_state import ElectionState, QuorumStateStore
+from .snapshot import Snapshot
 
 FETCH_TIMEOUT_JITTER_PCT = 40  # a follower's fetch timeout is 60-100% of the configured one
 
@@ -127,13 +142,14 @@ class RaftNode:
         self.config = config or RaftConfig()
         self.rng = rng or random.Random()
         self.state = store.read()
-        self.high_watermark = 0
+        self.high_watermark = log.start_offset  # a snapshot holds only committed state
         self.role = Role.UNATTACHED
         self._deadline_ms = 0  # election (unattached, prospective, candidate) or fetch timeout
         self._pre_vote_retry_ms = 0  # prospective: when to ask the voters not granting again
         self._granted: set[int] = set()  # pre-votes or votes, for this round
         self._rejected: set[int] = set()
         self._fetch_sent_ms: int | None = None  # follower: the fetch in flight
+        self._snapshot_wanted: tuple[int, int] | None = None  # follower: FetchSnapshot asked
         self._epoch_start_offset = 0  # leader: where its epoch's first batch starts
         self._replica_end: dict[int, int] = {}  # leader: each voter's fetch offset
         self._replica_seen_ms: dict[int, int] = {}  # leader: each voter's last fetch
@@ -175,6 +191,18 @@ class RaftNode:
         """Batches from ``from_offset`` (a batch boundary) that are wholly below the HW."""
         return [b for b in self.log.read(from_offset) if b.end_offset <= self.high_watermark]
 
+    def take_snapshot(self, end_offset: int, records: list[bytes]) -> None:
+        """The state machine's state up to ``end_offset`` (a committed batch boundary past the
+        log start), as ``records``: made the newest snapshot; the log drops what it covers."""
+        assert self.log.start_offset < end_offset <= self.high_watermark, (
+            f"voter {self.node_id}: a snapshot at {end_offset} outside "
+            f"({self.log.start_offset}, HW {self.high_watermark}]")
+        last = self.log.batch_ending_at(end_offset)
+        assert last is not None, f"offset {end_offset} is not a batch boundary"
+        self.log.take_snapshot(Snapshot(end_offset, last.epoch, last.append_time_ms,
+                                        tuple(records)))
+        assert self.log.start_offset <= self.high_watermark <= self.log.end_offset
+
     def propose(self, records: list[bytes], now_ms: int) -> tuple[int, list[Send]]:
         """Append ``records`` as one batch (leader only); the offset the HW must pass for them to
         be committed, and the messages to send."""
@@ -202,7 +230,8 @@ class RaftNode:
 
     def request_failed(self, destination: int, message: Message, now_ms: int) -> list[Send]:
         """The shell could not deliver ``message`` or its answer did not come in time."""
-        if isinstance(message, FetchRequest) and self.role is Role.FOLLOWER:
+        if isinstance(message, FetchRequest | FetchSnapshotRequest) and (
+                self.role is Role.FOLLOWER):
             self._fetch_sent_ms = None
         return []
 
@@ -228,6 +257,10 @@ class RaftNode:
             return self._on_fetch_request(sender, message, now_ms)
         if isinstance(message, FetchResponse):
             return self._on_fetch_response(sender, message, now_ms)
+        if isinstance(message, FetchSnapshotRequest):
+            return self._on_fetch_snapshot_request(sender, message, now_ms)
+        if isinstance(message, FetchSnapshotResponse):
+            return self._on_fetch_snapshot_response(sender, message, now_ms)
         return []  # BeginQuorumEpochResponse: a larger epoch was handled on arrival
 
     def _move_to_epoch(self, message: Message, now_ms: int) -> list[Send]:
@@ -296,8 +329,15 @@ class RaftNode:
             error = FENCED_LEADER_EPOCH if request.epoch < self.epoch else NOT_LEADER_OR_FOLLOWER
             return [Send(sender, FetchResponse(self.epoch, self.leader_id, error,
                                                request.fetch_offset, self.high_watermark))]
+        parked = self._parked.get(sender)
+        if parked is not None and request.fetch_offset < parked.request.fetch_offset:
+            return []  # a late duplicate of an older fetch: the parked one is the follower's
         matches = (request.fetch_offset <= self.log.end_offset and self.log.epoch_ending_at(
             request.fetch_offset) == request.last_fetched_epoch)
+        if request.fetch_offset < self.log.start_offset or (
+                not matches and request.last_fetched_epoch < self.log.start_epoch):
+            self._replica_seen_ms[sender] = now_ms  # alive, if far behind
+            return [self._answer(sender, request)]
         if not matches:
             diverging = self.log.end_offset_for_epoch(request.last_fetched_epoch)
             return [Send(sender, FetchResponse(self.epoch, self.node_id, NONE,
@@ -314,9 +354,30 @@ class RaftNode:
         return out
 
     def _answer(self, sender: int, request: FetchRequest) -> Send:
+        if request.fetch_offset < self.log.start_offset or (
+                request.last_fetched_epoch < self.log.start_epoch):
+            assert self.log.snapshot is not None
+            return Send(sender, FetchResponse(self.epoch, self.node_id, NONE,
+                                              request.fetch_offset, self.high_watermark,
+                                              snapshot_id=self.log.snapshot.snapshot_id))
         batches = tuple(self.log.read(request.fetch_offset, self.config.fetch_batches_max))
         return Send(sender, FetchResponse(self.epoch, self.node_id, NONE, request.fetch_offset,
                                           self.high_watermark, batches))
+
+    def _on_fetch_snapshot_request(self, sender: int, request: FetchSnapshotRequest,
+                                   now_ms: int) -> list[Send]:
+        if self.role is not Role.LEADER or request.epoch != self.epoch:
+            error = FENCED_LEADER_EPOCH if request.epoch < self.epoch else NOT_LEADER_OR_FOLLOWER
+            return [Send(sender, FetchSnapshotResponse(self.epoch, self.leader_id, error,
+                                                       request.snapshot_id))]
+        snapshot = self.log.snapshot
+        if snapshot is None or snapshot.snapshot_id != request.snapshot_id:
+            return [Send(sender, FetchSnapshotResponse(self.epoch, self.node_id,
+                                                       SNAPSHOT_NOT_FOUND, request.snapshot_id))]
+        self._replica_seen_ms[sender] = now_ms
+        return [Send(sender, FetchSnapshotResponse(self.epoch, self.node_id, NONE,
+                                                   snapshot.snapshot_id, snapshot.append_time_ms,
+                                                   snapshot.records))]
 
     def _advance_high_watermark(self, now_ms: int) -> list[Send]:
         ends = sorted([self.log.end_offset, *(self._replica_end.get(v, 0) for v in self.voters
@@ -384,11 +445,38 @@ class RaftNode:
         if response.diverging is not None:  # the HW waits for an answer that finds a match
             self._truncate(response.diverging)
             return self._maybe_fetch(now_ms)
+        if response.snapshot_id is not None:  # too far behind: the snapshot first
+            self._fetch_sent_ms = now_ms
+            self._snapshot_wanted = response.snapshot_id
+            return [Send(sender, FetchSnapshotRequest(self.epoch, self.node_id,
+                                                      response.snapshot_id))]
         for batch in response.batches:  # the leader matched our log up to the fetch offset
             if batch.base_offset == self.log.end_offset:
                 self.log.append(batch)
         self.high_watermark = max(self.high_watermark,
                                   min(response.high_watermark, self.log.end_offset))
+        return self._maybe_fetch(now_ms)
+
+    def _on_fetch_snapshot_response(self, sender: int, response: FetchSnapshotResponse,
+                                    now_ms: int) -> list[Send]:
+        if (self.role is not Role.FOLLOWER or response.epoch != self.epoch
+                or sender != self.state.leader_id
+                or response.snapshot_id != self._snapshot_wanted):
+            return []  # stale, duplicated, or from another epoch (handled on arrival)
+        self._snapshot_wanted = None
+        self._fetch_sent_ms = None
+        if response.error == SNAPSHOT_NOT_FOUND:  # a newer one: the next fetch names it
+            return self._maybe_fetch(now_ms)
+        if response.error != NONE:
+            return self._become_unattached(self.epoch, now_ms)
+        self._deadline_ms = self._fetch_deadline_ms(now_ms)
+        end_offset, epoch = response.snapshot_id
+        if end_offset > self.high_watermark:  # else what it covers is here and committed
+            self.log.install_snapshot(Snapshot(end_offset, epoch, response.append_time_ms,
+                                               response.records))
+            self.high_watermark = end_offset  # a snapshot holds only committed state
+        assert self.log.start_offset <= self.high_watermark <= self.log.end_offset, (
+            self.log.start_offset, self.high_watermark, self.log.end_offset)
         return self._maybe_fetch(now_ms)
 
     def _truncate(self, diverging: tuple[int, int]) -> None:
@@ -400,8 +488,11 @@ class RaftNode:
         epoch, leader_end = diverging
         own_epoch, own_end = self.log.end_offset_for_epoch(epoch)
         target = min(own_end, leader_end) if own_epoch == epoch else own_end
+        assert target >= self.log.start_offset, (
+            f"voter {self.node_id} would truncate into its snapshot (committed) at "
+            f"{self.log.start_offset} to {target}")
         boundary = max((b.end_offset for b in self.log.batches() if b.end_offset <= target),
-                       default=0)
+                       default=self.log.start_offset)
         assert boundary >= self.high_watermark, (
             f"voter {self.node_id} would truncate committed offsets {boundary} to "
             f"{self.high_watermark}")
@@ -429,6 +520,7 @@ class RaftNode:
         self.role = role
         self._granted, self._rejected = set(), set()
         self._fetch_sent_ms = None
+        self._snapshot_wanted = None
         self._parked.clear()
         self._replica_end.clear()
         self._replica_seen_ms.clear()
@@ -501,6 +593,7 @@ def _leader_named(message: Message) -> int | None:
     """The leader of the message's epoch, if the message says who it is."""
     if isinstance(message, BeginQuorumEpoch):
         return message.leader_id
-    if isinstance(message, FetchResponse | VoteResponse | BeginQuorumEpochResponse):
+    if isinstance(message, FetchResponse | VoteResponse | BeginQuorumEpochResponse
+                  | FetchSnapshotResponse):
         return message.leader_id
     return None

@@ -26,13 +26,13 @@ from typing import Protocol
 
 from ..controller.rpc import FrameError, encode_frame, parse_frame, read_frame
 from .codec import decode_message, encode_message
-from .messages import FetchRequest, Message, Send
+from .messages import FetchRequest, FetchSnapshotRequest, Message, Send
 from .node import NotLeaderError, RaftNode, Role
 
 log = logging.getLogger("pylog.raft")
 
 TICK_MS = 20  # the core's timers are hundreds of ms; this is their resolution
-FRAME_BYTES_MAX = 64 * 1024 * 1024  # a fetch answer of READ_BATCHES_MAX large batches
+FRAME_BYTES_MAX = 64 * 1024 * 1024  # a fetch answer of READ_BATCHES_MAX large batches, a snapshot
 CONNECT_TIMEOUT_S = 1.0
 OUTBOX_MAX = 1_000  # messages queued for one peer; more are dropped (the core resends)
 
@@ -114,7 +114,7 @@ class RaftShell:
         self.on_change()
 
     def _failed(self, destination: int, message: Message) -> None:
-        if isinstance(message, FetchRequest):
+        if isinstance(message, FetchRequest | FetchSnapshotRequest):
             self._after(self.core.request_failed(destination, message, self._clock()))
 
     async def _tick_loop(self) -> None:
