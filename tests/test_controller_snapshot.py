@@ -111,3 +111,28 @@ def test_a_controller_down_through_snapshots_installs_one_and_restarts_keep_the_
         topics = _wait(lambda: (found := _broker_topics(cluster)).keys() >= set(names)
                        and found, "the restarted broker to know every topic")
         assert {n: topics[n] for n in names} == {n: expected[n][1] for n in names}
+
+
+def test_a_paused_broker_behind_the_log_start_takes_the_snapshot(tmp_path):
+    """A live broker (its image not empty) paused while the controllers snapshot past what it
+    applied: on resume it fetches below the log start, gets the snapshot and replaces its image."""
+    with _SnapshottingCluster(brokers=2, controllers=3, data_dir=tmp_path) as cluster:
+        client = admin(cluster.bootstrap_servers)
+        client.create_topics([NewTopic("before", 1, 2)])["before"].result(TIMEOUT_S)
+        cluster.pause(2)
+        names = [f"while-paused-{n}" for n in range(TOPICS)]
+        for name in names:  # placed on broker 1 alone once broker 2 is fenced
+            _wait(lambda n=name: client.create_topics([NewTopic(n, PARTITIONS, 1)])[n].result(
+                TIMEOUT_S) or True, f"topic {name} created")
+        client.delete_topics(["before"])["before"].result(TIMEOUT_S)
+        lead = _described(cluster, cluster.active_controller())
+        assert lead["quorum"]["log_start_offset"] >= 2 * SNAPSHOT_RECORDS, lead["quorum"]
+        cluster.resume(2)
+        own = admin(f"{cluster.host}:{cluster.brokers[2].port}")  # answered from broker 2's image
+
+        def knows_all() -> set[str] | None:
+            listed = set(own.list_topics(timeout=5).topics)
+            return listed if listed >= set(names) and "before" not in listed else None
+        _wait(knows_all, "broker 2 to replace its image with the snapshot")
+        log = (cluster.data_dir / "broker-2" / "broker.log").read_text()
+        assert "Traceback" not in log and "MetadataRecordError" not in log

@@ -174,11 +174,13 @@ class ClusterLink:
                 self.metadata.on_fetch_failed(self.node.now_ms())
                 continue
             self._apply_metadata(request.from_offset, records, answer["next_offset"],
-                                 answer["end_offset"])
+                                 answer["end_offset"], reset=answer.get("reset", False))
 
     def _apply_metadata(self, from_offset: int, records: list, next_offset: int,
-                        end_offset: int) -> None:
-        if self.metadata.on_records(from_offset, records, next_offset, end_offset):
+                        end_offset: int, *, reset: bool = False) -> None:
+        """Fold an answer; ``reset``: it is a snapshot of the whole image (this broker was
+        behind the controller's log start), which replaces the image."""
+        if self.metadata.on_records(from_offset, records, next_offset, end_offset, reset=reset):
             self._publish()
         self.lifecycle.on_metadata_applied(self.metadata.next_offset)
         self._notice_serving()
