@@ -49,9 +49,9 @@ from pylog_nb.broker.controller.controller import (
     Controller,
     ControllerResult,
 )
-from pylog_nb.broker.controller.image import ClusterImage, apply
 from pylog_nb.broker.controller.quorum import NotControllerError, QuorumController
-from pylog_nb.broker.controller.records import NO_LEADER, MetadataRecordError, record_from_json
+from pylog_nb.broker.metadata.image import ClusterImage, apply
+from pylog_nb.broker.metadata.records import NO_LEADER, MetadataRecordError, record_from_json
 from pylog_nb.broker.raft.log import Batch
 from pylog_nb.broker.raft.node import RaftConfig, RaftNode, Role
 from pylog_nb.broker.raft.snapshot import Snapshot

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pylog_nb.broker.controller import BROKER_SESSION_TIMEOUT_MS, NO_LEADER, Controller
-from pylog_nb.broker.metadata_follower import MetadataFollower
+from pylog_nb.broker.metadata.follower import MetadataFollower
 from pylog_nb.broker.records.batch import decode_records, encode_batch
 from pylog_nb.broker.replication.actions import RequestIsrChange, RoleChanged, Truncated
 from pylog_nb.broker.server.alter_partition_manager import AlterPartitionManager

@@ -15,7 +15,7 @@ import pytest
 from test_replication_support import CONFIG, LAG_MS, TOPIC
 
 from pylog_nb.broker import errors
-from pylog_nb.broker.controller.image import PartitionImage
+from pylog_nb.broker.metadata.image import PartitionImage
 from pylog_nb.broker.protocol import codec
 from pylog_nb.broker.records.batch import encode_batch
 from pylog_nb.broker.replication import LeaderState

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pylog_nb.broker.controller.records import RegisterBroker, UnfenceBroker
-from pylog_nb.broker.metadata_follower import FetchMetadata, MetadataFollower
+from pylog_nb.broker.metadata.follower import FetchMetadata, MetadataFollower
+from pylog_nb.broker.metadata.records import RegisterBroker, UnfenceBroker
 
 REGISTER = RegisterBroker(broker_id=1, host="127.0.0.1", port=9092, incarnation_id="i")
 

@@ -26,9 +26,9 @@ from quorum_simulation import (
 from raft_simulation import TICK_MS, SimVoter, scratch_root
 
 from pylog_nb.broker.controller.controller import Controller, ControllerResult
-from pylog_nb.broker.controller.image import ClusterImage, replay
 from pylog_nb.broker.controller.quorum import NotControllerError, image_records
-from pylog_nb.broker.metadata_follower import MetadataFollower
+from pylog_nb.broker.metadata.follower import MetadataFollower
+from pylog_nb.broker.metadata.image import ClusterImage, replay
 from pylog_nb.broker.raft.node import RaftConfig, Role
 
 SCHEDULES = 50  # seeded schedules per CI run (~0.6 s each); a failure names its seed. Two in

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from pylog_nb.broker.controller.errors import INELIGIBLE_REPLICA
-from pylog_nb.broker.controller.image import ClusterImage, PartitionImage, TopicImage
+from pylog_nb.broker.metadata.image import ClusterImage, PartitionImage, TopicImage
 from pylog_nb.broker.records.batch import decode_records, encode_batch
 from pylog_nb.broker.replication import (
     Action,

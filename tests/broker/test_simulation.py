@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from simulation import InvariantViolation, fast_tmp_root, run_schedule
 
-from pylog_nb.broker import metadata_follower
 from pylog_nb.broker.controller import controller as controller_module
 from pylog_nb.broker.controller.errors import INELIGIBLE_REPLICA
+from pylog_nb.broker.metadata import follower as metadata_follower
 from pylog_nb.broker.replication import follower as follower_module
 from pylog_nb.broker.replication.log_protocol import truncate_to
 from pylog_nb.broker.server import alter_partition_manager, lifecycle_manager

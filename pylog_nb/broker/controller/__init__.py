@@ -14,18 +14,8 @@ Layout (one concern per module):
   every voter, and the Controller on the active one.
 """
 
-from .controller import (
-    BROKER_HEARTBEAT_INTERVAL_MS,
-    BROKER_SESSION_TIMEOUT_MS,
-    PRODUCER_ID_BLOCK_SIZE,
-    Controller,
-    ControllerResult,
-)
-from .errors import ControllerError
-from .events import EVENTS_MAX, ControllerEvent
-from .image import BrokerImage, ClusterImage, PartitionImage, TopicImage, apply, replay
-from .log import MetadataLog
-from .records import (
+from ..metadata.image import BrokerImage, ClusterImage, PartitionImage, TopicImage, apply, replay
+from ..metadata.records import (
     NO_LEADER,
     ConfigChange,
     CreatePartition,
@@ -40,6 +30,16 @@ from .records import (
     UnfenceBroker,
     record_from_json,
 )
+from .controller import (
+    BROKER_HEARTBEAT_INTERVAL_MS,
+    BROKER_SESSION_TIMEOUT_MS,
+    PRODUCER_ID_BLOCK_SIZE,
+    Controller,
+    ControllerResult,
+)
+from .errors import ControllerError
+from .events import EVENTS_MAX, ControllerEvent
+from .log import MetadataLog
 from .topic_control import TopicDefaults
 
 __all__ = [

@@ -29,14 +29,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from . import errors
-from .election import changes_for_fence, changes_for_offline, changes_for_preferred
-from .errors import ControllerError
-from .events import EVENTS_MAX, ControllerEvent, describe
-from .image import ClusterImage, apply, replay
-from .log import READ_RECORDS_MAX, MetadataLog
-from .partition_control import check_alter_partition
-from .records import (
+from ..metadata.image import ClusterImage, apply, replay
+from ..metadata.records import (
     NO_LEADER,
     FenceBroker,
     MetadataRecord,
@@ -45,6 +39,12 @@ from .records import (
     RegisterBroker,
     UnfenceBroker,
 )
+from . import errors
+from .election import changes_for_fence, changes_for_offline, changes_for_preferred
+from .errors import ControllerError
+from .events import EVENTS_MAX, ControllerEvent, describe
+from .log import READ_RECORDS_MAX, MetadataLog
+from .partition_control import check_alter_partition
 from .topic_control import (
     DEFAULT_FROM_BROKER,
     TopicDefaults,

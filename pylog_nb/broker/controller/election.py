@@ -24,8 +24,8 @@ from collections.abc import Callable, Collection, Iterator
 
 from pylog_nb.broker.metadata import topic_config
 
-from .image import ClusterImage, PartitionImage, TopicImage
-from .records import NO_LEADER, PartitionChange
+from ..metadata.image import ClusterImage, PartitionImage, TopicImage
+from ..metadata.records import NO_LEADER, PartitionChange
 
 __all__ = [
     "UNCLEAN_KEY",

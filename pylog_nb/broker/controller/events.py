@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .image import ClusterImage
-from .records import (
+from ..metadata.image import ClusterImage
+from ..metadata.records import (
     NO_LEADER,
     ConfigChange,
     CreatePartition,

@@ -34,9 +34,9 @@ from typing import Self
 
 import crc32c
 
+from ..metadata.records import MetadataRecord, MetadataRecordError, record_from_json
 from ..raft.log import read_whole as _read_whole
 from ..raft.log import write_all as _write_all
-from .records import MetadataRecord, MetadataRecordError, record_from_json
 
 __all__ = [
     "BATCH_BYTES_MAX",

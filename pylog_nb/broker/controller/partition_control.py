@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..metadata.image import ClusterImage
+from ..metadata.records import PartitionChange
 from . import errors
 from .election import partition_change
 from .errors import ControllerError
-from .image import ClusterImage
-from .records import PartitionChange
 
 __all__ = ["check_alter_partition"]
 

@@ -46,14 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..raft.log import Batch
-from ..raft.messages import Message, Send
-from ..raft.node import RaftNode, Role
-from .controller import BROKER_SESSION_TIMEOUT_MS, Controller
-from .errors import NOT_CONTROLLER, ControllerError
-from .events import EVENTS_MAX, ControllerEvent, describe
-from .image import ClusterImage, apply
-from .records import (
+from ..metadata.image import ClusterImage, apply
+from ..metadata.records import (
     CreatePartition,
     CreateTopic,
     MetadataRecord,
@@ -62,6 +56,12 @@ from .records import (
     UnfenceBroker,
     record_from_json,
 )
+from ..raft.log import Batch
+from ..raft.messages import Message, Send
+from ..raft.node import RaftNode, Role
+from .controller import BROKER_SESSION_TIMEOUT_MS, Controller
+from .errors import NOT_CONTROLLER, ControllerError
+from .events import EVENTS_MAX, ControllerEvent, describe
 from .topic_control import TopicDefaults
 
 __all__ = ["METADATA_SNAPSHOT_RECORDS_MAX", "CommittedRecords", "NotControllerError",

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from typing import Any, Self
 
 from ..errors import Errors, KafkaError
-from .records import MetadataRecord, record_from_json
+from ..metadata.records import MetadataRecord, record_from_json
 
 __all__ = [
     "CALL_TIMEOUT_MS",

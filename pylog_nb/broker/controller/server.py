@@ -68,6 +68,8 @@ from typing import Any
 from pylog_nb.broker import errors
 from pylog_nb.broker.process.shutdown import arrange_shutdown
 
+from ..metadata.image import PartitionImage, TopicImage, vars_of
+from ..metadata.records import PartitionChange
 from ..raft.log import RaftLog
 from ..raft.node import RaftNode
 from ..raft.quorum_state import QuorumStateStore
@@ -79,10 +81,8 @@ from .controller import (
     ControllerResult,
 )
 from .events import EVENTS_MAX
-from .image import PartitionImage, TopicImage, vars_of
 from .log import READ_RECORDS_MAX
 from .quorum import METADATA_SNAPSHOT_RECORDS_MAX, NotControllerError, QuorumController
-from .records import PartitionChange
 from .rpc import (
     REQUEST_BYTES_MAX,
     RESPONSE_BYTES_MAX,

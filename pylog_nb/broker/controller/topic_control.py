@@ -15,18 +15,18 @@ from dataclasses import dataclass
 from pylog_nb.broker.metadata import topic_config
 from pylog_nb.broker.metadata.topics import PARTITIONS_MAX, InvalidTopicError, check_topic_name
 
-from . import errors
-from .election import changes_for_offline
-from .errors import ControllerError
-from .image import ClusterImage, TopicImage, apply
-from .placement import assign_replicas
-from .records import (
+from ..metadata.image import ClusterImage, TopicImage, apply
+from ..metadata.records import (
     ConfigChange,
     CreatePartition,
     CreateTopic,
     DeleteTopic,
     MetadataRecord,
 )
+from . import errors
+from .election import changes_for_offline
+from .errors import ControllerError
+from .placement import assign_replicas
 
 __all__ = [
     "DEFAULT_FROM_BROKER",

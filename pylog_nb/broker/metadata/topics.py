@@ -1,8 +1,8 @@
 """Kafka's rules for topic names, shared by the controller (which decides) and the brokers.
 
-The metadata itself has one type, ``controller.image.ClusterImage``: the controller folds its
-committed log into it and every broker folds the same records (``metadata_follower``), whatever
-the size of the cluster.
+The metadata itself has one type, ``image.ClusterImage``: the controllers fold their committed
+log into it and every broker folds the same records (``follower``), whatever the size of the
+cluster.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from ..controller.rpc import Address, ControllerClient, ControllerRpcError, decode_records
 from ..errors import Errors
-from ..metadata_follower import MetadataFollower
+from ..metadata.follower import MetadataFollower
 from ..replication.actions import RequestIsrChange
 from .alter_partition_manager import NO_ANSWER, AlterPartitionManager, AlterPartitionRequest
 from .lifecycle_manager import (

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 from .. import errors
-from ..controller.image import PartitionImage, TopicImage
 from ..controller.rpc import ControllerRpcError
 from ..metadata import topic_config
+from ..metadata.image import PartitionImage, TopicImage
 from .cluster_link import ClusterLink
 
 NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"  # a topic deleted before we saw it

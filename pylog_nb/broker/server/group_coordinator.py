@@ -31,7 +31,6 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..controller.image import ClusterImage
 from ..errors import TOPIC_ALREADY_EXISTS, KafkaError
 from ..group import (
     Action,
@@ -43,6 +42,7 @@ from ..group import (
     partition_for,
 )
 from ..group.errors import COORDINATOR_NOT_AVAILABLE, NONE
+from ..metadata.image import ClusterImage
 from ..metadata.topics import OFFSETS_TOPIC
 from ..records.batch import encode_batch, iter_batches_decoded
 from .config import BrokerConfig

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..controller.image import ClusterImage
+from ..metadata.image import ClusterImage
 from ..metadata.topics import OFFSETS_TOPIC
 from ..replication.actions import (
     Action,

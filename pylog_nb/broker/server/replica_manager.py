@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import errors
-from ..controller.image import ClusterImage, PartitionImage, TopicImage
 from ..metadata import topic_config
+from ..metadata.image import ClusterImage, PartitionImage, TopicImage
 from ..replication.actions import Action, RoleChanged
 from ..replication.divergence import diverging_epoch
 from ..replication.follower import FollowerState

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from ... import errors
-from ...controller.image import TopicImage
+from ...metadata.image import TopicImage
 from ...metadata.topics import InvalidTopicError, check_topic_name
 from ...protocol.codec import ZERO_UUID, Request, advertised_api_keys
 from ..controller_admin import AdminError

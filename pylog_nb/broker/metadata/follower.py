@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .controller.image import ClusterImage, apply
-from .controller.records import MetadataRecord
+from .image import ClusterImage, apply
+from .records import MetadataRecord
 
 __all__ = ["FetchMetadata", "MetadataFollower"]
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from ..metadata.topics import INTERNAL_TOPIC_PREFIX
 from .records import (
     NO_LEADER,
     ConfigChange,
@@ -38,6 +37,7 @@ from .records import (
     RegisterBroker,
     UnfenceBroker,
 )
+from .topics import INTERNAL_TOPIC_PREFIX
 
 __all__ = [
     "BrokerImage",
