@@ -3,8 +3,11 @@
 Each broker is assembled from the same synchronous parts the asyncio shell runs
 (``pylog_nb/broker``): ``ReplicaManager`` on real storage ``Log``s in a temporary directory,
 ``ProducePurgatory``, ``BrokerLifecycleManager``, ``MetadataFollower``, ``AlterPartitionManager``
-and one ``FetcherState`` per leader broker, beside the real ``Controller``. Only the clock, the
-network and the process are simulated (TigerBeetle's VOPR, FoundationDB's simulator):
+and one ``FetcherState`` per leader broker. Beside them runs the shipped controller: a
+``QuorumController`` of one voter, its ``RaftNode`` on a real ``RaftLog``, deciding through the
+``Controller`` it builds as the active controller and answering a broker only once the decision
+is committed, as ``controller/server.py`` does. Only the clock, the network and the process are
+simulated (TigerBeetle's VOPR, FoundationDB's simulator):
 
 - **Clock**: virtual milliseconds. A running broker's timers fire every ``TICK_MS`` (the
   lifecycle poll, the replication tick, the metadata and replica fetches, request timeouts).
@@ -16,8 +19,9 @@ network and the process are simulated (TigerBeetle's VOPR, FoundationDB's simula
   tail) and restart with a new incarnation; pause of any length, up to far beyond the session
   timeout and ``replica.lag.time.max.ms`` (nothing runs, messages queue up; on resume the
   overdue timers and the queued messages all arrive at once, in either order); isolation
-  (controller and peers unreachable both ways, clients still served); controller crash and
-  restart (replay of its metadata log).
+  (controller and peers unreachable both ways, clients still served); controller crash (its
+  Raft log kept, sometimes with a torn batch at the tail) and restart (it elects itself again
+  and folds its Raft log into the committed image).
 
 Invariants, checked as the schedule runs and after a final heal-and-settle (``Sim.check*``):
 a replica leads only at an epoch the controller gave it; no acks=all write is acknowledged
@@ -32,6 +36,7 @@ from __future__ import annotations
 import heapq
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,8 +48,14 @@ from pylog_nb.broker.broker_lifecycle import (
     SendRegistration,
 )
 from pylog_nb.broker.controller import BROKER_SESSION_TIMEOUT_MS, NO_LEADER, Controller
+from pylog_nb.broker.controller.controller import ControllerResult
+from pylog_nb.broker.controller.quorum import NotControllerError, QuorumController
+from pylog_nb.broker.errors import OFFSET_OUT_OF_RANGE
 from pylog_nb.broker.metadata_follower import MetadataFollower
 from pylog_nb.broker.purgatory import ProducePurgatory
+from pylog_nb.broker.raft.log import LOG_FILE_NAME, RaftLog
+from pylog_nb.broker.raft.node import RaftNode
+from pylog_nb.broker.raft.quorum_state import QuorumStateStore
 from pylog_nb.broker.records.batch import decode_records, encode_batch
 from pylog_nb.broker.replica_fetcher import PARTITION_MAX_BYTES, FetcherState, PartitionAnswer
 from pylog_nb.broker.replica_manager import ACKS_ALL, FetchTarget, ReplicaManager
@@ -57,6 +68,7 @@ MIN_INSYNC = 2
 LAG_MS = 2_000  # replica.lag.time.max.ms, short so ISR changes happen within a schedule
 TICK_MS = LIFECYCLE_POLL_MS  # a running broker's timers
 CONTROLLER = 0  # the controller's address
+CONTROLLER_VOTER = 1  # its Raft node id: the one voter of its quorum
 CLIENT = -1  # clients' address
 REQUEST_TIMEOUT_MS = 3_000  # a request without an answer by then failed
 PRODUCE_TIMEOUT_MS = 5_000
@@ -103,6 +115,16 @@ class Message:
     kind: str = field(compare=False)
     body: dict = field(compare=False, default_factory=dict)
     incarnation: int = field(compare=False, default=-1)  # of a broker dst: -1 = any
+
+
+@dataclass
+class Awaiting:
+    """A controller decision whose answer waits for the quorum to commit up to ``target``."""
+
+    request: Message
+    answer: tuple[str, dict]
+    target: int
+    epoch: int
 
 
 @dataclass
@@ -379,8 +401,10 @@ class Sim:
         self.duration_ms = self.rng.choice(DURATIONS_MS)
         self.queue: list[Message] = []
         self._ids = 0
-        self.controller: Controller | None = self._open_controller()
+        self.controller_starts = 0
+        self.controller: QuorumController | None = self._open_controller()
         self.controller_down_until = -1
+        self.awaiting: list[Awaiting] = []  # decisions not yet committed, their answers held
         self.next_controller_tick_ms = 0
         self.incarnations = dict.fromkeys(BROKERS, 0)
         self.brokers: dict[int, SimBroker | None] = {b: SimBroker(self, b, 0) for b in BROKERS}
@@ -397,11 +421,12 @@ class Sim:
              "pauses", "long_pauses", "isolations", "controller_restarts", "elections",
              "truncations", "stalls", "lost_messages"), 0)
         for b in BROKERS:  # a cluster that formed before the schedule starts
-            self.controller.register_broker(b, "localhost", 9000 + b, f"b{b}-0", now_ms=0)
-            self.controller.heartbeat(b, 0, incarnation_id=f"b{b}-0")
-        result = self.controller.create_topic(
+            self.decide_at_once(lambda c, b=b: c.register_broker(b, "localhost", 9000 + b,
+                                                                 f"b{b}-0", now_ms=0))
+            self.decide_at_once(lambda c, b=b: c.heartbeat(b, 0, incarnation_id=f"b{b}-0"))
+        result = self.decide_at_once(lambda c: c.create_topic(
             TOPIC, self.partition_count, 3, configs={"min.insync.replicas": str(MIN_INSYNC)},
-            now_ms=0)
+            now_ms=0))
         assert result.ok, result
         self._last_image = self.controller.image
         self.observe_controller()
@@ -413,9 +438,50 @@ class Sim:
         self._ids += 1
         return self._ids
 
-    def _open_controller(self) -> Controller:
-        return Controller.open(self.root / "controller", now_ms=self.now_ms, fsync=False,
-                               seed=self.seed, session_timeout_ms=self.session_timeout_ms)
+    def _open_controller(self) -> QuorumController:
+        """Start the controller process on its Raft log: a quorum of one elects itself on its
+        first poll, commits its epoch-start batch and so everything before it."""
+        directory = self.root / "controller"
+        self.controller_starts += 1
+        node = RaftNode(CONTROLLER_VOTER, frozenset({CONTROLLER_VOTER}),
+                        RaftLog.open(directory, fsync=False),
+                        QuorumStateStore(directory, fsync=False), self.now_ms,
+                        rng=random.Random(f"{self.seed}:controller:{self.controller_starts}"))
+        quorum = QuorumController(node, self.now_ms, session_timeout_ms=self.session_timeout_ms,
+                                  seed=self.seed)
+        assert not quorum.poll(self.now_ms) and quorum.active is not None, quorum.describe_quorum()
+        return quorum
+
+    def decide_at_once(self, call: Callable[[Controller], ControllerResult]) -> ControllerResult:
+        """A decision at set-up, before any fault: committed at once."""
+        assert self.controller is not None
+        result, target, epoch = self.decide(self.controller, call)
+        assert self.controller.check_committed(target, epoch), (target, epoch)
+        return result
+
+    def decide(self, quorum: QuorumController,
+               call: Callable[[Controller], ControllerResult]) -> tuple[ControllerResult, int, int]:
+        """``server.ControllerServer._decide`` up to the wait: run ``call`` on the active
+        controller (NotControllerError if there is none), send what it appended; the result, the
+        offset the high watermark must reach before it is answered, and the epoch."""
+        ctl = quorum.controller()
+        epoch = quorum.active_epoch
+        assert epoch is not None
+        result = call(ctl)
+        check(not quorum.take_sends(), "a quorum of one sent a message")
+        return result, quorum.commit_target, epoch
+
+    def crash_controller(self) -> None:
+        """SIGKILL: the decisions awaiting their commit go unanswered; the Raft log's file
+        survives (the page cache), sometimes with a torn batch at its tail."""
+        assert self.controller is not None
+        self.controller.node.log.close()
+        self.controller = None
+        self.awaiting.clear()
+        torn = random.Random(f"{self.seed}:torn:{self.controller_starts}")
+        if torn.random() < 0.5:
+            with open(self.root / "controller" / LOG_FILE_NAME, "ab") as f:
+                f.write(torn.randbytes(torn.randrange(1, 40)))
 
     # == network =================================================================================
 
@@ -458,38 +524,76 @@ class Sim:
     # == controller ==============================================================================
 
     def controller_receive(self, message: Message) -> None:
-        ctl = self.controller
-        if ctl is None:
+        """``controller/server.py``'s methods: decide on the active controller, answer once the
+        decision is committed; a committed metadata read is answered at once."""
+        quorum = self.controller
+        if quorum is None:
             return  # down: the sender's request times out
         body, now_ms, broker_id = message.body, self.now_ms, message.src
-        if message.kind == "register":
-            result = ctl.register_broker(broker_id, "localhost", 9000 + broker_id,
-                                         body["incarnation_id"], now_ms)
-            answer = ("registered", {"end_offset": ctl.log.end_offset})
-        elif message.kind == "heartbeat":
-            request = body["request"]
-            result = ctl.heartbeat(broker_id, now_ms, True, request.incarnation_id,
-                                   metadata_offset=request.metadata_offset)
-            answer = ("heartbeat_answer", {"fenced": result.ok and result.value.fenced,
-                                           "end_offset": ctl.log.end_offset})
-        elif message.kind == "fetch_metadata":
-            from_offset = body["from_offset"]
-            records = ctl.log.read(from_offset, METADATA_RECORDS_MAX)
-            result = None
-            answer = ("metadata", {"from_offset": from_offset, "records": records,
-                                   "next_offset": from_offset + len(records),
-                                   "end_offset": ctl.log.end_offset})
-        else:  # alter_partition
-            result = ctl.alter_partition(**body["request"].params(), now_ms=now_ms)
-            answer = ("alter_answer", {})
-        self.observe_controller()
-        if result is not None and not result.ok:
+        try:
+            if message.kind == "fetch_metadata":
+                self.reply(message, self.read_metadata(quorum, body["from_offset"]))
+                return
+            if message.kind == "register":
+                incarnation_id = body["incarnation_id"]
+                result, target, epoch = self.decide(quorum, lambda c: c.register_broker(
+                    broker_id, "localhost", 9000 + broker_id, incarnation_id, now_ms))
+                answer = ("registered", {"end_offset": target})
+            elif message.kind == "heartbeat":
+                request = body["request"]
+                result, target, epoch = self.decide(quorum, lambda c: c.heartbeat(
+                    broker_id, now_ms, True, request.incarnation_id,
+                    metadata_offset=request.metadata_offset))
+                answer = ("heartbeat_answer", {"fenced": result.ok and result.value.fenced,
+                                               "end_offset": target})
+            else:  # alter_partition
+                params = body["request"].params()
+                result, target, epoch = self.decide(
+                    quorum, lambda c: c.alter_partition(**params, now_ms=now_ms))
+                answer = ("alter_answer", {})
+        except NotControllerError as error:
+            self.reply(message, ("controller_error", {"error_code": error.error_code}))
+            return
+        if not result.ok:
             answer = ("controller_error", {"error_code": result.error_code})
-        self.post(CONTROLLER, broker_id, answer[0], {**answer[1], "re": body["id"]},
-                  incarnation=body["from_incarnation"])
+        self.awaiting.append(Awaiting(message, answer, target, epoch))
+        self.answer_committed()
+
+    def read_metadata(self, quorum: QuorumController, from_offset: int) -> tuple[str, dict]:
+        """``fetch_metadata``: committed records only, from a committed batch boundary."""
+        quorum.controller()  # brokers follow the active controller only
+        if not (0 <= from_offset <= quorum.applied_offset
+                and quorum.is_batch_boundary(from_offset)):
+            return "controller_error", {"error_code": OFFSET_OUT_OF_RANGE}
+        answer = quorum.read_committed(from_offset, METADATA_RECORDS_MAX)
+        return "metadata", {"from_offset": from_offset, "records": answer.records,
+                            "next_offset": answer.next_offset, "end_offset": answer.end_offset}
+
+    def answer_committed(self) -> None:
+        """Answer every decision the quorum has committed (``server._decide``'s wait)."""
+        assert self.controller is not None
+        self.observe_controller()
+        waiting = []
+        for awaiting in self.awaiting:
+            try:
+                if not self.controller.check_committed(awaiting.target, awaiting.epoch):
+                    waiting.append(awaiting)
+                    continue
+                answer = awaiting.answer
+            except NotControllerError as error:  # outcome unknown
+                answer = ("controller_error", {"error_code": error.error_code})
+            self.reply(awaiting.request, answer)
+        self.awaiting = waiting
+
+    def reply(self, request: Message, answer: tuple[str, dict]) -> None:
+        kind, body = answer
+        self.post(CONTROLLER, request.src, kind, {**body, "re": request.body["id"]},
+                  incarnation=request.body["from_incarnation"])
 
     def observe_controller(self) -> None:
-        """Remember which broker the controller made leader of each epoch (never two)."""
+        """Remember which broker the controller made leader of each epoch (never two), in its
+        committed image."""
+        assert self.controller is not None
         topic = self.controller.image.topics[TOPIC]
         for index, p in enumerate(topic.partitions):
             if p.leader == NO_LEADER:
@@ -499,13 +603,17 @@ class Sim:
                   f"controller: epoch {p.leader_epoch} of p{index} has leaders {known}, {p.leader}")
 
     def controller_tick(self) -> None:
+        """The Raft node's timers, then the active controller's ``tick`` (server._tick_loop)."""
         if self.controller is None:
             if self.now_ms >= self.controller_down_until:
                 self.controller = self._open_controller()
                 self.observe_controller()
         else:
-            self.controller.tick(self.now_ms)
-            self.observe_controller()
+            check(not self.controller.poll(self.now_ms), "a quorum of one sent a message")
+            if self.controller.active is not None:
+                now_ms = self.now_ms
+                self.decide(self.controller, lambda c: c.tick(now_ms))
+            self.answer_committed()
         self.next_controller_tick_ms = self.now_ms + TICK_MS
 
     # == brokers: shell events ===================================================================
@@ -647,8 +755,7 @@ class Sim:
             self.stats["isolations"] += 1
             return f"b{broker_id} isolated"
         if roll < 0.85 and self.controller is not None:
-            self.controller.close()
-            self.controller = None
+            self.crash_controller()
             self.controller_down_until = self.now_ms + rng.choice((100, 1_000, 3_000))
             self.stats["controller_restarts"] += 1
             return "controller crashed"
@@ -798,7 +905,7 @@ class Sim:
             if broker is not None:
                 broker.close()
         if self.controller is not None:
-            self.controller.close()
+            self.controller.node.log.close()
 
 
 def run_schedule(seed: int, root: Path,

@@ -36,6 +36,10 @@ def replay_command(seed: int) -> str:
 
 
 REGRESSION_SESSION_TIMEOUT_MS = 2500
+# The lost AlterPartition answer's window is rare: about one schedule in 300 to 600 reaches it.
+# Seed 647 does since the controller runs on a Raft log (seed 91 did before), so the search starts
+# near it; if a change to the simulation moves it, scan a wider range again (see the test).
+LOST_ANSWER_SEEDS = range(600, 700)
 
 
 def run(seed: int, **options):
@@ -147,7 +151,7 @@ def test_catches_an_isr_expansion_dropped_when_its_answer_was_lost(monkeypatch) 
                         give_up_without_answer)
     # Found with the 2.5 s session of issue 9; at today's 2 s no seed up to 1,500 reaches the
     # window (an expansion's answer lost while the leader stays unfenced), so the test keeps it.
-    found = first_violation(range(300), session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS)
+    found = first_violation(LOST_ANSWER_SEEDS, session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS)
     assert found is not None, "the lost AlterPartition answer was not caught"
     monkeypatch.undo()
     with tempfile.TemporaryDirectory(dir=fast_tmp_root(), prefix="pylog-sim-") as root:
