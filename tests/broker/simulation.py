@@ -503,7 +503,8 @@ class Sim:
             TOPIC, self.partition_count, 3, configs={"min.insync.replicas": str(MIN_INSYNC)},
             now_ms=self.now_ms))
         assert result.ok, result
-        self._last_image = ClusterImage.empty()
+        self._last_image = ClusterImage.empty()  # the most advanced committed image seen
+        self._last_applied = 0
         self.observe_controller()
 
     def clock(self) -> int:
@@ -791,10 +792,12 @@ class Sim:
             check(previous == value, f"p{index}@{offset} acked as {previous!r} and {value!r}")
 
     def controller_partition(self, index: int):
-        """The partition as the controller last committed it (kept while it is down)."""
+        """The partition as the controllers last committed it (kept while they are down)."""
         running = [c.quorum for c in self.controllers.values() if c.quorum is not None]
-        if running:
-            self._last_image = max(running, key=lambda q: q.applied_offset).image
+        if running:  # a voter restarted moments ago may not have applied anything yet
+            best = max(running, key=lambda q: q.applied_offset)
+            if best.applied_offset >= self._last_applied:
+                self._last_image, self._last_applied = best.image, best.applied_offset
         return self._last_image.topics[TOPIC].partitions[index]
 
     def log_of(self, broker_id: int, index: int) -> Log | None:
