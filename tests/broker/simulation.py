@@ -3,28 +3,36 @@
 Each broker is assembled from the same synchronous parts the asyncio shell runs
 (``pylog_nb/broker``): ``ReplicaManager`` on real storage ``Log``s in a temporary directory,
 ``ProducePurgatory``, ``BrokerLifecycleManager``, ``MetadataFollower``, ``AlterPartitionManager``
-and one ``FetcherState`` per leader broker, beside the real ``Controller``. Only the clock, the
-network and the process are simulated (TigerBeetle's VOPR, FoundationDB's simulator):
+and one ``FetcherState`` per leader broker. Beside them runs the shipped controller: a quorum of
+``QuorumController``s (one voter by default, ``controllers=3`` for three), each on its
+``RaftNode`` and a real ``RaftLog``; the active one decides through the ``Controller`` it builds
+and answers a broker only once the decision is committed, as ``controller/server.py`` does.
+Brokers reach it as the ``ControllerClient`` does (``rpc._Route``/``_Round``: the controller
+believed active first, NOT_CONTROLLER followed to the one it names). Only the clock, the network
+and the process are simulated (TigerBeetle's VOPR, FoundationDB's simulator):
 
 - **Clock**: virtual milliseconds. A running broker's timers fire every ``TICK_MS`` (the
   lifecycle poll, the replication tick, the metadata and replica fetches, request timeouts).
-- **Network**: a queue of messages, each delivered after a seeded delay; a few are delayed for
-  seconds (metadata applied late, answers arriving after their request timed out) and a few are
-  lost. Every request has a timeout after which its sender is told it failed; a late answer is
-  then dropped, as a closed connection drops it.
+- **Network**: a queue of messages (the voters' Raft messages too), each delivered after a
+  seeded delay; a few are delayed for seconds (metadata applied late, answers arriving after
+  their request timed out) and a few are lost. Every request has a timeout after which its
+  sender is told it failed; a late answer is then dropped, as a closed connection drops it.
 - **Faults**: crash (in-memory state gone, the page cache kept, sometimes a torn batch at the
   tail) and restart with a new incarnation; pause of any length, up to far beyond the session
   timeout and ``replica.lag.time.max.ms`` (nothing runs, messages queue up; on resume the
   overdue timers and the queued messages all arrive at once, in either order); isolation
-  (controller and peers unreachable both ways, clients still served); controller crash and
-  restart (replay of its metadata log).
+  (controller and peers unreachable both ways, clients still served); crash of a controller
+  (its Raft log kept, sometimes with a torn batch at the tail; with one voter, decisions stop
+  until it is back) and restart (it folds its Raft log again; a quorum of one elects itself at
+  once, a quorum of three elects whoever Raft elects).
 
-Invariants, checked as the schedule runs and after a final heal-and-settle (``Sim.check*``):
-a replica leads only at an epoch the controller gave it; no acks=all write is acknowledged
-unless every member of the controller's committed ISR holds it; the controller's leader holds
-every acknowledged write; ISR members agree below the leader's HW, which never goes back; after
-settling, no replica acts on an epoch the controller has superseded and every replica holds
-every acknowledged write.
+Invariants, checked as the schedule runs and after a final heal-and-settle (``Sim.check*``),
+against the controllers' committed images (the most advanced one where one is needed): a
+replica leads only at an epoch the controller gave it, and no controller gave an epoch to two
+leaders; no acks=all write is acknowledged unless every member of the controller's committed ISR
+holds it; the controller's leader holds every acknowledged write; ISR members agree below the
+leader's HW, which never goes back; after settling, no replica acts on an epoch the controller
+has superseded and every replica holds every acknowledged write.
 """
 
 from __future__ import annotations
@@ -32,11 +40,24 @@ from __future__ import annotations
 import heapq
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pylog_nb.broker.controller import BROKER_SESSION_TIMEOUT_MS, NO_LEADER, Controller
+from pylog_nb.broker.controller import (
+    BROKER_SESSION_TIMEOUT_MS,
+    NO_LEADER,
+    ClusterImage,
+    Controller,
+)
+from pylog_nb.broker.controller.controller import ControllerResult
+from pylog_nb.broker.controller.quorum import NotControllerError, QuorumController
+from pylog_nb.broker.controller.rpc import ControllerRpcError, _Round, _Route
+from pylog_nb.broker.errors import NOT_CONTROLLER, OFFSET_OUT_OF_RANGE
 from pylog_nb.broker.metadata.follower import MetadataFollower
+from pylog_nb.broker.raft.log import LOG_FILE_NAME, RaftLog
+from pylog_nb.broker.raft.node import RaftNode
+from pylog_nb.broker.raft.quorum_state import QuorumStateStore
 from pylog_nb.broker.records.batch import decode_records, encode_batch
 from pylog_nb.broker.replication.actions import RequestIsrChange, RoleChanged, Truncated
 from pylog_nb.broker.server.alter_partition_manager import AlterPartitionManager
@@ -60,7 +81,11 @@ BROKERS = (1, 2, 3)
 MIN_INSYNC = 2
 LAG_MS = 2_000  # replica.lag.time.max.ms, short so ISR changes happen within a schedule
 TICK_MS = LIFECYCLE_POLL_MS  # a running broker's timers
-CONTROLLER = 0  # the controller's address
+CONTROLLER = 0  # a broker's address for "the active controller": its route picks one
+CONTROLLER_ADDRESS_BASE = 100  # controller (voter) v listens at 100 + v
+# Broker requests to the controller, by the RPC method they are (rpc.IDEMPOTENT_METHODS).
+CONTROLLER_METHODS = {"register": "register_broker", "heartbeat": "heartbeat",
+                      "fetch_metadata": "fetch_metadata", "alter_partition": "alter_partition"}
 CLIENT = -1  # clients' address
 REQUEST_TIMEOUT_MS = 3_000  # a request without an answer by then failed
 PRODUCE_TIMEOUT_MS = 5_000
@@ -110,6 +135,31 @@ class Message:
 
 
 @dataclass
+class Awaiting:
+    """A controller decision whose answer waits for the quorum to commit up to ``target``."""
+
+    request: Message
+    answer: tuple[str, dict]
+    target: int
+    epoch: int
+
+
+@dataclass
+class SimController:
+    """One controller process: a voter of the quorum, and the answers it holds back."""
+
+    voter_id: int
+    quorum: QuorumController | None = None  # None while down
+    starts: int = 0
+    down_until_ms: int = -1
+    awaiting: list[Awaiting] = field(default_factory=list)
+
+    @property
+    def address(self) -> int:
+        return CONTROLLER_ADDRESS_BASE + self.voter_id
+
+
+@dataclass
 class Pending:
     """A request a broker sent and has not had answered."""
 
@@ -144,6 +194,9 @@ class SimBroker:
         self.isolated = False
         self.held: list[Message] = []  # arrived while paused
         self.next_tick_ms = sim.now_ms
+        # The ControllerClient's routing (rpc.py): the controller believed active, followed.
+        self.route = _Route([("sim", c.address) for c in sim.controllers.values()],
+                            announce=False)
 
     def running(self, now_ms: int) -> bool:
         return now_ms >= self.paused_until
@@ -179,16 +232,24 @@ class SimBroker:
     # == the shell: sending ======================================================================
 
     def send(self, dst: int, kind: str, body: dict, *, request: bool = True) -> None:
+        """Send a request (or an answer); one to CONTROLLER goes where a ControllerClient's
+        round over the controllers (rpc._Round) says, first the one believed active."""
+        if dst == CONTROLLER:
+            call = _Round(self.route, CONTROLLER_METHODS[kind])
+            dst = self.sim.controller_address(call.next())
+            body = {**body, "round": call}
         if request:
             request_id = self.sim.next_id()
             body = {**body, "id": request_id}
             self.pending[request_id] = Pending(kind, self.sim.now_ms + REQUEST_TIMEOUT_MS, body)
         self.sim.post(self, dst, kind, body)
 
-    def fail(self, request_id: int) -> None:
+    def fail(self, request_id: int, timed_out: bool = True) -> None:
         """A request got no answer in time (or its connection broke)."""
         pending = self.pending.pop(request_id)
         now_ms, body = self.sim.now_ms, pending.payload
+        if timed_out and "round" in body:
+            body["round"].on_timeout()  # the next call tries the next controller
         if pending.kind in ("register", "heartbeat"):
             self.lifecycle.on_failed(None, now_ms)
         elif pending.kind == "fetch_metadata":
@@ -235,6 +296,9 @@ class SimBroker:
         answered = self.pending.pop(body.get("re", -1), None) if "re" in body else None
         if "re" in body and answered is None:
             return  # an answer after its request timed out: the connection is gone
+        if answered is not None and "round" in answered.payload and message.kind != (
+                "controller_error"):
+            answered.payload["round"].on_answer(None)  # this controller is the active one
         handler = getattr(self, f"on_{message.kind}")
         handler(message, answered)
 
@@ -249,18 +313,42 @@ class SimBroker:
 
     def on_controller_error(self, message: Message, answered: Pending) -> None:
         code, now_ms = message.body["error_code"], self.sim.now_ms
-        if answered.kind in ("register", "heartbeat"):
+        if code == NOT_CONTROLLER:
+            self.not_controller(message, answered)
+        elif answered.kind in ("register", "heartbeat"):
             self.lifecycle.on_failed(code, now_ms)
         elif answered.kind == "alter_partition":
             self.on_actions(self.alter.on_answer(answered.payload["request"], code, now_ms))
         else:
             self.pending[message.body["re"]] = answered
-            self.fail(message.body["re"])
+            self.fail(message.body["re"], timed_out=False)
+
+    def not_controller(self, message: Message, answered: Pending) -> None:
+        """Follow the round as the ControllerClient does: to the controller named active, or
+        the next one; a round that is over, or a write whose outcome is unknown and may not be
+        repeated, fails without an answer (ConnectionError in the client)."""
+        body, request_id = answered.payload, message.body["re"]
+        call = body["round"]
+        error = ControllerRpcError(NOT_CONTROLLER, "not the active controller",
+                                   leader_id=message.body["leader_id"],
+                                   outcome_unknown=message.body["outcome_unknown"])
+        self.pending[request_id] = answered
+        try:
+            call.on_not_controller(error)
+        except ConnectionError:
+            self.fail(request_id, timed_out=False)
+            return
+        index = call.next()
+        if index is None:
+            self.fail(request_id, timed_out=False)
+            return
+        answered.deadline_ms = self.sim.now_ms + REQUEST_TIMEOUT_MS
+        self.sim.post(self, self.sim.controller_address(index), answered.kind, body)
 
     def on_metadata(self, message: Message, answered: Pending) -> None:
         body = message.body
         if self.metadata.on_records(body["from_offset"], body["records"], body["next_offset"],
-                                    body["end_offset"]):
+                                    body["end_offset"], reset=body["reset"]):
             self.image = self.metadata.image
             self.on_actions(self.replicas.apply_image(self.image))
             self.reconcile_fetchers()
@@ -360,6 +448,12 @@ class SimBroker:
         self.replicas.close_handlers()
 
 
+def not_controller(error: NotControllerError) -> tuple[str, dict]:
+    """server._not_controller: NOT_CONTROLLER naming the active controller, if known."""
+    return "controller_error", {"error_code": error.error_code, "leader_id": error.leader_id,
+                                "outcome_unknown": error.outcome_unknown}
+
+
 def _answer(topic: str, index: int, response: dict) -> PartitionAnswer:
     records = response.get("records")
     diverging = response.get("diverging_epoch")
@@ -372,7 +466,7 @@ def _answer(topic: str, index: int, response: dict) -> PartitionAnswer:
 
 class Sim:
     def __init__(self, seed: int, root: Path,
-                 session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS) -> None:
+                 session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS, controllers: int = 1) -> None:
         self.seed = seed
         self.session_timeout_ms = session_timeout_ms
         self.rng = random.Random(seed)
@@ -383,8 +477,7 @@ class Sim:
         self.duration_ms = self.rng.choice(DURATIONS_MS)
         self.queue: list[Message] = []
         self._ids = 0
-        self.controller: Controller | None = self._open_controller()
-        self.controller_down_until = -1
+        self.controllers = {v: SimController(v) for v in range(1, controllers + 1)}
         self.next_controller_tick_ms = 0
         self.incarnations = dict.fromkeys(BROKERS, 0)
         self.brokers: dict[int, SimBroker | None] = {b: SimBroker(self, b, 0) for b in BROKERS}
@@ -399,15 +492,23 @@ class Sim:
         self.stats = dict.fromkeys(
             ("acked", "stale_epoch_acks", "failed", "refused", "appended", "crashes",
              "pauses", "long_pauses", "isolations", "controller_restarts", "elections",
-             "truncations", "stalls", "lost_messages"), 0)
+             "truncations", "stalls", "lost_messages", "controller_elections"), 0)
+        self.active_epochs: set[int] = set()  # the epochs a controller was active in
+        for controller in self.controllers.values():
+            self._start_controller(controller)
+        self.run_controllers_until(lambda: self.active_controller() is not None)
         for b in BROKERS:  # a cluster that formed before the schedule starts
-            self.controller.register_broker(b, "localhost", 9000 + b, f"b{b}-0", now_ms=0)
-            self.controller.heartbeat(b, 0, incarnation_id=f"b{b}-0")
-        result = self.controller.create_topic(
+            self.decide_before_start(lambda c, b=b: c.register_broker(
+                b, "localhost", 9000 + b, f"b{b}-0", now_ms=self.now_ms))
+            self.decide_before_start(lambda c, b=b: c.heartbeat(
+                b, self.now_ms, incarnation_id=f"b{b}-0"))
+        result = self.decide_before_start(lambda c: ControllerResult() if TOPIC in c.image.topics
+                                          else c.create_topic(
             TOPIC, self.partition_count, 3, configs={"min.insync.replicas": str(MIN_INSYNC)},
-            now_ms=0)
+            now_ms=self.now_ms))
         assert result.ok, result
-        self._last_image = self.controller.image
+        self._last_image = ClusterImage.empty()  # the most advanced committed image seen
+        self._last_applied = 0
         self.observe_controller()
 
     def clock(self) -> int:
@@ -417,9 +518,99 @@ class Sim:
         self._ids += 1
         return self._ids
 
-    def _open_controller(self) -> Controller:
-        return Controller.open(self.root / "controller", now_ms=self.now_ms, fsync=False,
-                               seed=self.seed, session_timeout_ms=self.session_timeout_ms)
+    def controller_address(self, index: int | None) -> int:
+        """The address of the controller at ``index`` of a broker's route (ids count from 1)."""
+        assert index is not None
+        return CONTROLLER_ADDRESS_BASE + index + 1
+
+    def active_controller(self) -> SimController | None:
+        """The controller that is active in the highest epoch (a deposed one may not know yet)."""
+        active = [c for c in self.controllers.values()
+                  if c.quorum is not None and c.quorum.active is not None]
+        return max(active, key=lambda c: c.quorum.active_epoch, default=None)  # type: ignore
+
+    def _start_controller(self, controller: SimController) -> None:
+        """Start a controller process on its Raft log: a quorum of one elects itself on its
+        first poll, commits its epoch-start batch and so everything before it."""
+        controller.starts += 1
+        alone = len(self.controllers) == 1
+        directory = self.root / ("controller" if alone else f"controller-{controller.voter_id}")
+        name = (f"{self.seed}:controller:{controller.starts}" if alone
+                else f"{self.seed}:controller-{controller.voter_id}:{controller.starts}")
+        node = RaftNode(controller.voter_id, frozenset(self.controllers),
+                        RaftLog.open(directory, fsync=False),
+                        QuorumStateStore(directory, fsync=False), self.now_ms,
+                        rng=random.Random(name))
+        quorum = QuorumController(node, self.now_ms, session_timeout_ms=self.session_timeout_ms,
+                                  seed=self.seed)
+        controller.quorum = quorum
+        self.send_raft(controller, quorum.poll(self.now_ms))
+        assert not alone or quorum.active is not None, quorum.describe_quorum()
+
+    def run_controllers_until(self, done: Callable[[], bool]) -> None:
+        """Before the schedule starts: only the controllers run, until ``done``."""
+        deadline_ms = self.now_ms + SETTLE_MS_MAX
+        while not done():
+            assert self.now_ms < deadline_ms, "the controllers did not get going"
+            due = [self.next_controller_tick_ms, *(m.deliver_ms for m in self.queue[:1])]
+            self.now_ms = max(self.now_ms, min(due))
+            if self.queue and self.queue[0].deliver_ms <= self.now_ms:
+                self.deliver(heapq.heappop(self.queue))
+            else:
+                self.controller_tick()
+
+    def decide_before_start(
+            self, call: Callable[[Controller], ControllerResult]) -> ControllerResult:
+        """A decision before the schedule starts, waited for until committed; taken again if
+        its controller lost leadership first (``call`` must be repeatable)."""
+        while True:
+            self.run_controllers_until(lambda: self.active_controller() is not None)
+            controller = self.active_controller()
+            assert controller is not None and controller.quorum is not None
+            quorum = controller.quorum
+            result, target, epoch = self.decide(controller, call)
+            try:
+                self.run_controllers_until(
+                    lambda q=quorum, t=target, e=epoch: q.check_committed(t, e))
+            except NotControllerError:
+                continue  # outcome unknown
+            return result
+
+    def decide(self, controller: SimController,
+               call: Callable[[Controller], ControllerResult]) -> tuple[ControllerResult, int, int]:
+        """``server.ControllerServer._decide`` up to the wait: run ``call`` on the active
+        controller (NotControllerError if there is none), send what it appended; the result, the
+        offset the high watermark must reach before it is answered, and the epoch."""
+        quorum = controller.quorum
+        assert quorum is not None
+        ctl = quorum.controller()
+        epoch = quorum.active_epoch
+        assert epoch is not None
+        result = call(ctl)
+        self.send_raft(controller, quorum.take_sends())
+        return result, quorum.commit_target, epoch
+
+    def send_raft(self, controller: SimController, sends: list) -> None:
+        check(len(self.controllers) > 1 or not sends, "a quorum of one sent a message")
+        for send in sends:
+            self.post(controller.address, CONTROLLER_ADDRESS_BASE + send.destination, "raft",
+                      {"message": send.message})
+
+    def crash_controller(self, controller: SimController) -> None:
+        """SIGKILL: the decisions awaiting their commit go unanswered; the Raft log's file
+        survives (the page cache), sometimes with a torn batch at its tail."""
+        assert controller.quorum is not None
+        directory = Path(controller.quorum.node.log.path).parent
+        controller.quorum.node.log.close()
+        controller.quorum = None
+        controller.awaiting.clear()
+        name = f"{self.seed}:torn:{controller.starts}"
+        if len(self.controllers) > 1:
+            name += f":{controller.voter_id}"
+        torn = random.Random(name)
+        if torn.random() < 0.5:
+            with open(directory / LOG_FILE_NAME, "ab") as f:
+                f.write(torn.randbytes(torn.randrange(1, 40)))
 
     # == network =================================================================================
 
@@ -444,8 +635,17 @@ class Sim:
         heapq.heappush(self.queue, message)
 
     def deliver(self, message: Message) -> None:
-        if message.dst == CONTROLLER:
-            self.controller_receive(message)
+        if message.dst > CONTROLLER_ADDRESS_BASE:
+            controller = self.controllers[message.dst - CONTROLLER_ADDRESS_BASE]
+            if controller.quorum is None:
+                return  # down: the sender's request times out
+            if message.kind == "raft":
+                sender = message.src - CONTROLLER_ADDRESS_BASE
+                self.send_raft(controller, controller.quorum.handle(
+                    sender, message.body["message"], self.now_ms))
+                self.answer_committed(controller)
+            else:
+                self.controller_receive(controller, message)
         elif message.dst == CLIENT:
             pass  # the client's view: acknowledgements are recorded at the broker's decision
         else:
@@ -461,55 +661,108 @@ class Sim:
 
     # == controller ==============================================================================
 
-    def controller_receive(self, message: Message) -> None:
-        ctl = self.controller
-        if ctl is None:
-            return  # down: the sender's request times out
+    def controller_receive(self, controller: SimController, message: Message) -> None:
+        """``controller/server.py``'s methods: decide on the active controller, answer once the
+        decision is committed; a committed metadata read is answered at once."""
+        quorum = controller.quorum
+        assert quorum is not None
         body, now_ms, broker_id = message.body, self.now_ms, message.src
-        if message.kind == "register":
-            result = ctl.register_broker(broker_id, "localhost", 9000 + broker_id,
-                                         body["incarnation_id"], now_ms)
-            answer = ("registered", {"end_offset": ctl.log.end_offset})
-        elif message.kind == "heartbeat":
-            request = body["request"]
-            result = ctl.heartbeat(broker_id, now_ms, True, request.incarnation_id,
-                                   metadata_offset=request.metadata_offset)
-            answer = ("heartbeat_answer", {"fenced": result.ok and result.value.fenced,
-                                           "end_offset": ctl.log.end_offset})
-        elif message.kind == "fetch_metadata":
-            from_offset = body["from_offset"]
-            records = ctl.log.read(from_offset, METADATA_RECORDS_MAX)
-            result = None
-            answer = ("metadata", {"from_offset": from_offset, "records": records,
-                                   "next_offset": from_offset + len(records),
-                                   "end_offset": ctl.log.end_offset})
-        else:  # alter_partition
-            result = ctl.alter_partition(**body["request"].params(), now_ms=now_ms)
-            answer = ("alter_answer", {})
-        self.observe_controller()
-        if result is not None and not result.ok:
+        try:
+            if message.kind == "fetch_metadata":
+                self.reply(controller, message, self.read_metadata(quorum, body["from_offset"]))
+                return
+            if message.kind == "register":
+                incarnation_id = body["incarnation_id"]
+                result, target, epoch = self.decide(controller, lambda c: c.register_broker(
+                    broker_id, "localhost", 9000 + broker_id, incarnation_id, now_ms))
+                answer = ("registered", {"end_offset": target})
+            elif message.kind == "heartbeat":
+                request = body["request"]
+                result, target, epoch = self.decide(controller, lambda c: c.heartbeat(
+                    broker_id, now_ms, True, request.incarnation_id,
+                    metadata_offset=request.metadata_offset))
+                answer = ("heartbeat_answer", {"fenced": result.ok and result.value.fenced,
+                                               "end_offset": target})
+            else:  # alter_partition
+                params = body["request"].params()
+                result, target, epoch = self.decide(
+                    controller, lambda c: c.alter_partition(**params, now_ms=now_ms))
+                answer = ("alter_answer", {})
+        except NotControllerError as error:
+            self.reply(controller, message, not_controller(error))
+            return
+        if not result.ok:
             answer = ("controller_error", {"error_code": result.error_code})
-        self.post(CONTROLLER, broker_id, answer[0], {**answer[1], "re": body["id"]},
-                  incarnation=body["from_incarnation"])
+        controller.awaiting.append(Awaiting(message, answer, target, epoch))
+        self.answer_committed(controller)
+
+    def read_metadata(self, quorum: QuorumController, from_offset: int) -> tuple[str, dict]:
+        """``fetch_metadata``: committed records only, from a committed batch boundary."""
+        quorum.controller()  # brokers follow the active controller only
+        if not (0 <= from_offset <= quorum.applied_offset
+                and quorum.is_batch_boundary(from_offset)):
+            return "controller_error", {"error_code": OFFSET_OUT_OF_RANGE}
+        answer = quorum.read_committed(from_offset, METADATA_RECORDS_MAX)
+        return "metadata", {"from_offset": from_offset, "records": answer.records,
+                            "next_offset": answer.next_offset, "end_offset": answer.end_offset,
+                            "reset": answer.reset}
+
+    def answer_committed(self, controller: SimController) -> None:
+        """Answer every decision the quorum has committed (``server._decide``'s wait)."""
+        quorum = controller.quorum
+        assert quorum is not None
+        self.observe_controller()
+        waiting = []
+        for awaiting in controller.awaiting:
+            try:
+                if not quorum.check_committed(awaiting.target, awaiting.epoch):
+                    waiting.append(awaiting)
+                    continue
+                answer = awaiting.answer
+            except NotControllerError as error:  # outcome unknown
+                answer = not_controller(error)
+            self.reply(controller, awaiting.request, answer)
+        controller.awaiting = waiting
+
+    def reply(self, controller: SimController, request: Message,
+              answer: tuple[str, dict]) -> None:
+        kind, body = answer
+        self.post(controller.address, request.src, kind, {**body, "re": request.body["id"]},
+                  incarnation=request.body["from_incarnation"])
 
     def observe_controller(self) -> None:
-        """Remember which broker the controller made leader of each epoch (never two)."""
-        topic = self.controller.image.topics[TOPIC]
-        for index, p in enumerate(topic.partitions):
-            if p.leader == NO_LEADER:
+        """Remember which broker the controllers made leader of each epoch (never two), in
+        their committed images."""
+        for controller in self.controllers.values():
+            if controller.quorum is None:
                 continue
-            known = self.epoch_leaders.setdefault((index, p.leader_epoch), p.leader)
-            check(known == p.leader,
-                  f"controller: epoch {p.leader_epoch} of p{index} has leaders {known}, {p.leader}")
+            topic = controller.quorum.image.topics.get(TOPIC)
+            for index, p in enumerate(topic.partitions if topic else ()):
+                if p.leader == NO_LEADER:
+                    continue
+                known = self.epoch_leaders.setdefault((index, p.leader_epoch), p.leader)
+                check(known == p.leader, f"controller {controller.voter_id}: epoch "
+                                         f"{p.leader_epoch} of p{index} has leaders {known}, "
+                                         f"{p.leader}")
 
     def controller_tick(self) -> None:
-        if self.controller is None:
-            if self.now_ms >= self.controller_down_until:
-                self.controller = self._open_controller()
-                self.observe_controller()
-        else:
-            self.controller.tick(self.now_ms)
-            self.observe_controller()
+        """Each controller's Raft timers, then the active controller's ``tick``
+        (server._tick_loop); a crashed controller restarts when its downtime is over."""
+        now_ms = self.now_ms
+        for controller in self.controllers.values():
+            quorum = controller.quorum
+            if quorum is None:
+                if self.now_ms >= controller.down_until_ms:
+                    self._start_controller(controller)
+                    self.observe_controller()
+                continue
+            self.send_raft(controller, quorum.poll(self.now_ms))
+            if quorum.active is not None:
+                if quorum.active_epoch not in self.active_epochs:
+                    self.active_epochs.add(quorum.active_epoch)  # type: ignore[arg-type]
+                    self.stats["controller_elections"] += 1
+                self.decide(controller, lambda c: c.tick(now_ms))
+            self.answer_committed(controller)
         self.next_controller_tick_ms = self.now_ms + TICK_MS
 
     # == brokers: shell events ===================================================================
@@ -544,9 +797,12 @@ class Sim:
             check(previous == value, f"p{index}@{offset} acked as {previous!r} and {value!r}")
 
     def controller_partition(self, index: int):
-        """The partition as the controller last committed it (kept while it is down)."""
-        if self.controller is not None:
-            self._last_image = self.controller.image
+        """The partition as the controllers last committed it (kept while they are down)."""
+        running = [c.quorum for c in self.controllers.values() if c.quorum is not None]
+        if running:  # a voter restarted moments ago may not have applied anything yet
+            best = max(running, key=lambda q: q.applied_offset)
+            if best.applied_offset >= self._last_applied:
+                self._last_image, self._last_applied = best.image, best.applied_offset
         return self._last_image.topics[TOPIC].partitions[index]
 
     def log_of(self, broker_id: int, index: int) -> Log | None:
@@ -650,12 +906,15 @@ class Sim:
             broker.isolated = True
             self.stats["isolations"] += 1
             return f"b{broker_id} isolated"
-        if roll < 0.85 and self.controller is not None:
-            self.controller.close()
-            self.controller = None
-            self.controller_down_until = self.now_ms + rng.choice((100, 1_000, 3_000))
+        running = [c for c in self.controllers.values() if c.quorum is not None]
+        if roll < 0.85 and running:
+            controller = running[0] if len(self.controllers) == 1 else rng.choice(running)
+            self.crash_controller(controller)
+            controller.down_until_ms = self.now_ms + rng.choice((100, 1_000, 3_000))
             self.stats["controller_restarts"] += 1
-            return "controller crashed"
+            if len(self.controllers) == 1:
+                return "controller crashed"
+            return f"controller {controller.voter_id} crashed"
         return "nothing"
 
     def crash_or_restart(self, broker_id: int) -> str:
@@ -742,6 +1001,8 @@ class Sim:
         self.healing = True
         self.next_fault_ms = self.next_produce_ms = 1 << 62
         self.trace.append(f"t={self.now_ms} heal and settle")
+        for controller in self.controllers.values():
+            controller.down_until_ms = min(controller.down_until_ms, self.now_ms)
         for broker_id, broker in self.brokers.items():
             if broker is None:
                 self.restart(broker_id)
@@ -765,12 +1026,15 @@ class Sim:
                           f"b{broker_id}: {values.get(offset)!r}")
 
     def settled(self) -> bool:
-        if self.controller is None or self.stale_replicas():
+        active = self.active_controller()
+        if active is None or active.quorum is None or self.stale_replicas():
+            return False
+        if any(c.quorum is None for c in self.controllers.values()):
             return False
         for broker in self.brokers.values():
             if broker.lifecycle.state is not LifecycleState.RUNNING or broker.held:
                 return False
-        for index, p in enumerate(self.controller.image.topics[TOPIC].partitions):
+        for index, p in enumerate(active.quorum.image.topics[TOPIC].partitions):
             if p.leader == NO_LEADER or set(p.isr) != set(BROKERS):
                 return False
             leader_log = self.log_of(p.leader, index)
@@ -782,8 +1046,14 @@ class Sim:
         return True
 
     def describe(self) -> str:
-        image = self.controller.image.topics[TOPIC].partitions if self.controller else "down"
-        lines = [f"now={self.now_ms} controller: {image}"]
+        active = self.active_controller()
+        image = active.quorum.image.topics[TOPIC].partitions if active and active.quorum else None
+        lines = [f"now={self.now_ms} controller: {image or 'none active'}"]
+        for controller in self.controllers.values():
+            quorum = controller.quorum
+            lines.append(f"controller {controller.voter_id}: " + (
+                "down" if quorum is None else f"{quorum.describe_quorum()} "
+                                              f"applied={quorum.applied_offset}"))
         for broker_id, broker in self.brokers.items():
             if broker is None:
                 lines.append(f"b{broker_id} down")
@@ -801,15 +1071,17 @@ class Sim:
         for broker in self.brokers.values():
             if broker is not None:
                 broker.close()
-        if self.controller is not None:
-            self.controller.close()
+        for controller in self.controllers.values():
+            if controller.quorum is not None:
+                controller.quorum.node.log.close()
 
 
-def run_schedule(seed: int, root: Path,
-                 session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS) -> Sim:
+def run_schedule(seed: int, root: Path, session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
+                 controllers: int = 1) -> Sim:
     """Run one schedule; raise InvariantViolation (with the trace tail) on a broken invariant.
-    The brokers' session timeout is the shipped one unless a test needs another."""
-    sim = Sim(seed, root, session_timeout_ms)
+    The brokers' session timeout is the shipped one unless a test needs another; the controller
+    is a quorum of ``controllers`` voters."""
+    sim = Sim(seed, root, session_timeout_ms, controllers)
     try:
         sim.run()
     except Exception as error:

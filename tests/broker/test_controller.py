@@ -1,13 +1,19 @@
-"""The sans-IO controller: records, the metadata log, the image fold, leases, elections, admin."""
+"""The sans-IO controller: records, the image fold, leases, elections, admin.
+
+Decision logic runs a ``Controller`` over ``MemoryJournal``, an in-memory ``Journal``; where
+durability or replay is the point, a single-voter ``QuorumController`` on a real ``RaftLog``
+(``open_quorum``), the way the controller runs."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pylog_nb.broker.controller import (
@@ -22,7 +28,6 @@ from pylog_nb.broker.controller import (
     CreateTopic,
     DeleteTopic,
     FenceBroker,
-    MetadataLog,
     MetadataRecord,
     MetadataRecordError,
     PartitionChange,
@@ -33,25 +38,96 @@ from pylog_nb.broker.controller import (
     replay,
 )
 from pylog_nb.broker.controller import errors as codes
-from pylog_nb.broker.controller.log import LOG_FILE_NAME
+from pylog_nb.broker.controller.events import describe
 from pylog_nb.broker.controller.placement import assign_replicas
+from pylog_nb.broker.controller.quorum import QuorumController
+from pylog_nb.broker.metadata.image import apply
+from pylog_nb.broker.raft.log import LOG_FILE_NAME, RaftLog
+from pylog_nb.broker.raft.node import RaftNode
+from pylog_nb.broker.raft.quorum_state import STATE_FILE_NAME, QuorumStateStore
 
 TIMEOUT = BROKER_SESSION_TIMEOUT_MS
 UNCLEAN = "unclean.leader.election.enable"
 MANUAL = {"num_partitions": -1, "replication_factor": -1}
 
 
-def start(tmp_path, brokers=3, now_ms=0, **options) -> Controller:
-    """A controller with ``brokers`` registered, heartbeating, unfenced brokers."""
-    ctl = Controller.open(tmp_path / "ctl", now_ms=now_ms, **options)
+class MemoryJournal:
+    """The ``Journal`` protocol in memory: batches of records, durable nowhere."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[MetadataRecord]] = []
+        self.end_offset = 0
+        self.closed = False
+
+    def append(self, records: list[MetadataRecord]) -> int:
+        self.batches.append(list(records))
+        self.end_offset += len(records)
+        return self.end_offset - 1
+
+    def close(self) -> None:
+        self.closed = True
+
+    def records(self) -> list[MetadataRecord]:
+        return [r for batch in self.batches for r in batch]
+
+
+def register_all(ctl: Controller, brokers: int, now_ms: int) -> Controller:
     for b in range(1, brokers + 1):
         assert ctl.register_broker(b, "127.0.0.1", 9090 + b, f"inc-{b}", now_ms).ok
         assert ctl.heartbeat(b, now_ms).ok
     return ctl
 
 
-def all_records(log: MetadataLog) -> list[MetadataRecord]:
-    return log.read(0, max(1, log.end_offset)) if log.end_offset else []
+def start(brokers=3, now_ms=0, **options) -> Controller:
+    """A controller over an empty MemoryJournal with ``brokers`` registered, heartbeating,
+    unfenced brokers."""
+    ctl = Controller(MemoryJournal(), image=ClusterImage.empty(), now_ms=now_ms, **options)
+    return register_all(ctl, brokers, now_ms)
+
+
+def journal(ctl: Controller) -> MemoryJournal:
+    assert isinstance(ctl.journal, MemoryJournal)
+    return ctl.journal
+
+
+def open_quorum(directory: Path, now_ms: int = 0, **options) -> QuorumController:
+    """The controller as it runs, with a quorum of one: a QuorumController on a RaftLog in
+    ``directory``, active after its first poll (it elects itself and commits at once)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    node = RaftNode(1, frozenset({1}), RaftLog.open(directory, fsync=False),
+                    QuorumStateStore(directory, fsync=False), now_ms, rng=random.Random(0))
+    quorum = QuorumController(node, now_ms, **options)
+    assert quorum.poll(now_ms) == [] and quorum.active is not None
+    return quorum
+
+
+def start_quorum(directory: Path, brokers=3, now_ms=0, **options) -> QuorumController:
+    quorum = open_quorum(directory, now_ms, **options)
+    register_all(quorum.controller(), brokers, now_ms)
+    return quorum
+
+
+def committed(quorum: QuorumController) -> ClusterImage:
+    """Fold what the active controller appended (committed at once by a quorum of one)."""
+    assert quorum.take_sends() == []
+    assert quorum.applied_offset == quorum.node.log.end_offset
+    assert quorum.image == quorum.controller().image
+    return quorum.image
+
+
+def restart(quorum: QuorumController, now_ms: int, **options) -> QuorumController:
+    """Kill the controller process (its log file survives) and start it again."""
+    quorum.node.log.close()
+    return open_quorum(Path(quorum.node.log.path).parent, now_ms, **options)
+
+
+def event_kinds(image: ClusterImage, records) -> list[str]:
+    """The kinds of the events describing ``records`` decided on ``image``."""
+    kinds = []
+    for record in records:
+        kinds += [event[0] for event in describe(image, record)]
+        image = apply(image, record)
+    return kinds
 
 
 def part(ctl: Controller, topic: str, index: int):
@@ -139,95 +215,81 @@ def test_from_json_on_a_subclass_checks_the_type_tag():
         FenceBroker.from_json(UnfenceBroker(broker_id=1).to_json())
 
 
-# -- the metadata log --------------------------------------------------------------------------
+# -- the journal, durability and replay -------------------------------------------------------
 
 
-def fence(b):
-    return FenceBroker(broker_id=b)
+def test_each_decision_is_one_journal_batch_and_the_image_folds_them():
+    ctl = start(brokers=2)
+    before = journal(ctl).end_offset
+    result = ctl.create_topic("t", 2, 2)
+    assert journal(ctl).batches[-1] == list(result.records)
+    assert result.last_offset == journal(ctl).end_offset - 1 == before + len(result.records) - 1
+    assert replay(journal(ctl).records()) == ctl.image
+    ctl.close()
+    assert journal(ctl).closed
 
 
-def test_log_appends_batches_and_reads_them_back_after_reopen(tmp_path):
-    with MetadataLog.open(tmp_path) as log:
-        assert log.end_offset == 0 and log.read(0) == []
-        assert log.append([fence(1), fence(2)]) == 1
-        assert log.append([fence(3)]) == 2
-        assert log.end_offset == 3
-    with MetadataLog.open(tmp_path) as log:
-        assert log.load_info.truncated_bytes == 0
-        assert log.read(0) == [fence(1), fence(2), fence(3)]
-        assert log.read(2) == [fence(3)]
-        assert log.read(3) == []
-        assert log.batch_end_offsets() == (2, 3)
+def test_the_controller_reads_committed_metadata_in_whole_batches(tmp_path):
+    quorum = start_quorum(tmp_path)  # offset 0: the epoch-start batch, never sent; 1..6: one
+    quorum.controller().create_topic("t", 3, 1)  # record per batch; 7..10: the topic's batch
+    committed(quorum)
+    read = quorum.read_committed
+    assert type(read(0, 1).records[0]) is RegisterBroker and read(0, 1).next_offset == 2
+    assert len(read(0, 3).records) == 3 and read(0, 3).next_offset == 4
+    assert len(read(0, 7).records) == 6 and read(0, 7).next_offset == 7  # the topic's batch
+    assert len(read(7, 1).records) == 4 and read(7, 1).next_offset == 11  # whole, if first
+    assert read(11, 5).records == [] and read(11, 5).next_offset == read(11, 5).end_offset == 11
+    assert not quorum.is_batch_boundary(8) and quorum.is_batch_boundary(7)
+    quorum.node.log.close()
 
 
-def test_log_reads_whole_batches_but_always_at_least_one(tmp_path):
-    with MetadataLog.open(tmp_path) as log:
-        log.append([fence(1), fence(2), fence(3)])
-        log.append([fence(4)])
-        log.append([fence(5), fence(6)])
-        assert log.read(0, max_records=1) == [fence(1), fence(2), fence(3)]
-        assert log.read(0, max_records=4) == [fence(1), fence(2), fence(3), fence(4)]
-        assert log.read(0, max_records=5) == [fence(1), fence(2), fence(3), fence(4)]
-        assert log.read(3, max_records=2) == [fence(4)]
-        assert log.read(3, max_records=3) == [fence(4), fence(5), fence(6)]
-
-
-def test_torn_tail_is_cut_at_every_possible_tear_point(tmp_path):
-    with MetadataLog.open(tmp_path / "whole") as log:
-        log.append([fence(1), fence(2)])
-        good_bytes = log.size_bytes
-        log.append([fence(3), UnfenceBroker(broker_id=3)])
-        total_bytes = log.size_bytes
-    data = (tmp_path / "whole" / LOG_FILE_NAME).read_bytes()
-    assert len(data) == total_bytes
-    for cut in range(good_bytes + 1, total_bytes):
-        directory = tmp_path / f"cut-{cut}"
-        directory.mkdir()
-        (directory / LOG_FILE_NAME).write_bytes(data[:cut])
-        with MetadataLog.open(directory) as log:
-            assert log.end_offset == 2, cut
-            assert log.load_info.truncated_bytes == cut - good_bytes
-            assert os.path.getsize(directory / LOG_FILE_NAME) == good_bytes
-            assert log.append([fence(7)]) == 2  # appends continue right after the valid prefix
-        with MetadataLog.open(directory) as log:
-            assert log.read(0) == [fence(1), fence(2), fence(7)]
-
-
-def test_a_corrupt_byte_cuts_the_log_at_that_batch(tmp_path):
-    with MetadataLog.open(tmp_path) as log:
-        log.append([fence(1)])
-        first_bytes = log.size_bytes
-        log.append([fence(2)])
-        log.append([fence(3)])
-    path = tmp_path / LOG_FILE_NAME
-    data = bytearray(path.read_bytes())
-    data[first_bytes + 20] ^= 0xFF  # inside the second batch's payload
-    path.write_bytes(bytes(data))
-    with MetadataLog.open(tmp_path) as log:
-        assert log.read(0) == [fence(1)]
-        assert log.load_info.valid_bytes == first_bytes
-
-
-def test_controller_recovers_a_torn_batch_as_if_the_decision_never_happened(tmp_path):
-    ctl = start(tmp_path)
+def test_a_torn_batch_at_any_byte_is_recovered_as_if_the_decision_never_happened(tmp_path):
+    quorum = start_quorum(tmp_path / "whole")
+    ctl = quorum.controller()
     ctl.create_topic("t", 3, 3)
-    before = ctl.image
-    size = ctl.log.size_bytes
+    before = committed(quorum)
+    path = tmp_path / "whole" / LOG_FILE_NAME
+    good_bytes = os.path.getsize(path)
     ctl.heartbeat(1, TIMEOUT)
     ctl.heartbeat(2, TIMEOUT)
     assert ctl.tick(TIMEOUT).records  # fences broker 3 in one batch
-    ctl.close()
-    path = tmp_path / "ctl" / LOG_FILE_NAME
-    os.truncate(path, size + (os.path.getsize(path) - size) // 2)
-    again = Controller.open(tmp_path / "ctl", now_ms=TIMEOUT)
-    assert again.image == before
+    after = committed(quorum)
+    quorum.node.log.close()
+    data = path.read_bytes()
+    state = (tmp_path / "whole" / STATE_FILE_NAME).read_bytes()
+    for cut in range(good_bytes + 1, len(data)):
+        directory = tmp_path / f"cut-{cut}"
+        directory.mkdir()
+        (directory / LOG_FILE_NAME).write_bytes(data[:cut])
+        (directory / STATE_FILE_NAME).write_bytes(state)
+        torn = open_quorum(directory, now_ms=TIMEOUT)
+        assert torn.image == before, cut
+        assert torn.node.log.truncated_bytes == cut - good_bytes
+        assert torn.controller().tick(TIMEOUT + 1).records == ()  # a fresh session for all
+        torn.node.log.close()
+    whole = restart(quorum, TIMEOUT)
+    assert whole.image == after
+    whole.node.log.close()
 
 
-# -- determinism -------------------------------------------------------------------------------
+def test_a_corrupt_byte_cuts_the_controllers_log_at_that_batch(tmp_path):
+    quorum = start_quorum(tmp_path, brokers=1)
+    size = os.path.getsize(tmp_path / LOG_FILE_NAME)
+    before = committed(quorum)
+    quorum.controller().create_topic("a", 1, 1)
+    quorum.controller().create_topic("b", 1, 1)
+    quorum.node.log.close()
+    path = tmp_path / LOG_FILE_NAME
+    data = bytearray(path.read_bytes())
+    data[size + 30] ^= 0xFF  # inside the batch creating "a"
+    path.write_bytes(bytes(data))
+    again = open_quorum(tmp_path)
+    assert again.image == before  # "b", after the bad batch, cannot be trusted either
+    again.node.log.close()
 
 
-def scenario(directory) -> Controller:
-    ctl = start(directory, brokers=4)
+def scenario(ctl: Controller) -> Controller:
+    register_all(ctl, 4, 0)
     ctl.create_topic("orders", 6, 3)
     ctl.create_topic("audit", 2, 2, configs={UNCLEAN: "true"})
     ctl.allocate_producer_ids(2)
@@ -242,30 +304,43 @@ def scenario(directory) -> Controller:
     return ctl
 
 
-def test_replaying_the_log_rebuilds_the_image_exactly(tmp_path):
-    ctl = scenario(tmp_path / "a")
-    log_records = all_records(ctl.log)
-    assert replay(log_records) == ctl.image
+def memory_scenario() -> Controller:
+    return scenario(Controller(MemoryJournal(), image=ClusterImage.empty(), now_ms=0))
+
+
+def test_replaying_the_journal_rebuilds_the_image_exactly(tmp_path):
+    ctl = memory_scenario()
+    assert replay(journal(ctl).records()) == ctl.image
     assert json.loads(json.dumps(ctl.image.to_dict()))["topics"][0]["name"] == "orders"
-    ctl.close()
-    assert Controller.open(tmp_path / "a" / "ctl", now_ms=9999).image == ctl.image
+    quorum = open_quorum(tmp_path)
+    image = scenario(quorum.controller()).image
+    assert committed(quorum) == image  # the fold of the committed Raft log
+    restarted = restart(quorum, 9999)
+    assert restarted.image == restarted.controller().image == image
+    restarted.node.log.close()
 
 
 def test_a_broker_following_the_log_in_slices_builds_the_same_image(tmp_path):
-    ctl = scenario(tmp_path)
-    image, offset = ClusterImage.empty(), 0
-    while offset < ctl.log.end_offset:
-        slice_ = ctl.log.read(offset, max_records=3)
-        image = replay(slice_, image)
-        offset += len(slice_)
-    assert image == ctl.image
+    quorum = open_quorum(tmp_path)
+    scenario(quorum.controller())
+    image = committed(quorum)
+    follower, offset = ClusterImage.empty(), 0
+    while offset < quorum.applied_offset:
+        answer = quorum.read_committed(offset, 3)
+        follower = replay(answer.records, follower)
+        offset = answer.next_offset
+    assert follower == image
+    quorum.node.log.close()
 
 
-def test_the_same_inputs_and_seed_give_a_byte_identical_log(tmp_path):
-    scenario(tmp_path / "a").close()
-    scenario(tmp_path / "b").close()
-    a = (tmp_path / "a" / "ctl" / LOG_FILE_NAME).read_bytes()
-    b = (tmp_path / "b" / "ctl" / LOG_FILE_NAME).read_bytes()
+def test_the_same_inputs_and_seed_give_the_same_decisions_and_a_byte_identical_log(tmp_path):
+    assert journal(memory_scenario()).batches == journal(memory_scenario()).batches
+    for name in ("a", "b"):
+        quorum = open_quorum(tmp_path / name)
+        scenario(quorum.controller())
+        quorum.node.log.close()
+    a = (tmp_path / "a" / LOG_FILE_NAME).read_bytes()
+    b = (tmp_path / "b" / LOG_FILE_NAME).read_bytes()
     assert a == b
 
 
@@ -306,8 +381,8 @@ def test_apply_refuses_records_that_do_not_fit_the_image():
 # -- brokers, leases, fencing, elections -------------------------------------------------------
 
 
-def test_a_registered_broker_stays_fenced_until_it_heartbeats_caught_up(tmp_path):
-    ctl = Controller.open(tmp_path, now_ms=0)
+def test_a_registered_broker_stays_fenced_until_it_heartbeats_caught_up():
+    ctl = start(brokers=0)
     result = ctl.register_broker(1, "127.0.0.1", 9091, "a", 0)
     assert result.records == (RegisterBroker(broker_id=1, host="127.0.0.1", port=9091,
                                              incarnation_id="a"),)  # fmt: skip
@@ -320,31 +395,32 @@ def test_a_registered_broker_stays_fenced_until_it_heartbeats_caught_up(tmp_path
     assert ctl.register_broker(1, "127.0.0.1", 9091, "a", 400).records == ()  # a retry
 
 
-def test_heartbeat_from_an_unknown_or_stale_broker_is_refused(tmp_path):
-    ctl = start(tmp_path, brokers=1)
+def test_heartbeat_from_an_unknown_or_stale_broker_is_refused():
+    ctl = start(brokers=1)
     assert ctl.heartbeat(9, 10).error_code == codes.BROKER_ID_NOT_REGISTERED
     assert ctl.heartbeat(1, 10, incarnation_id="old").error_code == codes.STALE_BROKER_EPOCH
     assert ctl.register_broker(-1, "h", 1, "x", 10).error_code == codes.INVALID_REQUEST
 
 
-def test_expired_lease_fences_the_broker_and_elects_from_the_isr_with_epoch_bump(tmp_path):
-    ctl = start(tmp_path)
+def test_expired_lease_fences_the_broker_and_elects_from_the_isr_with_epoch_bump():
+    ctl = start()
     ctl.create_topic("t", assignments=[[1, 2, 3], [2, 3, 1]])
     heartbeat_all(ctl, [2, 3], TIMEOUT - 1)
     assert ctl.tick(TIMEOUT - 1).records == ()  # broker 1's lease runs to exactly TIMEOUT
+    before = ctl.image
     result = ctl.tick(TIMEOUT)
     assert result.records[-1] == FenceBroker(broker_id=1)
     assert ctl.image.brokers[1].fenced
     p0, p1 = part(ctl, "t", 0), part(ctl, "t", 1)
     assert (p0.leader, p0.isr, p0.leader_epoch, p0.partition_epoch) == (2, (2, 3), 1, 1)
     assert (p1.leader, p1.isr, p1.leader_epoch, p1.partition_epoch) == (2, (2, 3), 0, 1)
-    kinds = [e.kind for e in ctl.events if e.now_ms == TIMEOUT]
+    kinds = event_kinds(before, result.records)
     assert kinds == ["leader_elected", "isr_shrink", "isr_shrink", "broker_fenced"]
     assert ctl.tick(TIMEOUT + 1).records == ()  # fenced once
 
 
-def test_last_isr_member_stays_in_the_isr_and_leads_again_when_it_returns(tmp_path):
-    ctl = start(tmp_path, brokers=2)
+def test_last_isr_member_stays_in_the_isr_and_leads_again_when_it_returns():
+    ctl = start(brokers=2)
     ctl.create_topic("t", assignments=[[1, 2]])
     shrink_isr(ctl, "t", 0, [1])
     heartbeat_all(ctl, [2], TIMEOUT)
@@ -357,8 +433,8 @@ def test_last_isr_member_stays_in_the_isr_and_leads_again_when_it_returns(tmp_pa
     assert (p.leader, p.isr, p.leader_epoch) == (1, (1,), 2)
 
 
-def test_unclean_election_is_off_by_default(tmp_path):
-    ctl = start(tmp_path, brokers=2)
+def test_unclean_election_is_off_by_default():
+    ctl = start(brokers=2)
     ctl.create_topic("t", assignments=[[1, 2]])
     shrink_isr(ctl, "t", 0, [1])
     heartbeat_all(ctl, [2], TIMEOUT)
@@ -371,8 +447,8 @@ def test_unclean_election_is_off_by_default(tmp_path):
     assert (p.leader, p.isr, p.leader_epoch) == (2, (2,), 2)
 
 
-def test_unclean_election_when_enabled_elects_a_live_replica_outside_the_isr(tmp_path):
-    ctl = start(tmp_path, brokers=3)
+def test_unclean_election_when_enabled_elects_a_live_replica_outside_the_isr():
+    ctl = start(brokers=3)
     ctl.create_topic("t", assignments=[[1, 2, 3]], configs={UNCLEAN: "true"})
     shrink_isr(ctl, "t", 0, [1])
     heartbeat_all(ctl, [2, 3], TIMEOUT)
@@ -381,8 +457,8 @@ def test_unclean_election_when_enabled_elects_a_live_replica_outside_the_isr(tmp
     assert (p.leader, p.isr, p.leader_epoch) == (2, (2,), 1)
 
 
-def test_unclean_election_waits_for_any_replica_to_come_back(tmp_path):
-    ctl = start(tmp_path, brokers=3)
+def test_unclean_election_waits_for_any_replica_to_come_back():
+    ctl = start(brokers=3)
     ctl.create_topic("t", assignments=[[1, 2]], configs={UNCLEAN: "true"})
     shrink_isr(ctl, "t", 0, [1])
     heartbeat_all(ctl, [3], TIMEOUT)
@@ -393,21 +469,22 @@ def test_unclean_election_waits_for_any_replica_to_come_back(tmp_path):
     assert (p.leader, p.isr) == (2, (2,))
 
 
-def test_restarted_broker_with_a_new_incarnation_loses_its_leaderships_first(tmp_path):
-    ctl = start(tmp_path)
+def test_restarted_broker_with_a_new_incarnation_loses_its_leaderships_first():
+    ctl = start()
     ctl.create_topic("t", assignments=[[1, 2, 3]])
+    before = ctl.image
     result = ctl.register_broker(1, "127.0.0.1", 9091, "inc-1-b", 100)
     assert [type(r) for r in result.records] == [PartitionChange, FenceBroker, RegisterBroker]
     p = part(ctl, "t", 0)
     assert (p.leader, p.isr, p.leader_epoch) == (2, (2, 3), 1)
     assert ctl.image.brokers[1].fenced and ctl.image.brokers[1].incarnation_id == "inc-1-b"
-    assert any(e.kind == "broker_restarted" for e in ctl.events)
+    assert "broker_restarted" in event_kinds(before, result.records)
     ctl.heartbeat(1, 200)
     assert not ctl.image.brokers[1].fenced and part(ctl, "t", 0).leader == 2
 
 
-def test_preferred_leader_election_returns_leadership_to_the_first_replica(tmp_path):
-    ctl = start(tmp_path)
+def test_preferred_leader_election_returns_leadership_to_the_first_replica():
+    ctl = start()
     ctl.create_topic("t", assignments=[[1, 2, 3], [2, 3, 1]])
     heartbeat_all(ctl, [2, 3], TIMEOUT)
     ctl.tick(TIMEOUT)
@@ -422,26 +499,28 @@ def test_preferred_leader_election_returns_leadership_to_the_first_replica(tmp_p
 
 
 def test_controller_restart_causes_no_spurious_elections(tmp_path):
-    ctl = start(tmp_path)
-    ctl.create_topic("t", 6, 3)
-    image, end = ctl.image, ctl.log.end_offset
-    ctl.close()
+    quorum = start_quorum(tmp_path)
+    quorum.controller().create_topic("t", 6, 3)
+    image, end = committed(quorum), quorum.node.log.end_offset
     late = 10 * TIMEOUT  # far past every lease the old controller knew about
-    ctl = Controller.open(tmp_path / "ctl", now_ms=late)
-    assert ctl.image == image
+    quorum = restart(quorum, late)
+    ctl = quorum.controller()
+    assert quorum.image == ctl.image == image
+    end = quorum.node.log.end_offset  # its epoch-start batch, only
     assert ctl.tick(late + TIMEOUT - 1).records == ()  # grace: a whole session from open
     heartbeat_all(ctl, [1, 2, 3], late + TIMEOUT - 1)
     assert ctl.tick(late + 2 * TIMEOUT - 2).records == ()
-    assert ctl.log.end_offset == end and ctl.image == image
+    assert quorum.node.log.end_offset == end and committed(quorum) == image
     heartbeat_all(ctl, [1, 2], late + 2 * TIMEOUT - 2)  # 3 stops: fenced after its lease
     assert ctl.tick(late + 2 * TIMEOUT - 1).records[-1] == FenceBroker(broker_id=3)
+    quorum.node.log.close()
 
 
-def test_no_two_leaders_share_a_partition_epoch(tmp_path):
-    ctl = scenario(tmp_path)
+def test_no_two_leaders_share_a_partition_epoch():
+    ctl = memory_scenario()
     leaders: dict[tuple[str, int, int], int] = {}
     state: dict[tuple[str, int], tuple[int, int]] = {}
-    for record in all_records(ctl.log):
+    for record in journal(ctl).records():
         if isinstance(record, CreatePartition):
             key = (record.topic_id, record.partition)
             state[key] = (record.leader, record.leader_epoch)
@@ -460,17 +539,19 @@ def test_no_two_leaders_share_a_partition_epoch(tmp_path):
 # -- AlterPartition ----------------------------------------------------------------------------
 
 
-def test_alter_partition_shrinks_and_expands_the_isr_bumping_only_the_partition_epoch(tmp_path):
-    ctl = start(tmp_path)
+def test_alter_partition_shrinks_and_expands_the_isr_bumping_only_the_partition_epoch():
+    ctl = start()
     ctl.create_topic("t", assignments=[[1, 2, 3]])
     tid = topic_id(ctl, "t")
+    before = ctl.image
     result = ctl.alter_partition(1, tid, 0, 0, [1, 3], 0)
     assert result.ok and result.value.isr == (1, 3) and result.value.partition_epoch == 1
-    assert ctl.events[-1].kind == "isr_shrink"
+    assert event_kinds(before, result.records) == ["isr_shrink"]
+    before = ctl.image
     result = ctl.alter_partition(1, tid, 0, 0, [3, 2, 1], 1)
     assert result.ok and result.value.isr == (1, 2, 3)  # kept in replica order
     assert (result.value.leader_epoch, result.value.partition_epoch) == (0, 2)
-    assert ctl.events[-1].kind == "isr_expand"
+    assert event_kinds(before, result.records) == ["isr_expand"]
     assert ctl.alter_partition(1, tid, 0, 0, [1, 2, 3], 2).records == ()  # no change
 
 
@@ -489,19 +570,19 @@ def test_alter_partition_shrinks_and_expands_the_isr_bumping_only_the_partition_
     ],
 )
 def test_alter_partition_refusals_use_kafkas_codes(
-    tmp_path, broker, tid, index, leader_epoch, isr, partition_epoch, code
+    broker, tid, index, leader_epoch, isr, partition_epoch, code
 ):
-    ctl = start(tmp_path, brokers=4)
+    ctl = start(brokers=4)
     ctl.create_topic("t", assignments=[[1, 2, 3]])
     tid = topic_id(ctl, "t") if tid is None else tid
-    before = ctl.log.end_offset
+    before = journal(ctl).end_offset
     result = ctl.alter_partition(broker, tid, index, leader_epoch, isr, partition_epoch)
     assert result.error_code == code and result.message and not result.records
-    assert ctl.log.end_offset == before
+    assert journal(ctl).end_offset == before
 
 
-def test_alter_partition_fences_stale_epochs_and_ineligible_replicas(tmp_path):
-    ctl = start(tmp_path)
+def test_alter_partition_fences_stale_epochs_and_ineligible_replicas():
+    ctl = start()
     ctl.create_topic("t", assignments=[[1, 2, 3]])
     tid = topic_id(ctl, "t")
     assert ctl.alter_partition(1, tid, 0, 0, [1, 2], 0).ok  # partition epoch 1
@@ -519,8 +600,8 @@ def test_alter_partition_fences_stale_epochs_and_ineligible_replicas(tmp_path):
 # -- topics ------------------------------------------------------------------------------------
 
 
-def test_placement_spreads_leaders_and_followers_evenly(tmp_path):
-    ctl = start(tmp_path)
+def test_placement_spreads_leaders_and_followers_evenly():
+    ctl = start()
     topic = ctl.create_topic("t", 6, 3).value
     replicas = [p.replicas for p in topic.partitions]
     assert Counter(r[0] for r in replicas) == {1: 2, 2: 2, 3: 2}
@@ -560,19 +641,19 @@ def test_placement_matches_kafkas_admin_utils():
         ({"configs": {UNCLEAN: "maybe"}}, codes.INVALID_CONFIG),
     ],
 )
-def test_bad_creates_are_refused_with_kafkas_codes_and_change_nothing(tmp_path, kwargs, code):
-    ctl = start(tmp_path)
+def test_bad_creates_are_refused_with_kafkas_codes_and_change_nothing(kwargs, code):
+    ctl = start()
     assert ctl.create_topic("exist.s", 1, 1).ok
-    before = (ctl.image, ctl.log.end_offset)
+    before = (ctl.image, journal(ctl).end_offset)
     result = ctl.create_topic(**{"name": "fresh", "num_partitions": 3,
                                  "replication_factor": 2, **kwargs})  # fmt: skip
     assert result.error_code == code, result.message
     assert result.message and "\n" not in result.message
-    assert (ctl.image, ctl.log.end_offset) == before
+    assert (ctl.image, journal(ctl).end_offset) == before
 
 
-def test_replication_factor_counts_only_unfenced_brokers(tmp_path):
-    ctl = start(tmp_path)
+def test_replication_factor_counts_only_unfenced_brokers():
+    ctl = start()
     heartbeat_all(ctl, [1, 2], TIMEOUT)
     ctl.tick(TIMEOUT)
     result = ctl.create_topic("t", 1, 3)
@@ -586,16 +667,16 @@ def test_replication_factor_counts_only_unfenced_brokers(tmp_path):
     assert ctl.create_topic("v", assignments=[[3]]).error_code == codes.INVALID_REPLICA_ASSIGNMENT
 
 
-def test_validate_only_checks_and_describes_but_writes_nothing(tmp_path):
-    ctl = start(tmp_path)
-    end = ctl.log.end_offset
+def test_validate_only_checks_and_describes_but_writes_nothing():
+    ctl = start()
+    end = journal(ctl).end_offset
     result = ctl.create_topic("t", 3, 2, validate_only=True)
     assert result.ok and result.records == () and len(result.value.partitions) == 3
-    assert "t" not in ctl.image.topics and ctl.log.end_offset == end
+    assert "t" not in ctl.image.topics and journal(ctl).end_offset == end
 
 
-def test_create_partitions_grows_a_topic_and_refuses_shrinking(tmp_path):
-    ctl = start(tmp_path)
+def test_create_partitions_grows_a_topic_and_refuses_shrinking():
+    ctl = start()
     ctl.create_topic("t", 3, 2)
     result = ctl.create_partitions("t", 6)
     assert result.ok and len(result.records) == 3
@@ -609,8 +690,8 @@ def test_create_partitions_grows_a_topic_and_refuses_shrinking(tmp_path):
     assert ctl.create_partitions("t", 7, assignments=[[3, 1]]).value.partitions[6].leader == 3
 
 
-def test_delete_topic_and_alter_configs(tmp_path):
-    ctl = start(tmp_path)
+def test_delete_topic_and_alter_configs():
+    ctl = start()
     ctl.create_topic("t", 1, 1)
     tid = topic_id(ctl, "t")
     assert ctl.alter_configs("t", {"retention.ms": " 5 "}).ok
@@ -627,35 +708,32 @@ def test_delete_topic_and_alter_configs(tmp_path):
 
 
 def test_producer_id_blocks_are_disjoint_and_survive_a_restart(tmp_path):
-    ctl = start(tmp_path)
+    quorum = start_quorum(tmp_path)
+    ctl = quorum.controller()
     assert ctl.allocate_producer_ids(1).value == (0, PRODUCER_ID_BLOCK_SIZE)
     assert ctl.allocate_producer_ids(2).value == (PRODUCER_ID_BLOCK_SIZE, PRODUCER_ID_BLOCK_SIZE)
     assert ctl.allocate_producer_ids(9).error_code == codes.BROKER_ID_NOT_REGISTERED
-    ctl.close()
-    ctl = Controller.open(tmp_path / "ctl", now_ms=0)
-    assert ctl.allocate_producer_ids(3).value[0] == 2 * PRODUCER_ID_BLOCK_SIZE
+    committed(quorum)
+    quorum = restart(quorum, 0)
+    assert quorum.controller().allocate_producer_ids(3).value[0] == 2 * PRODUCER_ID_BLOCK_SIZE
+    quorum.node.log.close()
 
 
-def test_events_are_bounded_and_carry_time_and_offsets(tmp_path):
-    ctl = start(tmp_path, brokers=1)
-    assert ctl.events[0].to_dict() == {
-        "now_ms": 0, "offset": 0, "kind": "broker_registered",
+def test_committed_events_are_bounded_and_carry_decision_time_and_offsets(tmp_path):
+    quorum = start_quorum(tmp_path, brokers=1)  # offset 0: the epoch-start batch
+    committed(quorum)
+    assert quorum.events[0].to_dict() == {
+        "now_ms": 0, "offset": 1, "kind": "broker_registered",
         "text": "broker 1 registered at 127.0.0.1:9091",
     }  # fmt: skip
     for i in range(EVENTS_MAX + 10):
-        ctl.allocate_producer_ids(1, now_ms=i)
-    assert len(ctl.events) == EVENTS_MAX
-    assert ctl.events[-1].now_ms == EVENTS_MAX + 9
-    assert ctl.events[-1].offset == ctl.log.end_offset - 1
-
-
-@settings(max_examples=25, deadline=None)
-@given(st.lists(records, max_size=5), st.integers(1, 3))
-def test_any_record_batches_survive_a_reopen(tmp_path_factory, batch, repeat):
-    directory = tmp_path_factory.mktemp("log")
-    with MetadataLog.open(directory, fsync=False) as log:
-        for _ in range(repeat):
-            if batch:
-                log.append(batch)
-    with MetadataLog.open(directory) as log:
-        assert log.read(0, 10_000) == batch * repeat
+        quorum.poll(i)  # a batch's time is its append's, on the quorum's clock
+        quorum.controller().allocate_producer_ids(1, now_ms=i)
+    committed(quorum)
+    assert len(quorum.events) == EVENTS_MAX
+    assert quorum.events[-1].now_ms == EVENTS_MAX + 9
+    assert quorum.events[-1].offset == quorum.node.log.end_offset - 1
+    quorum = restart(quorum, EVENTS_MAX + 20)  # refolded from the log, with the same times
+    assert quorum.events[-1].now_ms == EVENTS_MAX + 9
+    assert quorum.events[-1].offset == quorum.node.log.end_offset - 2  # before its epoch start
+    quorum.node.log.close()

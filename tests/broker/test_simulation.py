@@ -1,9 +1,11 @@
 """Seeded simulation of a controller and three brokers running the shipped parts (simulation.py).
 
-Every schedule is a pure function of its seed. On a failure the seed and a one-line replay
-command are printed; ``test_replay_seed`` runs the seed in ``SIM_SEED`` (default below), e.g.
+Every schedule is a pure function of its seed (and the number of controllers: one voter, or a
+quorum of three in ``test_random_schedules_with_three_controllers``). On a failure the seed and a
+one-line replay command are printed; ``test_replay_seed`` runs the seed in ``SIM_SEED`` (default
+below) with ``SIM_CONTROLLERS`` controllers (default 1), e.g.
 
-    SIM_SEED=1234 .venv/bin/pytest tests/broker/test_simulation.py -k replay -s
+    SIM_SEED=1234 SIM_CONTROLLERS=3 .venv/bin/pytest tests/broker/test_simulation.py -k replay -s
 
 The regression tests put back, inside the test only, behaviours the broker once had, and
 require the simulation to catch each of them.
@@ -26,17 +28,23 @@ from pylog_nb.broker.replication.log_protocol import truncate_to
 from pylog_nb.broker.server import alter_partition_manager, lifecycle_manager
 
 SCHEDULE_COUNT = int(os.environ.get("SIM_SCHEDULES", "1000"))
+QUORUM_SCHEDULE_COUNT = int(os.environ.get("SIM_QUORUM_SCHEDULES", "50"))  # 3 controllers
 SEED_BASE = int(os.environ.get("SIM_SEED_BASE", "0"))
 CHUNK = 100  # schedules per test item, so progress shows
 DEFAULT_REPLAY_SEED = 1234
 REGRESSION_SEEDS = range(60)  # each old behaviour below is caught within these
 
 
-def replay_command(seed: int) -> str:
-    return f"SIM_SEED={seed} .venv/bin/pytest tests/broker/test_simulation.py -k replay -s"
+def replay_command(seed: int, controllers: int = 1) -> str:
+    return (f"SIM_SEED={seed} SIM_CONTROLLERS={controllers} "
+            ".venv/bin/pytest tests/broker/test_simulation.py -k replay -s")
 
 
 REGRESSION_SESSION_TIMEOUT_MS = 2500
+# The lost AlterPartition answer's window is rare: about one schedule in 300 to 600 reaches it.
+# Seed 647 does since the controller runs on a Raft log (seed 91 did before), so the search starts
+# near it; if a change to the simulation moves it, scan a wider range again (see the test).
+LOST_ANSWER_SEEDS = range(600, 700)
 
 
 def run(seed: int, **options):
@@ -44,12 +52,13 @@ def run(seed: int, **options):
         return run_schedule(seed, Path(root), **options)
 
 
-def run_or_fail(seed: int):
+def run_or_fail(seed: int, controllers: int = 1):
     try:
-        return run(seed)
+        return run(seed, controllers=controllers)
     except InvariantViolation as error:
-        print(f"\nSIMULATION FAILED for seed {seed}; replay with:\n  {replay_command(seed)}")
-        pytest.fail(f"{error}\nreplay: {replay_command(seed)}", pytrace=False)
+        command = replay_command(seed, controllers)
+        print(f"\nSIMULATION FAILED for seed {seed}; replay with:\n  {command}")
+        pytest.fail(f"{error}\nreplay: {command}", pytrace=False)
 
 
 def first_violation(seeds=REGRESSION_SEEDS, **options) -> tuple[int, str] | None:
@@ -69,14 +78,25 @@ def test_random_schedules(chunk: int) -> None:
         run_or_fail(seed)
 
 
+def test_random_schedules_with_three_controllers() -> None:
+    """The same schedules with a quorum of three controllers: crashing one (the active one
+    too) fails over to another, and brokers follow it."""
+    elections = 0
+    for seed in range(SEED_BASE, SEED_BASE + QUORUM_SCHEDULE_COUNT):
+        elections += run_or_fail(seed, controllers=3).stats["controller_elections"]
+    assert elections > QUORUM_SCHEDULE_COUNT, "no controller failover happened"
+
+
 def test_replay_seed() -> None:
     seed = int(os.environ.get("SIM_SEED", DEFAULT_REPLAY_SEED))
-    sim = run_or_fail(seed)
-    print(f"seed {seed}: {sim.stats}\n" + "\n".join(sim.trace))
+    controllers = int(os.environ.get("SIM_CONTROLLERS", "1"))
+    sim = run_or_fail(seed, controllers)
+    print(f"seed {seed}, {controllers} controller(s): {sim.stats}\n" + "\n".join(sim.trace))
 
 
-def test_schedules_are_deterministic() -> None:
-    a, b = run(DEFAULT_REPLAY_SEED), run(DEFAULT_REPLAY_SEED)
+@pytest.mark.parametrize("controllers", [1, 3])
+def test_schedules_are_deterministic(controllers: int) -> None:
+    a, b = (run(DEFAULT_REPLAY_SEED, controllers=controllers) for _ in range(2))
     assert a.trace == b.trace and a.stats == b.stats and a.acked == b.acked
 
 
@@ -87,7 +107,8 @@ def test_schedules_exercise_the_interesting_paths() -> None:
         for key, value in run(seed).stats.items():
             totals[key] = totals.get(key, 0) + value
     for key in ("acked", "failed", "refused", "crashes", "elections", "truncations", "pauses",
-                "long_pauses", "stalls", "isolations", "controller_restarts", "lost_messages"):
+                "long_pauses", "stalls", "isolations", "controller_restarts", "lost_messages",
+                "controller_elections"):
         assert totals.get(key, 0) > 0, (key, totals)
 
 
@@ -148,7 +169,7 @@ def test_catches_an_isr_expansion_dropped_when_its_answer_was_lost(monkeypatch) 
                         give_up_without_answer)
     # Found with the 2.5 s session of issue 9; at today's 2 s no seed up to 1,500 reaches the
     # window (an expansion's answer lost while the leader stays unfenced), so the test keeps it.
-    found = first_violation(range(300), session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS)
+    found = first_violation(LOST_ANSWER_SEEDS, session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS)
     assert found is not None, "the lost AlterPartition answer was not caught"
     monkeypatch.undo()
     with tempfile.TemporaryDirectory(dir=fast_tmp_root(), prefix="pylog-sim-") as root:

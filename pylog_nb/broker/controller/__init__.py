@@ -1,17 +1,18 @@
-"""The sans-IO controller core: metadata records, the metadata log, the cluster image, decisions.
+"""The sans-IO controller core: decisions and the quorum voter, over the metadata model of
+``..metadata`` (records, ClusterImage and its fold), re-exported here.
 
 Layout (one concern per module):
 
-- ``records``: metadata record types and their JSON form;
-- ``image``: ClusterImage and ``apply``/``replay``, the fold of records;
-- ``log``: MetadataLog, the CRC-checked, fsynced, torn-tail-recovering file of record batches;
 - ``placement``: Kafka's replica assignment;
 - ``election``: leader election and ISR changes as pure functions;
 - ``topic_control`` / ``partition_control``: admin and AlterPartition checks, Kafka error codes;
-- ``events``: human-readable events derived from records;
-- ``controller``: Controller, which ties them together with leases and an injected clock;
-- ``quorum``: QuorumController, one voter of the Raft quorum (``..raft``): the committed image on
-  every voter, and the Controller on the active one.
+- ``events``: human-readable events derived from committed records;
+- ``controller``: Controller, the active controller's decisions, with leases and an injected
+  clock, appending to a Journal;
+- ``quorum``: QuorumController, one voter of the Raft quorum (``..raft``): the metadata log is
+  the Raft log (durability, commit, replay on restart), the committed image and events on every
+  voter, and the Controller on the active one;
+- ``server``: the asyncio shell serving the controller RPC (``rpc``).
 """
 
 from ..metadata.image import BrokerImage, ClusterImage, PartitionImage, TopicImage, apply, replay
@@ -39,7 +40,6 @@ from .controller import (
 )
 from .errors import ControllerError
 from .events import EVENTS_MAX, ControllerEvent
-from .log import MetadataLog
 from .topic_control import TopicDefaults
 
 __all__ = [
@@ -59,7 +59,6 @@ __all__ = [
     "CreateTopic",
     "DeleteTopic",
     "FenceBroker",
-    "MetadataLog",
     "MetadataRecord",
     "MetadataRecordError",
     "PartitionChange",

@@ -1,18 +1,23 @@
-"""The controller: decides metadata changes, makes them durable, publishes the new image.
+"""The controller's decisions: one Controller per term of the active controller.
 
-Theory of operation (KRaft's QuorumController, one voter):
+Theory of operation (KRaft's QuorumController, the decision half; ``quorum.py`` is the Raft half):
 
-- State is ``image``, the fold of ``log``. Every decision computes records against the current
-  image, applies them to a scratch copy (``apply`` refuses anything inconsistent), appends them to
-  the log as one atomic batch, and only then publishes the scratch image. A crash at any point
-  leaves a log whose replay is the last published image, or the one before it.
+- State is ``image``, the fold of everything in ``journal``. The caller hands over both: the
+  QuorumController builds a Controller when its voter becomes the active controller, from the
+  committed image, with a ``_RaftJournal`` that proposes each batch to the quorum. Every
+  decision computes records against the current image, applies them to a scratch copy
+  (``apply`` refuses anything inconsistent), appends them to the journal as one atomic batch,
+  and only then publishes the scratch image. Durability, commit and replay after a restart are
+  the journal's business (the Raft log); the events describing the records are built by the
+  QuorumController as batches commit.
 - Decisions are deterministic: no wall clock (``now_ms`` comes in), no unseeded randomness (topic
-  ids and placement offsets come from a generator seeded by ``seed`` and the log end offset, so
-  they never repeat across restarts), and every loop walks brokers and partitions in sorted order.
+  ids and placement offsets come from a generator seeded by ``seed`` and the journal's end
+  offset, so they never repeat across terms), and every loop walks brokers and partitions in
+  sorted order.
 - Broker liveness is a lease, kept in memory only (heartbeats are frequent and never logged): a
   heartbeat extends it by ``session_timeout_ms``; ``tick`` fences any unfenced broker whose lease
-  has run out. After ``open`` every registered broker starts with a fresh lease, so a controller
-  restart alone never fences anyone.
+  has run out. A new Controller gives every registered broker a fresh lease, so a controller
+  restart or failover alone never fences anyone.
 - Every public operation returns a ControllerResult: the records appended (none on error or
   ``validate_only``), a Kafka error code with a one-line message, and an operation-specific value.
 
@@ -21,15 +26,13 @@ Not thread-safe: the asyncio shell calls it from its event loop only.
 
 from __future__ import annotations
 
-import os
 import random
 import uuid
-from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..metadata.image import ClusterImage, apply, replay
+from ..metadata.image import ClusterImage, apply
 from ..metadata.records import (
     NO_LEADER,
     FenceBroker,
@@ -42,8 +45,6 @@ from ..metadata.records import (
 from . import errors
 from .election import changes_for_fence, changes_for_offline, changes_for_preferred
 from .errors import ControllerError
-from .events import EVENTS_MAX, ControllerEvent, describe
-from .log import READ_RECORDS_MAX, MetadataLog
 from .partition_control import check_alter_partition
 from .topic_control import (
     DEFAULT_FROM_BROKER,
@@ -91,8 +92,9 @@ def _failure(error: ControllerError) -> ControllerResult:
 
 
 class Journal(Protocol):
-    """Where decisions go: a MetadataLog (one durable file), or the Raft quorum's log, where the
-    active controller appends and the records count once committed."""
+    """Where decisions go: the Raft quorum's log (``quorum._RaftJournal``), where the active
+    controller appends and the records count once committed; an append returns the offset of
+    the batch's last record."""
 
     @property
     def end_offset(self) -> int: ...
@@ -107,43 +109,32 @@ class Controller:
 
     def __init__(
         self,
-        log: Journal,
+        journal: Journal,
         *,
+        image: ClusterImage,
         now_ms: int,
         session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
         seed: int = 0,
         defaults: TopicDefaults | None = None,
-        image: ClusterImage | None = None,
     ) -> None:
-        """``image`` is the fold of ``log`` when the caller has it (a controller taking over in
-        a quorum); else the log, a MetadataLog, is replayed."""
+        """``image`` is the fold of everything in ``journal`` (empty for an empty journal)."""
         assert session_timeout_ms > 0, session_timeout_ms
-        self.log = log
-        if image is None:
-            assert isinstance(log, MetadataLog), "only a MetadataLog can be replayed here"
-            image = _replay_log(log)
+        self.journal = journal
         self.image = image
         self.session_timeout_ms = session_timeout_ms
         self.defaults = TopicDefaults() if defaults is None else defaults
-        self.events: deque[ControllerEvent] = deque(maxlen=EVENTS_MAX)
-        self._rng = random.Random(f"{seed}:{log.end_offset}")
+        self._rng = random.Random(f"{seed}:{journal.end_offset}")
         self._now_ms = now_ms
         # Grace period: every broker gets a whole session from now, as if it had just heartbeat.
         self._lease_expiry_ms = {b: now_ms + session_timeout_ms for b in self.image.brokers}
         # A fenced broker is unfenced only once it has applied the metadata up to here: the
-        # records that fenced it (and moved its leaderships away) or registered it. After a
-        # restart the fencing record's offset is not kept, so the whole log must be applied.
-        self._unfence_offset = {b: log.end_offset for b in self.image.brokers}
-
-    @classmethod
-    def open(
-        cls, directory: str | os.PathLike[str], *, now_ms: int, fsync: bool = True, **options: Any
-    ) -> Controller:
-        """Recover the metadata log in ``directory`` and rebuild the image from it."""
-        return cls(MetadataLog.open(directory, fsync=fsync), now_ms=now_ms, **options)
+        # records that fenced it (and moved its leaderships away) or registered it. A new
+        # Controller does not know the fencing record's offset, so the whole journal must be
+        # applied.
+        self._unfence_offset = {b: journal.end_offset for b in self.image.brokers}
 
     def close(self) -> None:
-        self.log.close()
+        self.journal.close()
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -163,21 +154,12 @@ class Controller:
     def _commit(
         self, records: Sequence[MetadataRecord], value: Callable[[ClusterImage], Any] | None = None
     ) -> ControllerResult:
-        """Append ``records`` as one batch, then publish the image and its events."""
+        """Append ``records`` as one batch, then publish the image."""
         if not records:
             return ControllerResult(value=None if value is None else value(self.image))
-        image = self.image
-        described = []
-        for record in records:
-            described.append(describe(image, record))
-            image = apply(image, record)
-        _assert_leaders_live(image)
-        last_offset = self.log.append(list(records))
+        image = self._scratch(records)
+        last_offset = self.journal.append(list(records))
         self.image = image
-        first_offset = last_offset - len(records) + 1
-        for offset, pairs in enumerate(described, start=first_offset):
-            for described_event in pairs:  # (kind, text[, topic, partition])
-                self.events.append(ControllerEvent(self._now_ms, offset, *described_event))
         result_value = None if value is None else value(image)
         return ControllerResult(tuple(records), value=result_value, last_offset=last_offset)
 
@@ -410,18 +392,6 @@ class Controller:
         first = self.image.next_producer_id
         block = ProducerIdsBlock(first_id=first, size=PRODUCER_ID_BLOCK_SIZE, broker_id=broker_id)
         return self._commit([block], lambda _: (first, PRODUCER_ID_BLOCK_SIZE))
-
-
-def _replay_log(log: MetadataLog) -> ClusterImage:
-    image = ClusterImage.empty()
-    offset = 0
-    while offset < log.end_offset:
-        records = log.read(offset, READ_RECORDS_MAX)
-        assert records, offset
-        image = replay(records, image)
-        offset += len(records)
-    _assert_leaders_live(image)
-    return image
 
 
 def _assert_leaders_live(image: ClusterImage) -> None:

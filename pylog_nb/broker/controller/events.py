@@ -2,8 +2,8 @@
 
 Theory of operation: events are never a second source of truth. Each one is the description of a
 record the controller has just made durable, read against the image *before* that record (so it
-can say "leader 1 -> 2" and "ISR shrink"). The controller keeps the newest ``EVENTS_MAX`` in a
-deque; anything older is still in the metadata log.
+can say "leader 1 -> 2" and "ISR shrink"). Every voter (``quorum.QuorumController``) keeps the
+newest ``EVENTS_MAX`` in a deque; anything older is still in the metadata log, or its snapshot.
 """
 
 from __future__ import annotations

@@ -81,7 +81,6 @@ from .controller import (
     ControllerResult,
 )
 from .events import EVENTS_MAX
-from .log import READ_RECORDS_MAX
 from .quorum import METADATA_SNAPSHOT_RECORDS_MAX, NotControllerError, QuorumController
 from .rpc import (
     REQUEST_BYTES_MAX,
@@ -98,6 +97,8 @@ log = logging.getLogger("pylog.controller")
 
 TICK_INTERVAL_MS = 100  # a lease expiry is acted on within this
 FETCH_WAIT_MS_MAX = 30_000  # no long poll holds a connection longer than this
+# One metadata fetch answers at most this many records, so a new broker catches up in slices.
+READ_RECORDS_MAX = 10_000
 # Below the clients' CALL_TIMEOUT_MS: a quorum without a majority answers REQUEST_TIMED_OUT
 # (a clear error) rather than leaving the caller to time out.
 COMMIT_WAIT_MS_MAX = 5_000
