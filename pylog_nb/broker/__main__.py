@@ -42,7 +42,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="host:port[,host:port...] of every controller, in id order")
     parser.add_argument("--replica-lag-time-max-ms", type=int, default=REPLICA_LAG_TIME_MAX_MS)
     parser.add_argument("--no-auto-create", action="store_true")
-    parser.add_argument("--num-partitions", type=int, default=1)
+    parser.add_argument("--num-partitions", type=int, default=1,
+                        help="partitions of auto-created topics and of CreateTopics with -1 "
+                             "(Kafka's num.partitions)")
+    parser.add_argument("--default-replication-factor", type=int, default=1,
+                        help="replication factor of auto-created topics and of CreateTopics "
+                             "with -1 (Kafka's default.replication.factor)")
     parser.add_argument("--offsets-topic-partitions", type=int, default=OFFSETS_TOPIC_PARTITIONS)
     parser.add_argument("--offsets-topic-replication-factor", type=int,
                         default=OFFSETS_TOPIC_REPLICATION_FACTOR)
@@ -81,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         auto_create_topics_enable=not args.no_auto_create,
         num_partitions=args.num_partitions,
+        default_replication_factor=args.default_replication_factor,
         controllers=args.controller,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         offsets_topic_num_partitions=args.offsets_topic_partitions,

@@ -56,6 +56,15 @@ class ControllerAdmin:
         configs: Mapping[str, str | None] | None = None,
         validate_only: bool = False,
     ) -> TopicImage:
+        """Create a topic; without ``assignments``, a count or factor of -1 is this broker's
+        num.partitions / default.replication.factor (as in Kafka, for CreateTopics and for
+        auto-created topics alike), sent to the controller as a number."""
+        if not assignments:
+            config = self.link.node.config
+            if num_partitions == DEFAULT_FROM_BROKER:
+                num_partitions = config.num_partitions
+            if replication_factor == DEFAULT_FROM_BROKER:
+                replication_factor = config.default_replication_factor
         result = await self._call(
             "create_topic", name=name, num_partitions=num_partitions,
             replication_factor=replication_factor, assignments=[list(a) for a in assignments],

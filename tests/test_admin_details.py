@@ -1,0 +1,89 @@
+"""Admin details of issue 12, each as Kafka behaves, against three broker processes and the
+controller quorum with confluent-kafka's AdminClient: APPEND / SUBTRACT on list-typed topic
+configs, CreatePartitions with an explicit replica assignment, authorized operations, and the
+brokers' num.partitions / default.replication.factor for auto-created topics and CreateTopics
+with -1.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from clients import TIMEOUT_S, admin, produce
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    ConfigResource,
+    NewTopic,
+)
+
+from pylog_nb import LocalCluster
+
+NUM_PARTITIONS = 4  # the brokers' --num-partitions
+REPLICATION_FACTOR = 3  # the brokers' --default-replication-factor
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    args = ("--num-partitions", str(NUM_PARTITIONS),
+            "--default-replication-factor", str(REPLICATION_FACTOR))
+    with LocalCluster(brokers=3, data_dir=tmp_path_factory.mktemp("admin"),
+                      broker_args=args) as running:
+        yield running
+
+
+@pytest.fixture
+def bootstrap(cluster) -> str:
+    return cluster.bootstrap_servers
+
+
+def _name() -> str:
+    return f"adm-{uuid.uuid4().hex[:10]}"
+
+
+def _create(bootstrap: str, name: str, partitions: int = 1, replication_factor: int = 1) -> None:
+    client = admin(bootstrap)
+    client.create_topics([NewTopic(name, partitions, replication_factor)])[name].result(
+        TIMEOUT_S)
+
+
+def _refused(future) -> tuple[str, str]:
+    """The (error name, message) a failed admin future carries."""
+    with pytest.raises(KafkaException) as raised:
+        future.result(TIMEOUT_S)
+    error = raised.value.args[0]
+    return error.name(), error.str()
+
+
+# -- 4. The brokers' defaults for new topics ----------------------------------------------------
+
+
+def _shape(bootstrap: str, name: str) -> tuple[int, set[int]]:
+    """(partition count, the set of replication factors) as Metadata reports them."""
+    topic = admin(bootstrap).list_topics(name, timeout=TIMEOUT_S).topics[name]
+    assert topic.error is None, topic.error
+    return len(topic.partitions), {len(p.replicas) for p in topic.partitions.values()}
+
+
+def test_auto_created_topic_takes_the_brokers_defaults(bootstrap):
+    name = _name()
+    delivered = produce(bootstrap, name, [(b"k%d" % i, b"v%d" % i) for i in range(20)])
+    assert len(delivered) == 20
+    assert _shape(bootstrap, name) == (NUM_PARTITIONS, {REPLICATION_FACTOR})
+    assert {m.partition() for m in delivered} <= set(range(NUM_PARTITIONS))
+
+
+def test_create_topics_with_minus_one_takes_the_brokers_defaults(bootstrap):
+    name, partitions_only, factor_only = _name(), _name(), _name()
+    client = admin(bootstrap)
+    futures = client.create_topics([
+        NewTopic(name, -1, -1), NewTopic(partitions_only, -1, 1), NewTopic(factor_only, 2, -1)])
+    for future in futures.values():
+        future.result(TIMEOUT_S)
+    assert _shape(bootstrap, name) == (NUM_PARTITIONS, {REPLICATION_FACTOR})
+    assert _shape(bootstrap, partitions_only) == (NUM_PARTITIONS, {1})
+    assert _shape(bootstrap, factor_only) == (2, {REPLICATION_FACTOR})
+    broker = ConfigResource("broker", "1")
+    described = client.describe_configs([broker])[broker].result(TIMEOUT_S)
+    assert described["num.partitions"].value == str(NUM_PARTITIONS)
+    assert described["default.replication.factor"].value == str(REPLICATION_FACTOR)
