@@ -13,6 +13,8 @@ import pytest
 from clients import TIMEOUT_S, admin, produce
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewTopic,
 )
@@ -53,6 +55,59 @@ def _refused(future) -> tuple[str, str]:
         future.result(TIMEOUT_S)
     error = raised.value.args[0]
     return error.name(), error.str()
+
+
+# -- 1. IncrementalAlterConfigs APPEND / SUBTRACT ------------------------------------------------
+
+
+def _alter(client, name: str, key: str, operation: AlterConfigOpType, value: str | None):
+    resource = ConfigResource("topic", name, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=operation)])
+    return client.incremental_alter_configs([resource])[resource]
+
+
+def _config(client, name: str, key: str):
+    resource = ConfigResource("topic", name)
+    return client.describe_configs([resource])[resource].result(TIMEOUT_S)[key]
+
+
+def test_append_and_subtract_on_a_list_config(bootstrap):
+    name = _name()
+    _create(bootstrap, name)
+    client = admin(bootstrap)
+    # From the default (delete): Kafka starts the list from the default when nothing is set.
+    _alter(client, name, "cleanup.policy", AlterConfigOpType.APPEND, "compact").result(TIMEOUT_S)
+    entry = _config(client, name, "cleanup.policy")
+    assert entry.value == "delete,compact"
+    assert not entry.is_default
+    # An element already present: nothing changes.
+    _alter(client, name, "cleanup.policy", AlterConfigOpType.APPEND, "compact").result(TIMEOUT_S)
+    assert _config(client, name, "cleanup.policy").value == "delete,compact"
+    _alter(client, name, "cleanup.policy", AlterConfigOpType.SUBTRACT, "delete").result(TIMEOUT_S)
+    assert _config(client, name, "cleanup.policy").value == "compact"
+    # An element absent: nothing changes.
+    _alter(client, name, "cleanup.policy", AlterConfigOpType.SUBTRACT, "delete").result(TIMEOUT_S)
+    assert _config(client, name, "cleanup.policy").value == "compact"
+
+
+def test_append_and_subtract_are_refused_where_kafka_refuses_them(bootstrap):
+    name = _name()
+    _create(bootstrap, name)
+    client = admin(bootstrap)
+    for operation, verb in ((AlterConfigOpType.APPEND, "APPEND"),
+                            (AlterConfigOpType.SUBTRACT, "SUBTRACT")):
+        code, message = _refused(_alter(client, name, "retention.ms", operation, "1000"))
+        assert code == "INVALID_CONFIG"
+        assert message == f"Can't {verb} to key retention.ms because its type is not LIST."
+    # The result is validated like a SET: an unknown policy, or no policy at all.
+    code, message = _refused(
+        _alter(client, name, "cleanup.policy", AlterConfigOpType.APPEND, "forever"))
+    assert code == "INVALID_CONFIG"
+    assert "cleanup.policy" in message and "delete,forever" in message
+    code, _ = _refused(_alter(client, name, "cleanup.policy", AlterConfigOpType.SUBTRACT, "delete"))
+    assert code == "INVALID_CONFIG"
+    entry = _config(client, name, "cleanup.policy")
+    assert (entry.value, entry.is_default) == ("delete", True)  # nothing half-applied
 
 
 # -- 4. The brokers' defaults for new topics ----------------------------------------------------

@@ -28,6 +28,7 @@ class ConfigDef:
     default: str
     parse: Callable[[str], object]
     doc: str
+    is_list: bool = False  # Kafka's ConfigDef type LIST: a comma-separated value
 
 
 def _int_in(low: int, high: int) -> Callable[[str], int]:
@@ -91,7 +92,8 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ),
         ConfigDef("index.interval.bytes", "4096", _int_in(0, INT32_MAX), "Index density"),
         ConfigDef("cleanup.policy", "delete", _cleanup_policy,
-                  "delete: by retention; compact: the last record of each key; or both"),
+                  "delete: by retention; compact: the last record of each key; or both",
+                  is_list=True),
         ConfigDef("delete.retention.ms", "86400000", _int_in(0, INT64_MAX),
                   "How long a compacted topic keeps tombstones"),
         ConfigDef("min.cleanable.dirty.ratio", "0.5", _ratio,

@@ -109,7 +109,10 @@ def _topic_from(result: dict) -> TopicImage:
 def apply_incremental(
     configs: Mapping[str, str], changes: Sequence[tuple[str, int, str | None]]
 ) -> dict[str, str | None]:
-    """IncrementalAlterConfigs on a topic's overrides: SET and DELETE (no list-valued configs)."""
+    """IncrementalAlterConfigs on a topic's overrides, as Kafka's controller does it: SET, DELETE,
+    and APPEND / SUBTRACT of comma-separated elements on list-typed configs (starting from the
+    override, else the default; appending a present element or subtracting an absent one changes
+    nothing). The result is validated afterwards like any SET."""
     overrides: dict[str, str | None] = dict(configs)
     for key, operation, value in changes:
         if operation == OP_SET:
@@ -118,8 +121,33 @@ def apply_incremental(
             if key not in topic_config.DEFINITIONS:
                 raise AdminError(errors.INVALID_CONFIG, f"Unknown topic config '{key}'")
             overrides.pop(key, None)
+        elif operation in (OP_APPEND, OP_SUBTRACT):
+            overrides[key] = _apply_list_op(overrides, key, operation, value)
         else:
             raise AdminError(
-                errors.INVALID_CONFIG, f"Config '{key}' is not a list: cannot APPEND/SUBTRACT"
+                errors.INVALID_REQUEST, f"Unknown config operation {operation} for key {key}"
             )
     return overrides
+
+
+def _apply_list_op(
+    overrides: Mapping[str, str | None], key: str, operation: int, value: str | None
+) -> str:
+    name = "APPEND" if operation == OP_APPEND else "SUBTRACT"
+    definition = topic_config.DEFINITIONS.get(key)
+    if definition is None:
+        raise AdminError(errors.INVALID_CONFIG, f"Unknown topic config '{key}'")
+    if not definition.is_list:
+        raise AdminError(
+            errors.INVALID_CONFIG, f"Can't {name} to key {key} because its type is not LIST."
+        )
+    if value is None:
+        raise AdminError(errors.INVALID_CONFIG, f"Can't {name} a null value to key {key}")
+    current = overrides.get(key)
+    elements = [e for e in (definition.default if current is None else current).split(",") if e]
+    for element in value.split(","):
+        if operation == OP_APPEND and element not in elements:
+            elements.append(element)
+        elif operation == OP_SUBTRACT and element in elements:
+            elements.remove(element)
+    return ",".join(elements)

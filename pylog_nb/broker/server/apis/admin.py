@@ -19,7 +19,7 @@ RESOURCE_BROKER = 4
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
-CONFIG_TYPE_STRING, CONFIG_TYPE_LONG = 2, 5
+CONFIG_TYPE_STRING, CONFIG_TYPE_LONG, CONFIG_TYPE_LIST = 2, 5, 7
 
 
 def _failure(error: Exception) -> dict:
@@ -137,7 +137,7 @@ def _topic_config_rows(overrides: Mapping[str, str], keys) -> list[dict]:
             "config_source": SOURCE_DYNAMIC_TOPIC if overridden else SOURCE_DEFAULT,
             "is_default": not overridden,
             "is_sensitive": False,
-            "config_type": CONFIG_TYPE_STRING,
+            "config_type": CONFIG_TYPE_LIST if definition.is_list else CONFIG_TYPE_STRING,
             "documentation": definition.doc,
         })
     return rows
