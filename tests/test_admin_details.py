@@ -11,11 +11,12 @@ import uuid
 
 import pytest
 from clients import TIMEOUT_S, admin, produce
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewPartitions,
     NewTopic,
 )
 
@@ -108,6 +109,43 @@ def test_append_and_subtract_are_refused_where_kafka_refuses_them(bootstrap):
     assert code == "INVALID_CONFIG"
     entry = _config(client, name, "cleanup.policy")
     assert (entry.value, entry.is_default) == ("delete", True)  # nothing half-applied
+
+
+# -- 2. CreatePartitions with a replica assignment ----------------------------------------------
+
+
+def test_create_partitions_keeps_the_requested_replica_order(bootstrap):
+    name = _name()
+    _create(bootstrap, name, partitions=1, replication_factor=2)
+    client = admin(bootstrap)
+    wanted = [[3, 1], [2, 3], [1, 2]]  # first replica: the preferred leader
+    client.create_partitions([NewPartitions(name, 4, replica_assignment=wanted)])[name].result(
+        TIMEOUT_S)
+    described = client.describe_topics(TopicCollection([name]))[name].result(TIMEOUT_S)
+    partitions = sorted(described.partitions, key=lambda p: p.id)
+    assert len(partitions) == 4
+    for partition, replicas in zip(partitions[1:], wanted, strict=True):
+        assert [node.id for node in partition.replicas] == replicas
+        assert partition.leader.id == replicas[0]
+    metadata = client.list_topics(name, timeout=TIMEOUT_S).topics[name].partitions
+    assert [metadata[i].replicas for i in (1, 2, 3)] == wanted
+    assert [metadata[i].leader for i in (1, 2, 3)] == [3, 2, 1]
+
+
+@pytest.mark.parametrize(("assignment", "message"), [
+    ([[1, 2]], "Adding 2 partition(s) needs as many assignments, got 1"),
+    ([[1, 2], [3, 3]], "Partition 2: replicas [3, 3] must be distinct"),
+    ([[1, 2], [3]], "Partition 2 has 1 replicas, not 2"),
+    ([[1, 2], [3, 9]], "Partition 2: brokers [9] are not registered"),
+])
+def test_create_partitions_refuses_a_bad_assignment(bootstrap, assignment, message):
+    name = _name()
+    _create(bootstrap, name, partitions=1, replication_factor=2)
+    client = admin(bootstrap)
+    future = client.create_partitions([NewPartitions(name, 3, replica_assignment=assignment)])
+    assert _refused(future[name]) == ("INVALID_REPLICA_ASSIGNMENT", message)
+    topic = client.list_topics(name, timeout=TIMEOUT_S).topics[name]
+    assert len(topic.partitions) == 1  # nothing created
 
 
 # -- 4. The brokers' defaults for new topics ----------------------------------------------------

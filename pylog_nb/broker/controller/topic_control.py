@@ -103,12 +103,14 @@ def _bad_assignment(message: str) -> ControllerError:
 
 
 def _checked_assignments(
-    image: ClusterImage, assignments: Sequence[Sequence[int]], width: int | None
+    image: ClusterImage, assignments: Sequence[Sequence[int]], width: int | None, first: int = 0
 ) -> list[tuple[int, ...]]:
-    """Manual replica lists: distinct, registered brokers, one width, one live broker each."""
+    """Manual replica lists (Kafka's validateManualPartitionAssignment): distinct, registered
+    brokers, one width, one live broker each. ``first``: the partition index of the first list.
+    The order is kept: the first replica is the preferred leader."""
     checked = [tuple(a) for a in assignments]
     width = len(checked[0]) if width is None else width
-    for index, replicas in enumerate(checked):
+    for index, replicas in enumerate(checked, start=first):
         if not replicas or len(set(replicas)) != len(replicas):
             raise _bad_assignment(f"Partition {index}: replicas {list(replicas)} must be distinct")
         if len(replicas) != width:
@@ -201,7 +203,7 @@ def plan_create_partitions(
                 f"Adding {count - current} partition(s) needs as many assignments, "
                 f"got {len(assignments)}"
             )
-        replica_sets = _checked_assignments(image, assignments, width)
+        replica_sets = _checked_assignments(image, assignments, width, current)
     else:
         _check_replication_factor(image, width)
         live = image.live_broker_ids()

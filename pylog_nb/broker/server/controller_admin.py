@@ -76,8 +76,17 @@ class ControllerAdmin:
         await self._call("delete_topic", name=name)
         return topic or TopicImage(name, NO_TOPIC_ID, (), MappingProxyType({}))
 
-    async def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
-        await self._call("create_partitions", name=name, count=count, validate_only=validate_only)
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] = (),
+        validate_only: bool = False,
+    ) -> None:
+        """Grow ``name`` to ``count`` partitions; ``assignments`` (one replica list per new
+        partition, the preferred leader first) or none for the controller's placement."""
+        await self._call("create_partitions", name=name, count=count,
+                         assignments=[list(a) for a in assignments], validate_only=validate_only)
 
     async def alter_configs(
         self, name: str, configs: Mapping[str, str | None], validate_only: bool = False

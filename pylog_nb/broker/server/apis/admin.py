@@ -90,8 +90,10 @@ async def handle_create_partitions(node: BrokerNode, request: Request) -> dict:
     results = []
     for wanted in body.topics:
         try:
+            # Kafka: each new partition's replicas in the order given, the first the leader
+            assignments = [a.broker_ids for a in wanted.assignments or ()]
             await node.topic_admin().create_partitions(
-                wanted.name, wanted.count, body.validate_only)
+                wanted.name, wanted.count, assignments, body.validate_only)
             results.append({"name": wanted.name, "error_code": errors.NONE})
         except AdminError as error:
             results.append({"name": wanted.name, **_failure(error)})
