@@ -13,6 +13,7 @@ import pytest
 from clients import TIMEOUT_S, admin, produce
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import (
+    AclOperation,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -146,6 +147,40 @@ def test_create_partitions_refuses_a_bad_assignment(bootstrap, assignment, messa
     assert _refused(future[name]) == ("INVALID_REPLICA_ASSIGNMENT", message)
     topic = client.list_topics(name, timeout=TIMEOUT_S).topics[name]
     assert len(topic.partitions) == 1  # nothing created
+
+
+# -- 3. Authorized operations -------------------------------------------------------------------
+
+TOPIC_OPERATIONS = {
+    AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+    AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+}
+CLUSTER_OPERATIONS = {
+    AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+}
+
+
+def test_describe_topics_with_authorized_operations(bootstrap):
+    name = _name()
+    _create(bootstrap, name)
+    client = admin(bootstrap)
+    topics = TopicCollection([name])
+    asked = client.describe_topics(topics, include_authorized_operations=True)[name]
+    assert set(asked.result(TIMEOUT_S).authorized_operations) == TOPIC_OPERATIONS
+    plain = client.describe_topics(topics)[name].result(TIMEOUT_S)
+    assert not plain.authorized_operations  # not asked: Kafka's "unknown" (-2^31)
+
+
+def test_describe_cluster_with_authorized_operations(bootstrap):
+    client = admin(bootstrap)
+    asked = client.describe_cluster(include_authorized_operations=True).result(TIMEOUT_S)
+    assert set(asked.authorized_operations) == CLUSTER_OPERATIONS
+    assert len(asked.nodes) == 3
+    plain = client.describe_cluster().result(TIMEOUT_S)
+    assert not plain.authorized_operations
 
 
 # -- 4. The brokers' defaults for new topics ----------------------------------------------------

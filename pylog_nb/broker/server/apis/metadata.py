@@ -11,7 +11,28 @@ from ...protocol.codec import ZERO_UUID, Request, advertised_api_keys
 from ..controller_admin import AdminError
 from ..node import CLUSTER_ID, BrokerNode
 
-AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)  # Kafka's answer when the client did not ask
+# Kafka's AclOperation codes
+OP_READ, OP_WRITE, OP_CREATE, OP_DELETE, OP_ALTER, OP_DESCRIBE = 3, 4, 5, 6, 7, 8
+OP_CLUSTER_ACTION, OP_DESCRIBE_CONFIGS, OP_ALTER_CONFIGS, OP_IDEMPOTENT_WRITE = 9, 10, 11, 12
+
+
+def _bitfield(*operations: int) -> int:
+    return sum(1 << op for op in set(operations))
+
+
+# With no authorizer Kafka allows everything: the answer is every operation valid for the
+# resource type (AclEntry.supportedOperations), one bit per AclOperation code.
+TOPIC_AUTHORIZED_OPERATIONS = _bitfield(
+    OP_READ, OP_WRITE, OP_CREATE, OP_DESCRIBE, OP_DELETE, OP_ALTER, OP_DESCRIBE_CONFIGS,
+    OP_ALTER_CONFIGS)
+CLUSTER_AUTHORIZED_OPERATIONS = _bitfield(
+    OP_CREATE, OP_CLUSTER_ACTION, OP_DESCRIBE_CONFIGS, OP_ALTER_CONFIGS, OP_IDEMPOTENT_WRITE,
+    OP_ALTER, OP_DESCRIBE)
+
+
+def _authorized(requested: bool, operations: int) -> int:
+    return operations if requested else AUTHORIZED_OPERATIONS_UNKNOWN
 
 
 def handle_api_versions(node: BrokerNode, request: Request) -> dict:
@@ -23,7 +44,8 @@ def handle_describe_cluster(node: BrokerNode, request: Request) -> dict:
         "cluster_id": CLUSTER_ID,
         "controller_id": node.controller_id,
         "brokers": node.brokers(),
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
+        "cluster_authorized_operations": _authorized(
+            request.body.include_cluster_authorized_operations, CLUSTER_AUTHORIZED_OPERATIONS),
     }
 
 
@@ -36,11 +58,18 @@ async def handle_metadata(node: BrokerNode, request: Request) -> dict:
     else:
         allow_create = getattr(body, "allow_auto_topic_creation", True)
         topics = [await _lookup(node, t, allow_create) for t in requested]
+    if getattr(body, "include_topic_authorized_operations", False):  # v8+
+        for topic in topics:
+            if topic["error_code"] == errors.NONE:
+                topic["topic_authorized_operations"] = TOPIC_AUTHORIZED_OPERATIONS
     return {
         "brokers": node.brokers(),
         "cluster_id": CLUSTER_ID,
         "controller_id": node.controller_id,
         "topics": topics,
+        "cluster_authorized_operations": _authorized(  # v8-v10 only
+            getattr(body, "include_cluster_authorized_operations", False),
+            CLUSTER_AUTHORIZED_OPERATIONS),
     }
 
 
