@@ -16,7 +16,8 @@ Theory of operation (Kafka's GroupCoordinator.scala, kfake's groups.go):
   ``__consumer_offsets`` (``AppendRecords`` + ``on_appended``), then answers all with their
   assignment (``SyncAnswer``) and the group is Stable. Members that do not sync within the
   rebalance timeout are removed.
-- Heartbeats keep a member alive for ``session_timeout_ms``; ``tick`` expires the rest. A member
+- Heartbeats keep a member alive for ``session_timeout_ms``; ``tick`` expires the rest, and
+  ``expire_due`` does the same for one group at the exact time of a request about it. A member
   parked in a join or sync is not expired (the rebalance timeout bounds those), except a brand
   new joiner, which gets Kafka's 5 minutes.
 - KIP-394: a dynamic joiner without member id may be told MEMBER_ID_REQUIRED with its id, and is
@@ -589,6 +590,16 @@ class GroupCoordinator:
             self._tick_group(group, now_ms, actions)
         return actions
 
+    def expire_due(self, group_id: str, now_ms: int) -> list[Action]:
+        """What ``tick(now_ms)`` does to one group, for a request about it: a deadline at or
+        before ``now_ms`` (a session, a pending member, a join or sync timeout) has passed
+        exactly then, however late the periodic tick comes (Kafka's exact heartbeat expiry)."""
+        actions: list[Action] = []
+        group = self._groups.get(group_id)
+        if group is not None and not self.loading:
+            self._tick_group(group, now_ms, actions)
+        return actions
+
     def _tick_group(self, group: Group, now_ms: int, actions: list[Action]) -> None:
         for member_id, deadline_ms in list(group.pending_members.items()):
             if now_ms >= deadline_ms:
@@ -739,10 +750,14 @@ class GroupCoordinator:
     def delete_groups(
         self, group_ids: Iterable[str], now_ms: int
     ) -> tuple[dict[str, int], list[Action]]:
-        """DeleteGroups: only groups without members; writes tombstones for group and offsets."""
+        """DeleteGroups: only groups without members; writes tombstones for group and offsets.
+
+        Members whose session ended at or before ``now_ms`` are gone first (``expire_due``).
+        """
         errors: dict[str, int] = {}
         actions: list[Action] = []
         for group_id in group_ids:
+            actions += self.expire_due(group_id, now_ms)
             group = self._groups.get(group_id)
             if self.loading:
                 errors[group_id] = COORDINATOR_LOAD_IN_PROGRESS

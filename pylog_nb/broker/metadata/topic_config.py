@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Errors, KafkaError
+from ..records import codecs
 from ..storage.config import LogConfig
 
 INT32_MAX = 2**31 - 1
@@ -72,6 +73,24 @@ def _ratio(text: str) -> float:
     return value
 
 
+# Topic compression.type: "producer" keeps each batch as sent; any other value is the codec the
+# leader rewrites batches with (Kafka's BrokerCompressionType, in its order).
+COMPRESSION_CODECS: dict[str, int | None] = {
+    "uncompressed": codecs.CODEC_NONE,
+    "zstd": codecs.CODEC_ZSTD,
+    "lz4": codecs.CODEC_LZ4,
+    "snappy": codecs.CODEC_SNAPPY,
+    "gzip": codecs.CODEC_GZIP,
+    "producer": None,
+}
+
+
+def _compression_type(text: str) -> str:
+    if text not in COMPRESSION_CODECS:
+        raise ValueError(f"String must be one of: {', '.join(COMPRESSION_CODECS)}")
+    return text
+
+
 SEGMENT_BYTES_MIN = 14  # Kafka's lower bound: one record batch header must fit
 DEFINITIONS: dict[str, ConfigDef] = {
     d.name: d
@@ -105,7 +124,8 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef(
             "unclean.leader.election.enable", "false", _bool, "Elect out-of-sync replicas"
         ),
-        ConfigDef("compression.type", "producer", _choice("producer"), "Kept as the producer sent"),
+        ConfigDef("compression.type", "producer", _compression_type,
+                  "producer: batches kept as sent; else the codec the leader rewrites them with"),
     )
 }
 
@@ -132,6 +152,11 @@ def effective(overrides: Mapping[str, str]) -> dict[str, Any]:
     return {
         name: d.parse(overrides.get(name, d.default)) for name, d in DEFINITIONS.items()
     }
+
+
+def compression_codec(overrides: Mapping[str, str]) -> int | None:
+    """The codec a leader writes this topic's batches with; None keeps the producer's."""
+    return COMPRESSION_CODECS[overrides.get("compression.type", "producer").strip()]
 
 
 def log_config(overrides: Mapping[str, str]) -> LogConfig:

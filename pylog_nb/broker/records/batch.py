@@ -448,3 +448,58 @@ def _decode_headers(
         value, pos = _decode_bytes(body, pos, end)
         headers.append((key, value))
     return tuple(headers), pos
+
+
+# ---------------------------------------------------------------------------------------------
+# Recompression (the leader's half of topic ``compression.type``)
+
+
+def recompress_batch(buf, pos: int, codec: int, *,
+                     decompressed_bytes_max: int = codecs.DECOMPRESSED_BYTES_MAX) -> bytes | None:
+    """The (CRC-checked) batch at ``pos`` with its records compressed by ``codec``; None when it
+    is left as it is: it uses ``codec`` already, or it is a control batch, or it is empty.
+
+    Like Kafka's LogValidator when the topic's codec differs from the producer's: the records
+    are checked (count, lengths, offset deltas 0..n-1) and their bytes kept exactly (keys,
+    values, headers, timestamp deltas); in the header only the codec bits, the batch length and
+    the CRC change. Base offset, leader epoch, timestamps, producer id, epoch, base sequence
+    and the transactional bit stay, so offsets and LogAppendTime are assigned afterwards as for
+    any batch. Malformed data raises ``InvalidRecordError``.
+    """
+    if codec not in codecs.CODEC_NAMES:
+        raise ValueError(f"unknown compression codec {codec}")
+    header = read_header(buf, pos)
+    if header.codec == codec or header.is_control or header.records_count == 0:
+        return None
+    body = _body(buf, pos, header, decompressed_bytes_max)
+    if header.records_count > len(body) // RECORD_BYTES_MIN:
+        raise InvalidRecordError(
+            f"{header.records_count} records cannot fit in {len(body)} bytes")
+    for expected, (offset_delta, _field, _end) in enumerate(
+            _key_fields(body, header.records_count)):
+        if offset_delta != expected:
+            raise InvalidRecordError(
+                f"record {expected} of the batch has offset delta {offset_delta}")
+    compressed = codecs.compress(codec, body)
+    attributes = (header.attributes & ~CODEC_MASK) | codec
+    return _sealed([
+        header.base_offset, HEADER_BYTES - LOG_OVERHEAD_BYTES + len(compressed),
+        header.partition_leader_epoch, MAGIC_V2, 0, attributes, header.last_offset_delta,
+        header.base_timestamp, header.max_timestamp, header.producer_id, header.producer_epoch,
+        header.base_sequence, header.records_count,
+    ], compressed)
+
+
+def recompress_batches(buf: bytearray, codec: int, *,
+                       decompressed_bytes_max: int = codecs.DECOMPRESSED_BYTES_MAX) -> bytearray:
+    """Every batch of ``buf`` (whole, CRC-checked batches) with ``codec``; ``buf`` itself, not a
+    copy, when no batch needed rewriting."""
+    rewritten: list[bytes] = []
+    pos, changed = 0, False
+    while pos < len(buf):
+        size_bytes = batch_size_at(buf, pos)
+        batch = recompress_batch(buf, pos, codec, decompressed_bytes_max=decompressed_bytes_max)
+        changed = changed or batch is not None
+        rewritten.append(bytes(buf[pos : pos + size_bytes]) if batch is None else batch)
+        pos += size_bytes
+    return bytearray(b"".join(rewritten)) if changed else buf

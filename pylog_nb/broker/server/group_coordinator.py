@@ -17,7 +17,8 @@ shell):
   (``offsets.commit.required.acks`` = -1) and reported back with ``on_appended`` once the ISR
   has them, or with the error that stopped them.
 - A timer calls ``tick`` (session, rebalance and join timeouts) and, less often, expires the
-  offsets of groups that have been empty longer than ``offsets.retention``.
+  offsets of groups that have been empty longer than ``offsets.retention``. ``route`` applies a
+  group's due deadlines before each request about it, so expiry is exact, not up to a tick late.
 """
 
 from __future__ import annotations
@@ -109,13 +110,20 @@ class GroupService:
         return len(topic.partitions) if topic is not None else None
 
     def route(self, group_id: str) -> Coordinator | None:
-        """The coordinator of ``group_id`` if this broker is it; None: NOT_COORDINATOR."""
+        """The coordinator of ``group_id`` if this broker is it; None: NOT_COORDINATOR.
+
+        Deadlines of the group due by now are applied first, so a request sees a member whose
+        session ended as gone even before the next ``tick`` (exact expiry, as Kafka's)."""
         count = self.partition_count()
         if count is None:
             return None
         partition = partition_for(group_id, count)
         core = self.cores.get(partition)
-        return None if core is None else Coordinator(partition, core)
+        if core is None:
+            return None
+        coordinator = Coordinator(partition, core)
+        self.run(coordinator, core.expire_due(group_id, self.now_ms()))
+        return coordinator
 
     async def find(self, group_id: str) -> tuple[int, dict | None]:
         """FindCoordinator: (error code, broker endpoint) for ``group_id``."""

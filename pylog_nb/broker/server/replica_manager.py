@@ -88,6 +88,7 @@ class Partition:
     state: PartitionImage
     leader: LeaderState | None = None
     follower: FollowerState | None = None
+    codec: int | None = None  # topic compression.type: what the leader writes; None: as sent
     waiters: list[Callable[[], None]] = field(default_factory=list)
 
     @property
@@ -180,10 +181,12 @@ class ReplicaManager:
         partition = self.partitions.get((topic.name, index))
         if partition is None:
             log = Log.open(self._partition_dir(topic.name, index), config, now_ms=self.now_ms)
-            partition = Partition(topic.name, index, log, state)
+            partition = Partition(topic.name, index, log, state,
+                                  codec=topic_config.compression_codec(topic.configs))
             self.partitions[(topic.name, index)] = partition
             return self._become(partition, topic, state)
         partition.log.config = config
+        partition.codec = topic_config.compression_codec(topic.configs)
         previous, partition.state = partition.state, state
         actions: list[Action] = []
         if (state.leader, state.leader_epoch) != (previous.leader, previous.leader_epoch):
@@ -281,7 +284,8 @@ class ReplicaManager:
                     f"ISR {list(leader.isr)} is smaller than "
                     f"min.insync.replicas={leader.min_insync_replicas}")
             info = partition.log.append_as_leader(
-                bytearray(records), leader_epoch=leader.leader_epoch, now_ms=now_ms)
+                bytearray(records), leader_epoch=leader.leader_epoch, now_ms=now_ms,
+                codec=partition.codec)
         except Exception as error:  # every failure becomes this partition's error code
             code = errors.error_code_of(error)
             if isinstance(error, ValueError) and not isinstance(error, errors.KafkaError):

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pylog_nb.broker.records.batch import has_keyless_record
+from pylog_nb.broker.records.batch import has_keyless_record, recompress_batches
 from pylog_nb.broker.records.header import (
     BatchHeader,
     InvalidRecordError,
@@ -380,14 +380,17 @@ class Log:
     # == appends =================================================================================
 
     def append_as_leader(
-        self, records: bytearray, *, leader_epoch: int, now_ms: int | None = None
+        self, records: bytearray, *, leader_epoch: int, now_ms: int | None = None,
+        codec: int | None = None,
     ) -> LogAppendInfo:
         """Validate, assign offsets from the LEO, stamp ``leader_epoch`` and append.
 
         ``records`` (one produce request's batches for this partition) is patched in place when
-        it is a ``bytearray``. Raises CorruptRecordError, RecordTooLargeError,
-        OutOfOrderSequenceError or InvalidProducerEpochError without touching the log. A retried
-        idempotent batch returns its original offsets with ``duplicate=True``.
+        it is a ``bytearray``. ``codec`` (the topic's ``compression.type``; None: ``producer``)
+        rewrites every batch with another codec first, as Kafka's LogValidator does. Raises
+        CorruptRecordError, RecordTooLargeError, OutOfOrderSequenceError or
+        InvalidProducerEpochError without touching the log. A retried idempotent batch returns
+        its original offsets with ``duplicate=True``.
         """
         self._check_open()
         if not self.leader_epoch_cache.latest_epoch <= leader_epoch <= INT32_MAX:
@@ -405,6 +408,8 @@ class Log:
         duplicate = self._check_producers(batches)
         if duplicate is not None:
             return duplicate
+        if codec is not None:
+            buf, batches = self._recompress(buf, batches, codec)
         append_time_ms = now if self.config.log_append_time else NO_TIMESTAMP
         self._assign_offsets(buf, batches, leader_epoch, append_time_ms)
         self.leader_epoch_cache.assign(leader_epoch, self._log_end_offset)
@@ -451,6 +456,22 @@ class Log:
             if self.config.compact:
                 _check_keys(buf, pos)
         return batches
+
+    def _recompress(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: int
+                    ) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+        """``buf`` with every batch in ``codec`` (the same buffer if all were), and its batches;
+        the size limit holds for what is stored."""
+        try:
+            rewritten = recompress_batches(buf, codec)
+        except InvalidRecordError as error:
+            raise CorruptRecordError(str(error)) from error
+        if rewritten is buf:
+            return buf, batches
+        if len(rewritten) > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"record set of {len(rewritten)} bytes once recompressed is larger than "
+                f"max_message_bytes {self.config.max_message_bytes}")
+        return rewritten, list(_validated_headers(rewritten))
 
     def _check_producers(self, batches: list[tuple[int, BatchHeader]]) -> LogAppendInfo | None:
         pending: dict[int, tuple[int, int]] = {}
