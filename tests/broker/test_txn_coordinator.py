@@ -1,0 +1,456 @@
+"""The transaction coordinator core: InitProducerId, AddPartitions/AddOffsets, EndTxn, markers,
+timeouts, fencing, failover and the admin answers, all sans-IO against ``txn_support.Shell``."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from txn_support import TIMEOUT_MS, Shell
+
+from pylog_nb.broker.errors import Errors
+from pylog_nb.broker.group.records import partition_for as offsets_partition_for
+from pylog_nb.broker.txn.coordinator import TransactionCoordinator
+from pylog_nb.broker.txn.metadata import TransactionState
+from pylog_nb.broker.txn.records import (
+    TransactionLogValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+
+E = Errors
+T0 = [("a", 0), ("a", 1), ("b", 0)]
+
+
+def begin(shell: Shell, txn: str = "t", partitions: list[tuple[str, int]] = T0) -> tuple[int, int]:
+    init = shell.init(txn)
+    assert init is not None and init.error_code == E.NONE
+    added = shell.add(txn, init.producer_id, init.producer_epoch, partitions)
+    assert added is not None and set(added.errors.values()) == {E.NONE}
+    return init.producer_id, init.producer_epoch
+
+
+def last_value(shell: Shell, txn: str = "t") -> TransactionLogValue | None:
+    values = [decode_value(v) for k, v in shell.log[shell.coordinator.partition_for(txn)]
+              if decode_key(k) == txn]
+    return values[-1]
+
+
+# -- InitProducerId ------------------------------------------------------------------------------
+
+
+def test_init_producer_id_gives_a_new_producer_id_at_epoch_0_once_committed() -> None:
+    shell = Shell()
+    shell.auto_commit = False
+    assert shell.init("t") is None  # parked until the Empty record is committed
+    shell.commit()
+    answer = shell.answers[1]
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (E.NONE, 1000, 0)
+    value = last_value(shell)
+    assert value is not None and value.transaction_status == 0 and value.partitions is None
+
+
+def test_re_init_bumps_the_epoch_and_keeps_the_producer_id() -> None:
+    shell = Shell()
+    first = shell.init("t")
+    second = shell.init("t", 30_000)
+    assert first is not None and second is not None
+    assert (second.producer_id, second.producer_epoch) == (first.producer_id, 1)
+    assert shell.coordinator.transaction("t").image.timeout_ms == 30_000
+
+
+def test_init_with_a_timeout_above_the_maximum_is_refused() -> None:
+    shell = Shell()
+    for timeout_ms in (0, -1, 900_001):
+        answer = shell.init("t", timeout_ms)
+        assert answer is not None and answer.error_code == E.INVALID_TRANSACTION_TIMEOUT
+    assert shell.coordinator.transaction("t") is None and not shell.log[0]
+
+
+def test_init_without_producer_ids_at_hand_is_retriable_load_in_progress() -> None:
+    shell = Shell()
+    shell.producer_ids_available = False
+    answer = shell.init("t")
+    assert answer is not None and answer.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert shell.coordinator.transaction("t") is None
+
+
+def test_failed_append_of_a_new_id_forgets_it() -> None:
+    shell = Shell()
+    shell.auto_commit = False
+    shell.init("t")
+    shell.fail(error_code=E.NOT_ENOUGH_REPLICAS)
+    assert shell.answers[1].error_code == E.COORDINATOR_NOT_AVAILABLE
+    assert shell.coordinator.transaction("t") is None
+    assert shell.coordinator.describe(["t"])[0].error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_epoch_exhaustion_moves_to_a_new_producer_id() -> None:
+    shell = Shell()
+    exhausted = TransactionLogValue(
+        producer_id=7, producer_epoch=32766, transaction_timeout_ms=TIMEOUT_MS,
+        transaction_status=4, partitions=(), last_update_timestamp_ms=0, start_timestamp_ms=0,
+    )
+    shell.log[0].append((encode_key("t"), encode_value(exhausted)))
+    shell.failover()
+    answer = shell.init("t", producer_id=7, producer_epoch=32766)
+    assert answer is not None and answer.error_code == E.NONE
+    assert (answer.producer_id, answer.producer_epoch) == (1000, 0)
+    assert shell.coordinator.transaction("t").image.previous_producer_id == 7
+    retry = shell.init("t", producer_id=7, producer_epoch=32766)  # lost answer: same id again
+    assert retry is not None and (retry.producer_id, retry.producer_epoch) == (1000, 0)
+
+
+def test_kip_360_init_with_current_epoch_bumps_a_retry_repeats_an_older_one_is_fenced() -> None:
+    shell = Shell()
+    first = shell.init("t")
+    assert first is not None
+    bumped = shell.init("t", producer_id=first.producer_id, producer_epoch=0)
+    assert bumped is not None and bumped.producer_epoch == 1
+    retry = shell.init("t", producer_id=first.producer_id, producer_epoch=0)
+    assert retry is not None and (retry.error_code, retry.producer_epoch) == (E.NONE, 1)
+    shell.init("t")  # another producer: epoch 2, the retry window closes
+    stale = shell.init("t", producer_id=first.producer_id, producer_epoch=0)
+    assert stale is not None and stale.error_code == E.PRODUCER_FENCED
+    old_version = shell.init("t", producer_id=first.producer_id, producer_epoch=0, version=3)
+    assert old_version is not None and old_version.error_code == E.INVALID_PRODUCER_EPOCH
+    other = shell.init("t", producer_id=4242, producer_epoch=3)
+    assert other is not None and other.error_code == E.PRODUCER_FENCED
+    assert shell.coordinator.transaction("t").producer_epoch == 2
+
+
+# -- a whole transaction -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_end_txn_writes_prepare_then_markers_on_exactly_the_added_partitions_then_complete(
+    committed: bool,
+) -> None:
+    shell = Shell()
+    shell.auto_markers = False
+    pid, epoch = begin(shell)
+    offsets = shell.add_offsets("t", pid, epoch, "group-1")
+    assert offsets is not None and offsets.error_code == E.NONE
+    assert shell.state() == "Ongoing"
+    end = shell.end("t", pid, epoch, committed)
+    assert end is not None and end.error_code == E.NONE
+    assert shell.state() == ("PrepareCommit" if committed else "PrepareAbort")
+    offsets_tp = ("__consumer_offsets", offsets_partition_for("group-1", 50))
+    (markers,) = shell.markers
+    assert set(markers.partitions) == {*T0, offsets_tp}
+    assert (markers.producer_id, markers.producer_epoch, markers.committed) == (
+        pid, epoch, committed)
+    shell.ack_markers()
+    assert shell.state() == ("CompleteCommit" if committed else "CompleteAbort")
+    statuses = [decode_value(v).transaction_status for _, v in shell.log[0]]  # type: ignore[union-attr]
+    assert statuses == [0, 1, 1, 2 if committed else 3, 4 if committed else 5]
+    final = last_value(shell)
+    assert final is not None and final.partitions == ()
+
+
+def test_add_partitions_answers_only_after_the_ongoing_record_is_committed() -> None:
+    shell = Shell()
+    init = shell.init("t")
+    assert init is not None
+    shell.auto_commit = False
+    assert shell.add("t", init.producer_id, 0, [("a", 0)]) is None
+    assert shell.state() == "Empty"
+    busy = shell.add("t", init.producer_id, 0, [("a", 1)])
+    assert busy is not None and busy.errors == {("a", 1): E.CONCURRENT_TRANSACTIONS}
+    shell.commit()
+    assert shell.answers[2].errors == {("a", 0): E.NONE}
+    assert shell.state() == "Ongoing"
+    again = shell.add("t", init.producer_id, 0, [("a", 0)])  # already in: no append
+    assert again is not None and again.errors == {("a", 0): E.NONE} and not shell.appends
+
+
+def test_refused_append_leaves_the_transaction_as_it_was() -> None:
+    shell = Shell()
+    pid, epoch = begin(shell, partitions=[("a", 0)])
+    shell.auto_commit = False
+    shell.add("t", pid, epoch, [("b", 0)])
+    shell.fail(error_code=E.NOT_LEADER_OR_FOLLOWER)
+    assert shell.answers[3].errors == {("b", 0): E.NOT_COORDINATOR}
+    meta = shell.coordinator.transaction("t")
+    assert meta.image.partitions == {("a", 0)} and meta.pending is None
+    shell.end("t", pid, epoch, True)
+    shell.fail(error_code=E.REQUEST_TIMED_OUT)
+    assert shell.answers[4].error_code == E.COORDINATOR_NOT_AVAILABLE
+    assert shell.state() == "Ongoing" and not shell.markers
+
+
+def test_end_txn_retried_after_complete_succeeds_the_other_outcome_is_invalid() -> None:
+    shell = Shell()
+    pid, epoch = begin(shell)
+    shell.end("t", pid, epoch, True)
+    retry = shell.end("t", pid, epoch, True)
+    assert retry is not None and retry.error_code == E.NONE
+    wrong = shell.end("t", pid, epoch, False)
+    assert wrong is not None and wrong.error_code == E.INVALID_TXN_STATE
+    assert len(shell.markers) == 1
+
+
+def test_requests_during_prepare_commit_get_concurrent_transactions() -> None:
+    shell = Shell()
+    shell.auto_markers = False
+    pid, epoch = begin(shell)
+    shell.end("t", pid, epoch, True)
+    add = shell.add("t", pid, epoch, [("c", 0)])
+    assert add is not None and add.errors == {("c", 0): E.CONCURRENT_TRANSACTIONS}
+    init = shell.init("t")
+    assert init is not None and init.error_code == E.CONCURRENT_TRANSACTIONS
+    again = shell.end("t", pid, epoch, True)
+    assert again is not None and again.error_code == E.CONCURRENT_TRANSACTIONS
+    abort = shell.end("t", pid, epoch, False)
+    assert abort is not None and abort.error_code == E.INVALID_TXN_STATE
+    shell.ack_markers()
+    init = shell.init("t")
+    assert init is not None and (init.error_code, init.producer_epoch) == (E.NONE, epoch + 1)
+
+
+def test_failed_markers_are_resent_on_tick_until_acknowledged() -> None:
+    shell = Shell()
+    shell.auto_markers = False
+    pid, epoch = begin(shell)
+    shell.end("t", pid, epoch, True)
+    shell.ack_markers(error_code=E.NOT_LEADER_OR_FOLLOWER)
+    assert shell.state() == "PrepareCommit"
+    shell.tick(100)
+    assert set(shell.markers[-1].partitions) == set(T0)
+    shell.ack_markers()
+    assert shell.state() == "CompleteCommit"
+
+
+def test_failed_complete_append_is_retried_on_tick() -> None:
+    shell = Shell()
+    pid, epoch = begin(shell)
+    shell.auto_commit = False
+    shell.end("t", pid, epoch, False)
+    shell.commit()  # PrepareAbort; markers land, CompleteAbort is appended
+    shell.fail()
+    assert shell.state() == "PrepareAbort"
+    shell.auto_commit = True
+    shell.tick(100)
+    assert shell.state() == "CompleteAbort"
+
+
+# -- out of order calls --------------------------------------------------------------------------
+
+
+def test_calls_before_init_producer_id_are_invalid_producer_id_mapping() -> None:
+    shell = Shell()
+    add = shell.add("t", 1, 0, [("a", 0)])
+    assert add is not None and add.errors == {("a", 0): E.INVALID_PRODUCER_ID_MAPPING}
+    offsets = shell.add_offsets("t", 1, 0, "g")
+    assert offsets is not None and offsets.error_code == E.INVALID_PRODUCER_ID_MAPPING
+    end = shell.end("t", 1, 0, True)
+    assert end is not None and end.error_code == E.INVALID_PRODUCER_ID_MAPPING
+    assert not shell.log[0] and shell.coordinator.transaction("t") is None
+
+
+def test_another_producer_id_is_invalid_producer_id_mapping() -> None:
+    shell = Shell()
+    pid, epoch = begin(shell)
+    end = shell.end("t", pid + 1, epoch, True)
+    assert end is not None and end.error_code == E.INVALID_PRODUCER_ID_MAPPING
+    assert shell.state() == "Ongoing"
+
+
+def test_end_txn_with_no_transaction_is_invalid_txn_state() -> None:
+    shell = Shell()
+    init = shell.init("t")
+    assert init is not None
+    for committed in (True, False):
+        end = shell.end("t", init.producer_id, 0, committed)
+        assert end is not None and end.error_code == E.INVALID_TXN_STATE
+    assert shell.state() == "Empty" and len(shell.log[0]) == 1
+
+
+@pytest.mark.parametrize("version, error", [(1, E.INVALID_PRODUCER_EPOCH), (2, E.PRODUCER_FENCED)])
+def test_stale_epoch_is_fenced_with_the_error_of_the_request_version(
+    version: int, error: int
+) -> None:
+    shell = Shell()
+    pid, epoch = begin(shell)
+    stale = epoch - 1
+    add = shell.add("t", pid, stale, [("z", 0)], version=version)
+    assert add is not None and add.errors == {("z", 0): error}
+    offsets = shell.add_offsets("t", pid, stale, "g", version=version)
+    assert offsets is not None and offsets.error_code == error
+    end = shell.end("t", pid, stale, True, version=version)
+    assert end is not None and end.error_code == error
+    assert shell.state() == "Ongoing"
+    assert shell.coordinator.transaction("t").image.partitions == set(T0)
+
+
+def test_ids_of_partitions_not_led_are_not_coordinator_and_loading_is_load_in_progress() -> None:
+    shell = Shell(partitions=4)
+    txn = "t"
+    partition = shell.coordinator.partition_for(txn)
+    shell.feed(shell.coordinator.unload(partition, 0))
+    init = shell.init(txn)
+    assert init is not None and init.error_code == E.NOT_COORDINATOR
+    shell.coordinator.begin_load(partition)
+    init = shell.init(txn)
+    assert init is not None and init.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert shell.coordinator.describe([txn])[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    listed = shell.coordinator.list_transactions()
+    assert listed.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    shell.coordinator.load(partition, [], 0, 1)
+    init = shell.init(txn)
+    assert init is not None and init.error_code == E.NONE
+    empty = shell.init("")
+    assert empty is not None and empty.error_code == E.INVALID_REQUEST
+
+
+# -- fencing and timeouts ------------------------------------------------------------------------
+
+
+def test_second_init_fences_the_zombie_and_aborts_its_transaction() -> None:
+    shell = Shell()
+    pid, epoch = begin(shell)
+    second = shell.init("t")
+    assert second is not None and second.error_code == E.CONCURRENT_TRANSACTIONS
+    (markers,) = shell.markers
+    assert not markers.committed and markers.producer_epoch == epoch + 1
+    assert set(markers.partitions) == set(T0)
+    assert shell.state() == "CompleteAbort"
+    zombie = shell.end("t", pid, epoch, True)
+    assert zombie is not None and zombie.error_code == E.PRODUCER_FENCED
+    zombie_add = shell.add("t", pid, epoch, [("x", 0)], version=1)
+    assert zombie_add is not None and zombie_add.errors == {("x", 0): E.INVALID_PRODUCER_EPOCH}
+    retry = shell.init("t")
+    assert retry is not None and (retry.error_code, retry.producer_epoch) == (E.NONE, epoch + 2)
+
+
+def test_the_zombie_is_refused_while_the_fencing_abort_is_being_written() -> None:
+    shell = Shell()
+    pid, epoch = begin(shell)
+    shell.auto_commit = False
+    shell.init("t")
+    meta = shell.coordinator.transaction("t")
+    assert meta.pending_state is TransactionState.PREPARE_EPOCH_FENCE
+    busy = shell.end("t", pid, epoch, True)
+    assert busy is not None and busy.error_code == E.CONCURRENT_TRANSACTIONS
+    shell.fail()  # the fencing abort is not written: nothing changed, the zombie's txn goes on
+    assert shell.state() == "Ongoing" and meta.producer_epoch == epoch and not shell.markers
+
+
+def test_tick_aborts_a_transaction_past_its_timeout_and_fences_its_producer() -> None:
+    shell = Shell()
+    pid, epoch = begin(shell)
+    shell.tick(TIMEOUT_MS)
+    assert shell.state() == "Ongoing"  # start + timeout < now, strictly
+    shell.tick(1)
+    assert shell.state() == "CompleteAbort"
+    (markers,) = shell.markers
+    assert not markers.committed and set(markers.partitions) == set(T0)
+    assert shell.events[-2].reason == "transaction timed out"
+    end = shell.end("t", pid, epoch, True)
+    assert end is not None and end.error_code == E.PRODUCER_FENCED
+
+
+def test_a_request_past_the_timeout_aborts_first_without_waiting_for_tick() -> None:
+    shell = Shell()
+    pid, epoch = begin(shell)
+    shell.auto_commit = False
+    shell.now_ms += TIMEOUT_MS + 1
+    end = shell.end("t", pid, epoch, True)
+    assert end is not None and end.error_code == E.CONCURRENT_TRANSACTIONS
+    shell.auto_commit = True
+    shell.commit()
+    assert shell.state() == "CompleteAbort"
+    end = shell.end("t", pid, epoch, True)
+    assert end is not None and end.error_code == E.PRODUCER_FENCED
+
+
+# -- failover ------------------------------------------------------------------------------------
+
+
+def test_failover_mid_prepare_commit_resends_the_markers_and_completes() -> None:
+    shell = Shell()
+    shell.auto_markers = False
+    pid, epoch = begin(shell)
+    shell.end("t", pid, epoch, True)
+    shell.failover(coordinator_epoch=3)
+    assert shell.state() == "PrepareCommit"
+    resent = shell.markers[-1]
+    assert resent.committed and resent.coordinator_epoch == 3 and set(resent.partitions) == set(T0)
+    shell.ack_markers()
+    assert shell.state() == "CompleteCommit"
+    init = shell.init("t")
+    assert init is not None and (init.producer_id, init.producer_epoch) == (pid, epoch + 1)
+
+
+def test_failover_keeps_an_ongoing_transaction_until_it_times_out() -> None:
+    shell = Shell()
+    pid, epoch = begin(shell)
+    shell.now_ms += 1_000
+    shell.failover()
+    assert shell.state() == "Ongoing" and not shell.markers
+    shell.tick(TIMEOUT_MS - 1_000 + 1)
+    assert shell.state() == "CompleteAbort" and set(shell.markers[0].partitions) == set(T0)
+
+
+def test_load_replays_tombstones_and_skips_other_key_versions() -> None:
+    shell = Shell()
+    begin(shell, "gone")
+    begin(shell, "kept")
+    shell.log[0].append((encode_key("gone"), None))
+    shell.log[0].append((b"\x00\x05" + struct.pack(">h", 1) + b"x", b"junk"))
+    shell.failover()
+    assert set(shell.coordinator.transactions) == {"kept"}
+
+
+def test_unload_answers_parked_requests_not_coordinator_and_ignores_late_appends() -> None:
+    shell = Shell()
+    shell.auto_commit = False
+    shell.init("t")
+    append_id = min(shell.appends)
+    shell.feed(shell.coordinator.unload(0, 0))
+    assert shell.answers[1].error_code == E.NOT_COORDINATOR
+    assert shell.coordinator.on_appended(append_id, 0, 0) == []
+    assert shell.coordinator.transaction("t") is None
+
+
+# -- verification, Describe, List ----------------------------------------------------------------
+
+
+def test_verify_only_reports_membership_and_changes_nothing() -> None:
+    shell = Shell()
+    pid, epoch = begin(shell, partitions=[("a", 0)])
+    answer = shell.add("t", pid, epoch, [("a", 0), ("a", 9)], verify_only=True)
+    assert answer is not None
+    assert answer.errors == {("a", 0): E.NONE, ("a", 9): E.INVALID_TXN_STATE}
+    assert shell.coordinator.transaction("t").image.partitions == {("a", 0)}
+
+
+def test_describe_and_list_transactions() -> None:
+    shell = Shell(partitions=3)
+    pid, epoch = begin(shell, "one")
+    init = shell.init("two")
+    assert init is not None
+    shell.now_ms = 500
+    (one, two, missing) = shell.coordinator.describe(["one", "two", "nope"])
+    assert (one.state, one.producer_id, one.producer_epoch) == ("Ongoing", pid, epoch)
+    assert one.topics == (("a", (0, 1)), ("b", (0,))) and one.transaction_start_time_ms == 0
+    assert (two.state, two.topics, two.transaction_timeout_ms) == ("Empty", (), TIMEOUT_MS)
+    assert missing.error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+    coordinator = shell.coordinator
+    everything = coordinator.list_transactions()
+    assert {t.transactional_id for t in everything.transactions} == {"one", "two"}
+    ongoing = coordinator.list_transactions(["Ongoing", "Bogus"])
+    assert [t.transactional_id for t in ongoing.transactions] == ["one"]
+    assert ongoing.unknown_state_filters == ("Bogus",)
+    by_pid = coordinator.list_transactions(producer_id_filters=[init.producer_id])
+    assert [t.transactional_id for t in by_pid.transactions] == ["two"]
+    long_running = coordinator.list_transactions(duration_filter_ms=500, now_ms=500)
+    assert [t.transactional_id for t in long_running.transactions] == ["one"]
+    assert not coordinator.list_transactions(duration_filter_ms=501, now_ms=500).transactions
+
+
+def test_coordinator_for_several_partitions_routes_by_kafkas_hash() -> None:
+    coordinator = TransactionCoordinator(50, 50, lambda: 1)
+    assert coordinator.partition_for("polygenelubricants") == 0
