@@ -3,6 +3,7 @@ timeouts, fencing, failover and the admin answers, all sans-IO against ``txn_sup
 
 from __future__ import annotations
 
+import random
 import struct
 
 import pytest
@@ -10,8 +11,15 @@ from txn_support import TIMEOUT_MS, Shell
 
 from pylog_nb.broker.errors import Errors
 from pylog_nb.broker.group.records import partition_for as offsets_partition_for
+from pylog_nb.broker.txn.actions import (
+    Action,
+    AppendRecords,
+    InitProducerIdAnswer,
+    TxnStateChanged,
+    WriteTxnMarkers,
+)
 from pylog_nb.broker.txn.coordinator import TransactionCoordinator
-from pylog_nb.broker.txn.metadata import TransactionState
+from pylog_nb.broker.txn.metadata import VALID_PREVIOUS_STATES, TransactionState, TxnImage
 from pylog_nb.broker.txn.records import (
     TransactionLogValue,
     decode_key,
@@ -454,3 +462,244 @@ def test_describe_and_list_transactions() -> None:
 def test_coordinator_for_several_partitions_routes_by_kafkas_hash() -> None:
     coordinator = TransactionCoordinator(50, 50, lambda: 1)
     assert coordinator.partition_for("polygenelubricants") == 0
+
+
+# -- seeded random model -------------------------------------------------------------------------
+
+MODEL_TXNS = ("t0", "t1", "t2")
+MODEL_PARTITIONS = (("a", 0), ("a", 1), ("b", 0), ("b", 1))
+MODEL_TIMEOUT_MS = 20_000
+MODEL_STEPS = 60
+MODEL_SCHEDULES = 300
+S = TransactionState
+
+
+class ModelShell(Shell):
+    """A shell whose appends and markers wait for the schedule, checking invariants as it goes."""
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(partitions=2)
+        self.auto_commit = False
+        self.auto_markers = False
+        self.rng = rng
+        self.handles: dict[str, list[tuple[int, int]]] = {t: [] for t in MODEL_TXNS}
+        self.end_requests: set[tuple[str, int, int, bool]] = set()
+        self.checked: dict[int, int] = {0: 0, 1: 0}  # log records already checked
+        self.last: dict[str, TransactionLogValue] = {}  # the latest record per id
+        self.acked: dict[str, set[tuple[str, int]]] = {}  # markers acknowledged, this Prepare
+        self.answered_epoch: dict[int, int] = {}  # producer id -> highest epoch answered
+        self.initing = False
+
+    # -- invariants as the actions go by ---------------------------------------------------------
+
+    def _carry_out(self, action: Action) -> list[Action]:
+        if isinstance(action, WriteTxnMarkers):
+            self._check_markers(action)
+        if isinstance(action, AppendRecords):
+            self._check_fence(action)
+        if isinstance(action, TxnStateChanged):
+            self._check_reason(action)
+        if isinstance(action, InitProducerIdAnswer) and action.error_code == E.NONE:
+            previous = self.answered_epoch.get(action.producer_id, -1)
+            assert action.producer_epoch >= previous, "epochs never go back"
+            self.answered_epoch[action.producer_id] = action.producer_epoch
+            self.handles[action.transactional_id].append(
+                (action.producer_id, action.producer_epoch)
+            )
+        return super()._carry_out(action)
+
+    def _check_markers(self, markers: WriteTxnMarkers) -> None:
+        value = self.last_record(markers.transactional_id)
+        wanted = S.PREPARE_COMMIT if markers.committed else S.PREPARE_ABORT
+        assert value is not None and value.transaction_status == wanted, "markers before Prepare"
+        assert (value.producer_id, value.producer_epoch) == (
+            markers.producer_id, markers.producer_epoch)
+        assert set(markers.partitions) <= _partitions(value), "markers beyond the transaction"
+
+    def _check_fence(self, append: AppendRecords) -> None:
+        """A bumped-epoch abort comes from a re-init, or else from a timeout that is due."""
+        ((_, data),) = append.records
+        value = decode_value(data)
+        last = self.last_record(append.transactional_id)
+        assert value is not None
+        fence = (
+            value.transaction_status == S.PREPARE_ABORT
+            and last is not None
+            and value.producer_epoch > last.producer_epoch
+        )
+        if fence and not self.initing:
+            assert last is not None
+            due_ms = last.start_timestamp_ms + last.transaction_timeout_ms
+            assert due_ms < append.now_ms, "aborted before its timeout"
+
+    def init(self, txn: str = "t", timeout_ms: int = TIMEOUT_MS, **kwargs: int) -> (
+        InitProducerIdAnswer | None
+    ):
+        self.initing = True
+        try:
+            return super().init(txn, timeout_ms, **kwargs)
+        finally:
+            self.initing = False
+
+    def _check_reason(self, event: TxnStateChanged) -> None:
+        key = (event.transactional_id, event.producer_id, event.producer_epoch)
+        if event.new_state == "PrepareCommit":
+            assert event.reason == "EndTxn" and (*key, True) in self.end_requests
+        elif event.new_state == "PrepareAbort" and event.reason == "EndTxn":
+            assert (*key, False) in self.end_requests
+        elif event.new_state == "PrepareAbort":
+            assert event.reason in ("InitProducerId", "transaction timed out"), event
+
+    def last_record(self, txn: str) -> TransactionLogValue | None:
+        self.check_log()
+        return self.last.get(txn)
+
+    def check_log(self) -> None:
+        """Walk the records committed since the last call: transitions, epochs, markers."""
+        for partition, records in self.log.items():
+            for key, data in records[self.checked[partition] :]:
+                txn = decode_key(key)
+                value = decode_value(data)
+                assert txn is not None and value is not None
+                self._check_record(txn, value)
+                self.last[txn] = value
+            self.checked[partition] = len(records)
+
+    def _check_record(self, txn: str, value: TransactionLogValue) -> None:
+        new = S(value.transaction_status)
+        previous = self.last.get(txn)
+        if previous is None:
+            assert new is S.EMPTY, value
+            return
+        old = S(previous.transaction_status)
+        assert old in VALID_PREVIOUS_STATES[new], (txn, old, new)
+        if value.producer_id == previous.producer_id:
+            assert value.producer_epoch >= previous.producer_epoch, "epochs never go back"
+        if new is S.ONGOING and old is S.ONGOING:
+            assert _partitions(value) >= _partitions(previous), "a transaction only grows"
+        if new in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            assert old in (S.ONGOING, new) and _partitions(value) == _partitions(previous)
+            self.acked[txn] = set()
+        if new in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            assert self.acked.pop(txn) == _partitions(previous), "markers != partitions added"
+            assert (value.producer_id, value.producer_epoch) == (
+                previous.producer_id, previous.producer_epoch)
+
+    def check_state(self) -> None:
+        """Nothing half-applied: every id's committed state is its latest record's."""
+        self.check_log()
+        for txn in MODEL_TXNS:
+            pending = [a for a in self.appends.values() if a.transactional_id == txn]
+            assert len(pending) <= 1, "one change at a time per transactional id"
+            meta = self.coordinator.transaction(txn)
+            value = self.last.get(txn)
+            if meta is None:
+                assert value is None or not pending
+                continue
+            if value is None:
+                assert meta.pending is not None and meta.producer_epoch == -1
+                continue
+            image = meta.image
+            assert (image.producer_id, image.producer_epoch, int(image.state)) == (
+                value.producer_id, value.producer_epoch, value.transaction_status)
+            assert image.partitions == _partitions(value)
+            assert image.start_timestamp_ms == value.start_timestamp_ms
+
+    # -- the schedule's moves --------------------------------------------------------------------
+
+    def ack_one(self, error_code: int) -> None:
+        markers = self.rng.choice(self.markers_open)
+        if error_code == E.NONE:
+            self.acked.setdefault(markers.transactional_id, set()).update(markers.partitions)
+        self.feed(self._ack(markers, error_code))
+
+    def handle(self, txn: str) -> tuple[int, int]:
+        handles = self.handles[txn]
+        if not handles or self.rng.random() < 0.05:
+            return (self.rng.choice([1000, 1001, 5555]), self.rng.choice([0, 1, 2]))
+        return handles[-1] if self.rng.random() < 0.75 else self.rng.choice(handles)
+
+    def failover_landing_some(self) -> None:
+        """The new leader has some outstanding appends (replicated in time), not others."""
+        for append_id in sorted(self.appends):
+            if self.rng.random() < 0.5:
+                self.log[self.appends[append_id].partition].extend(self.appends[append_id].records)
+        self.check_log()
+        for txn in self.acked:
+            self.acked[txn] = set()  # the new coordinator re-sends every marker
+        self.failover(coordinator_epoch=self.rng.randrange(1, 100))
+
+    def step(self) -> None:
+        rng = self.rng
+        txn = rng.choice(MODEL_TXNS)
+        move = rng.random()
+        if move < 0.12:
+            pid, epoch = self.handle(txn)
+            kip_360 = {"producer_id": pid, "producer_epoch": epoch} if rng.random() < 0.3 else {}
+            self.init(txn, MODEL_TIMEOUT_MS, **kip_360)
+        elif move < 0.27:
+            pid, epoch = self.handle(txn)
+            self.add(txn, pid, epoch, rng.sample(MODEL_PARTITIONS, rng.randint(1, 2)))
+        elif move < 0.32:
+            pid, epoch = self.handle(txn)
+            self.add_offsets(txn, pid, epoch, rng.choice(["g1", "g2"]))
+        elif move < 0.42:
+            pid, epoch = self.handle(txn)
+            committed = rng.random() < 0.7
+            self.end_requests.add((txn, pid, epoch, committed))
+            self.end(txn, pid, epoch, committed)
+        elif move < 0.65 and self.appends:
+            append_id = rng.choice(sorted(self.appends))
+            if rng.random() < 0.85:
+                self.commit(append_id)
+            else:
+                self.fail(append_id, rng.choice([E.NOT_ENOUGH_REPLICAS, E.NOT_LEADER_OR_FOLLOWER]))
+        elif move < 0.82 and self.markers_open:
+            self.ack_one(E.NONE if rng.random() < 0.85 else E.NOT_LEADER_OR_FOLLOWER)
+        elif move < 0.97:
+            self.tick(rng.choice([0, 100, 100, 1_000, 1_000, 5_000, 15_000]))
+        else:
+            self.failover_landing_some()
+        self.check_state()
+
+    def drain(self) -> None:
+        """No more faults: everything outstanding completes, open transactions time out."""
+        for _ in range(100):
+            if self.appends:
+                self.commit()
+            elif self.markers_open:
+                self.ack_one(E.NONE)
+            elif any(m.state is not S.EMPTY and m.state not in (S.COMPLETE_COMMIT,
+                     S.COMPLETE_ABORT) for m in self.coordinator.transactions.values()):
+                self.tick(MODEL_TIMEOUT_MS + 1)
+            else:
+                break
+            self.check_state()
+        for meta in self.coordinator.transactions.values():
+            assert meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT), meta
+        images = {t: m.image for t, m in self.coordinator.transactions.items()}
+        self.failover()
+        rebuilt = {t: m.image for t, m in self.coordinator.transactions.items()}
+        assert {t: _essence(i) for t, i in rebuilt.items()} == {
+            t: _essence(i) for t, i in images.items()}
+
+
+def _partitions(value: TransactionLogValue) -> set[tuple[str, int]]:
+    return {(topic, p) for topic, ids in (value.partitions or ()) for p in ids}
+
+
+def _essence(image: TxnImage) -> tuple[object, ...]:
+    return (image.producer_id, image.producer_epoch, image.state, image.partitions,
+            image.timeout_ms, image.start_timestamp_ms)
+
+
+@pytest.mark.parametrize("block", range(MODEL_SCHEDULES // 50))
+def test_random_schedules_keep_the_transaction_invariants(block: int) -> None:
+    for seed in range(block * 50, (block + 1) * 50):
+        shell = ModelShell(random.Random(seed))
+        try:
+            for _ in range(MODEL_STEPS):
+                shell.step()
+            shell.drain()
+        except AssertionError as error:
+            raise AssertionError(f"seed {seed}: {error}") from error
