@@ -333,17 +333,22 @@ def test_second_init_fences_the_zombie_and_aborts_its_transaction() -> None:
     assert retry is not None and (retry.error_code, retry.producer_epoch) == (E.NONE, epoch + 2)
 
 
-def test_the_zombie_is_refused_while_the_fencing_abort_is_being_written() -> None:
+def test_the_zombie_is_fenced_while_the_fencing_abort_is_written_and_a_failure_undoes_all() -> None:
     shell = Shell()
     pid, epoch = begin(shell)
     shell.auto_commit = False
     shell.init("t")
     meta = shell.coordinator.transaction("t")
     assert meta.pending_state is TransactionState.PREPARE_EPOCH_FENCE
-    busy = shell.end("t", pid, epoch, True)
-    assert busy is not None and busy.error_code == E.CONCURRENT_TRANSACTIONS
+    assert meta.producer_epoch == epoch  # committed state unchanged until the append commits
+    zombie = shell.end("t", pid, epoch, True)
+    assert zombie is not None and zombie.error_code == E.PRODUCER_FENCED  # as Kafka answers
     shell.fail()  # the fencing abort is not written: nothing changed, the zombie's txn goes on
     assert shell.state() == "Ongoing" and meta.producer_epoch == epoch and not shell.markers
+    assert meta.pending is None and meta.pending_state is None
+    shell.auto_commit = True
+    end = shell.end("t", pid, epoch, True)
+    assert end is not None and end.error_code == E.NONE
 
 
 def test_tick_aborts_a_transaction_past_its_timeout_and_fences_its_producer() -> None:
@@ -360,13 +365,14 @@ def test_tick_aborts_a_transaction_past_its_timeout_and_fences_its_producer() ->
     assert end is not None and end.error_code == E.PRODUCER_FENCED
 
 
-def test_a_request_past_the_timeout_aborts_first_without_waiting_for_tick() -> None:
+def test_a_request_past_the_timeout_aborts_first_and_is_fenced_without_waiting_for_tick() -> None:
     shell = Shell()
     pid, epoch = begin(shell)
     shell.auto_commit = False
     shell.now_ms += TIMEOUT_MS + 1
     end = shell.end("t", pid, epoch, True)
-    assert end is not None and end.error_code == E.CONCURRENT_TRANSACTIONS
+    assert end is not None and end.error_code == E.PRODUCER_FENCED
+    assert shell.state() == "Ongoing"  # the abort is being written
     shell.auto_commit = True
     shell.commit()
     assert shell.state() == "CompleteAbort"
@@ -459,6 +465,32 @@ def test_describe_and_list_transactions() -> None:
     assert not coordinator.list_transactions(duration_filter_ms=501, now_ms=500).transactions
 
 
+def test_idle_transactional_id_expires_with_a_tombstone() -> None:
+    shell = Shell()
+    shell.coordinator = TransactionCoordinator(
+        1, 50, shell.producer_id, transactional_id_expiration_ms=100_000
+    )
+    shell.coordinator.begin_load(0)
+    shell.coordinator.load(0, [], 0, 0)
+    pid, epoch = begin(shell)
+    shell.tick(200_000)  # the transaction times out first: aborted, then idle
+    assert shell.state() == "CompleteAbort"
+    shell.auto_commit = False
+    shell.tick(100_000)
+    assert shell.coordinator.transaction("t").pending_state is TransactionState.DEAD
+    busy = shell.init("t")
+    assert busy is not None and busy.error_code == E.CONCURRENT_TRANSACTIONS
+    shell.commit()
+    assert shell.log[0][-1] == (encode_key("t"), None)
+    assert shell.coordinator.transaction("t") is None
+    assert shell.coordinator.describe(["t"])[0].error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+    shell.auto_commit = True
+    again = shell.init("t")
+    assert again is not None and again.producer_id != pid and again.producer_epoch == 0
+    shell.failover()
+    assert shell.coordinator.transaction("t").producer_id == again.producer_id
+
+
 def test_coordinator_for_several_partitions_routes_by_kafkas_hash() -> None:
     coordinator = TransactionCoordinator(50, 50, lambda: 1)
     assert coordinator.partition_for("polygenelubricants") == 0
@@ -469,6 +501,7 @@ def test_coordinator_for_several_partitions_routes_by_kafkas_hash() -> None:
 MODEL_TXNS = ("t0", "t1", "t2")
 MODEL_PARTITIONS = (("a", 0), ("a", 1), ("b", 0), ("b", 1))
 MODEL_TIMEOUT_MS = 20_000
+MODEL_EXPIRATION_MS = 40_000  # transactional.id.expiration.ms, short so ids expire in schedules
 MODEL_STEPS = 60
 MODEL_SCHEDULES = 300
 S = TransactionState
@@ -489,6 +522,14 @@ class ModelShell(Shell):
         self.acked: dict[str, set[tuple[str, int]]] = {}  # markers acknowledged, this Prepare
         self.answered_epoch: dict[int, int] = {}  # producer id -> highest epoch answered
         self.initing = False
+
+    def new_coordinator(self) -> TransactionCoordinator:
+        return TransactionCoordinator(
+            self.partitions,
+            self.offsets_partitions,
+            self.producer_id,
+            transactional_id_expiration_ms=MODEL_EXPIRATION_MS,
+        )
 
     # -- invariants as the actions go by ---------------------------------------------------------
 
@@ -521,7 +562,10 @@ class ModelShell(Shell):
         ((_, data),) = append.records
         value = decode_value(data)
         last = self.last_record(append.transactional_id)
-        assert value is not None
+        if value is None:  # a tombstone: only for an id idle past the expiration
+            assert last is not None and last.transaction_status in (S.EMPTY, *COMPLETE)
+            assert append.now_ms - last.last_update_timestamp_ms >= MODEL_EXPIRATION_MS
+            return
         fence = (
             value.transaction_status == S.PREPARE_ABORT
             and last is not None
@@ -560,7 +604,10 @@ class ModelShell(Shell):
             for key, data in records[self.checked[partition] :]:
                 txn = decode_key(key)
                 value = decode_value(data)
-                assert txn is not None and value is not None
+                assert txn is not None
+                if value is None:
+                    self.last.pop(txn)
+                    continue
                 self._check_record(txn, value)
                 self.last[txn] = value
             self.checked[partition] = len(records)
@@ -682,6 +729,9 @@ class ModelShell(Shell):
         rebuilt = {t: m.image for t, m in self.coordinator.transactions.items()}
         assert {t: _essence(i) for t, i in rebuilt.items()} == {
             t: _essence(i) for t, i in images.items()}
+
+
+COMPLETE = (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
 
 
 def _partitions(value: TransactionLogValue) -> set[tuple[str, int]]:

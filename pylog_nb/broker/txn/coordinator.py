@@ -27,6 +27,8 @@ Theory of operation (Kafka's TransactionCoordinator.scala, TransactionMetadata, 
   boundary is exact, before any request on that id, like the group core's ``expire_due``).
 - Fencing errors: PRODUCER_FENCED for the request versions that know it (KIP-588), else
   INVALID_PRODUCER_EPOCH.
+- An id idle (Empty, CompleteCommit, CompleteAbort) for ``transactional_id_expiration_ms`` is
+  expired by ``tick``: Dead while its tombstone is appended, then forgotten.
 - ``begin_load`` / ``load`` rebuild a partition's ids from its records on becoming leader
   (latest record per key; a tombstone deletes); PrepareCommit/PrepareAbort ones re-send their
   markers, Ongoing ones are left to time out. ``unload`` forgets them on losing leadership.
@@ -97,6 +99,7 @@ TRANSACTIONAL_ID_NOT_FOUND = int(Errors.TRANSACTIONAL_ID_NOT_FOUND)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms, Kafka's default (15 min)
+TRANSACTIONAL_ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms (7 days)
 # One AddPartitionsToTxn names the partitions a producer wrote since its last add; a client
 # batches a few hundred at most. More means a broken client, refused rather than stored.
 PARTITIONS_PER_ADD_MAX = 10_000
@@ -174,12 +177,14 @@ class TransactionCoordinator:
         producer_id_source: ProducerIdSource,
         *,
         transaction_max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS,
+        transactional_id_expiration_ms: int = TRANSACTIONAL_ID_EXPIRATION_MS,
     ) -> None:
         assert transaction_state_partitions > 0 and offsets_topic_partitions > 0
-        assert transaction_max_timeout_ms > 0
+        assert transaction_max_timeout_ms > 0 and transactional_id_expiration_ms > 0
         self.transaction_state_partitions = transaction_state_partitions
         self.offsets_topic_partitions = offsets_topic_partitions
         self.transaction_max_timeout_ms = transaction_max_timeout_ms
+        self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self._producer_id_source = producer_id_source
         self._partitions: dict[int, _Partition] = {}
         self._txns: dict[str, TransactionMetadata] = {}
@@ -458,13 +463,16 @@ class TransactionCoordinator:
         return actions
 
     def tick(self, now_ms: int) -> list[Action]:
-        """Abort timed-out transactions; re-send failed markers and failed Complete appends."""
+        """Abort timed-out transactions, expire idle ids; re-send failed markers and Completes."""
         actions: list[Action] = []
         for meta in list(self._txns.values()):
             if self._partitions[meta.partition].loading:
                 continue
             if meta.timed_out(now_ms):
                 self._fence_and_abort(meta, "transaction timed out", now_ms, actions)
+            elif self._expired(meta, now_ms):
+                target = replace(meta.image, state=S.DEAD, last_update_timestamp_ms=now_ms)
+                self._append(meta, target, None, "transactional id expired", now_ms, actions)
             elif meta.state in PREPARE_STATES and meta.pending is None:
                 if meta.markers_retry:
                     self._send_markers(meta, meta.markers_retry, now_ms, actions)
@@ -472,6 +480,15 @@ class TransactionCoordinator:
                 elif not meta.markers_pending and meta.complete_retry:
                     self._complete(meta, now_ms, actions)
         return actions
+
+    def _expired(self, meta: TransactionMetadata, now_ms: int) -> bool:
+        """Kafka's removeExpiredTransactionalIds: idle (Empty or Complete) for the expiration."""
+        idle_ms = now_ms - meta.image.last_update_timestamp_ms
+        return (
+            meta.pending is None
+            and meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+            and idle_ms >= self.transactional_id_expiration_ms
+        )
 
     def _fence_and_abort(
         self, meta: TransactionMetadata, reason: str, now_ms: int, actions: list[Action]
@@ -542,6 +559,8 @@ class TransactionCoordinator:
                 reason=pending.reason,
             )
         )
+        if meta.state is S.DEAD:  # the tombstone is written: the id is gone
+            del self._txns[meta.transactional_id]
         if pending.reply is not None:
             answer = CONCURRENT_TRANSACTIONS if pending.reply.fence else NONE
             self._answer(pending.reply, meta.transactional_id, answer, now_ms, actions, meta.image)
@@ -589,7 +608,8 @@ class TransactionCoordinator:
         self._pending_appends[append_id] = _PendingAppend(
             meta.transactional_id, meta.partition, target, reply, created, reason
         )
-        record = (encode_key(meta.transactional_id), encode_value(target.to_value()))
+        value = None if target.state is S.DEAD else encode_value(target.to_value())
+        record = (encode_key(meta.transactional_id), value)
         actions.append(
             AppendRecords(
                 transactional_id=meta.transactional_id,
@@ -631,7 +651,7 @@ class TransactionCoordinator:
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return None, INVALID_PRODUCER_ID_MAPPING
-        if meta.producer_epoch != producer_epoch:
+        if meta.producer_epoch != producer_epoch or _fenced_by_pending(meta, producer_epoch):
             return None, PRODUCER_FENCED
         return meta, NONE
 
@@ -742,7 +762,9 @@ class TransactionCoordinator:
         for transactional_id in transactional_ids:
             partition = self._partitions.get(self.partition_for(transactional_id))
             meta = self._txns.get(transactional_id)
-            if partition is None:
+            if not transactional_id:
+                described.append(TransactionDescription(INVALID_REQUEST, transactional_id))
+            elif partition is None:
                 described.append(TransactionDescription(NOT_COORDINATOR, transactional_id))
             elif partition.loading:
                 described.append(
@@ -789,6 +811,19 @@ class TransactionCoordinator:
 
 
 # -- pure rules ----------------------------------------------------------------------------------
+
+
+def _fenced_by_pending(meta: TransactionMetadata, producer_epoch: int) -> bool:
+    """While the fencing abort is appended, Kafka already answers the old epoch as fenced.
+
+    Only the answer: the epoch itself changes when the append commits (and not if it fails).
+    """
+    pending = meta.pending
+    return (
+        meta.pending_state is S.PREPARE_EPOCH_FENCE
+        and pending is not None
+        and producer_epoch < pending.producer_epoch
+    )
 
 
 def _is_valid_producer_id(image: TxnImage, expected: tuple[int, int]) -> bool:
