@@ -231,6 +231,19 @@ def test_failed_markers_are_resent_on_tick_until_acknowledged() -> None:
     assert shell.state() == "CompleteCommit"
 
 
+def test_markers_refused_by_a_newer_coordinator_are_not_resent() -> None:
+    shell = Shell()
+    shell.auto_markers = False
+    pid, epoch = begin(shell)
+    shell.end("t", pid, epoch, True)
+    shell.ack_markers(error_code=E.TRANSACTION_COORDINATOR_FENCED)
+    shell.tick(100)
+    assert len(shell.markers) == 1 and shell.state() == "PrepareCommit"
+    shell.failover()  # the newer coordinator resends them all
+    shell.ack_markers(error_code=E.UNSUPPORTED_FOR_MESSAGE_FORMAT)  # old format: nothing to mark
+    assert shell.state() == "CompleteCommit"
+
+
 def test_failed_complete_append_is_retried_on_tick() -> None:
     shell = Shell()
     pid, epoch = begin(shell)

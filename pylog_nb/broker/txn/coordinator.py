@@ -104,6 +104,10 @@ TRANSACTIONAL_ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000  # transactional.id.expira
 # batches a few hundred at most. More means a broken client, refused rather than stored.
 PARTITIONS_PER_ADD_MAX = 10_000
 
+# WriteTxnMarkers outcomes per partition (Kafka's TransactionMarkerRequestCompletionHandler).
+MARKER_WRITTEN = frozenset({NONE, int(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT)})
+MARKER_FENCED = frozenset({INVALID_PRODUCER_EPOCH, int(Errors.TRANSACTION_COORDINATOR_FENCED)})
+
 INIT = "InitProducerId"
 ADD_PARTITIONS = "AddPartitionsToTxn"
 ADD_OFFSETS = "AddOffsetsToTxn"
@@ -225,9 +229,10 @@ class TransactionCoordinator:
         """
         reply = _Reply(INIT, request_id, version)
         actions: list[Action] = []
-        error = self._refusal(transactional_id, now_ms, actions)
-        if error == NONE and not 0 < transaction_timeout_ms <= self.transaction_max_timeout_ms:
-            error = INVALID_TRANSACTION_TIMEOUT
+        if transactional_id and not 0 < transaction_timeout_ms <= self.transaction_max_timeout_ms:
+            error = INVALID_TRANSACTION_TIMEOUT  # Kafka checks it before finding the id
+        else:
+            error = self._refusal(transactional_id, now_ms, actions)
         if error != NONE:
             return self._answer(reply, transactional_id, error, now_ms, actions)
         expected = None
@@ -314,8 +319,9 @@ class TransactionCoordinator:
         transaction (NONE) or not (INVALID_TXN_STATE), changing nothing.
         """
         wanted = tuple(dict.fromkeys(partitions))
-        assert len(wanted) <= PARTITIONS_PER_ADD_MAX, len(wanted)
         reply = _Reply(ADD_PARTITIONS, request_id, version, wanted)
+        if len(wanted) > PARTITIONS_PER_ADD_MAX:
+            return self._answer(reply, transactional_id, INVALID_REQUEST, now_ms, [])
         if verify_only:
             return self._verify(transactional_id, producer_id, producer_epoch, reply, now_ms)
         return self._add(transactional_id, producer_id, producer_epoch, reply, now_ms)
@@ -441,8 +447,11 @@ class TransactionCoordinator:
     ) -> list[Action]:
         """The shell's report on ``WriteTxnMarkers``: an error code per partition.
 
-        NONE acknowledges the partition; any other error leaves it to be re-sent on ``tick``.
-        A report for another producer id/epoch, or after the transaction completed, is stale.
+        NONE (or UNSUPPORTED_FOR_MESSAGE_FORMAT: no markers in old formats) acknowledges the
+        partition; INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED mean a newer
+        coordinator owns the id, so the partition is not re-sent (Kafka abandons the send; this
+        coordinator is about to be unloaded); any other error re-sends it on ``tick``. A report
+        for another producer id/epoch, or after the transaction completed, is stale.
         """
         actions: list[Action] = []
         meta = self._txns.get(transactional_id)
@@ -453,10 +462,10 @@ class TransactionCoordinator:
         for topic_partition, error_code in results.items():
             if topic_partition not in meta.markers_pending:
                 continue
-            if error_code == NONE:
+            if error_code in MARKER_WRITTEN:
                 meta.markers_pending.discard(topic_partition)
                 meta.markers_retry.discard(topic_partition)
-            else:
+            elif error_code not in MARKER_FENCED:
                 meta.markers_retry.add(topic_partition)
         if not meta.markers_pending and meta.pending is None:
             self._complete(meta, now_ms, actions)
@@ -757,7 +766,11 @@ class TransactionCoordinator:
     # -- DescribeTransactions / ListTransactions -------------------------------------------------
 
     def describe(self, transactional_ids: Iterable[str]) -> list[TransactionDescription]:
-        """DescribeTransactions: the committed state of each id (Kafka's describe)."""
+        """DescribeTransactions: the committed state of each id (Kafka's describe).
+
+        An id whose first InitProducerId is still being appended is not found yet (Kafka lists
+        it at epoch -1 from its cache; here nothing exists before it is committed).
+        """
         described = []
         for transactional_id in transactional_ids:
             partition = self._partitions.get(self.partition_for(transactional_id))
