@@ -473,9 +473,9 @@ def test_describe_and_list_transactions() -> None:
     assert ongoing.unknown_state_filters == ("Bogus",)
     by_pid = coordinator.list_transactions(producer_id_filters=[init.producer_id])
     assert [t.transactional_id for t in by_pid.transactions] == ["two"]
-    long_running = coordinator.list_transactions(duration_filter_ms=500, now_ms=500)
+    long_running = coordinator.list_transactions(duration_filter_ms=499, now_ms=500)
     assert [t.transactional_id for t in long_running.transactions] == ["one"]
-    assert not coordinator.list_transactions(duration_filter_ms=501, now_ms=500).transactions
+    assert not coordinator.list_transactions(duration_filter_ms=500, now_ms=500).transactions
 
 
 def test_idle_transactional_id_expires_with_a_tombstone() -> None:

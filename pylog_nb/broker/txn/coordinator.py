@@ -800,8 +800,9 @@ class TransactionCoordinator:
         now_ms: int = 0,
     ) -> ListTransactionsResult:
         """ListTransactions: ids in any of ``state_filters`` with any of the producer ids
-        (an empty filter matches all); v1's ``duration_filter_ms`` keeps transactions running
-        at least that long. Unknown state names are echoed back, as Kafka does."""
+        (an empty filter matches all); v1's ``duration_filter_ms`` (KIP-994, "running longer
+        than") keeps Ongoing transactions started more than that long before ``now_ms``.
+        Unknown state names are echoed back, as Kafka does."""
         wanted_states = set()
         unknown = []
         for name in state_filters:
@@ -949,4 +950,4 @@ def _running_at_least(meta: TransactionMetadata, duration_ms: int, now_ms: int) 
     if duration_ms < 0:
         return True
     start_ms = meta.image.start_timestamp_ms
-    return meta.state is S.ONGOING and start_ms >= 0 and now_ms - start_ms >= duration_ms
+    return meta.state is S.ONGOING and start_ms >= 0 and now_ms - start_ms > duration_ms
