@@ -1,6 +1,8 @@
 """Produce: validate and append each partition's batches, answer per partition.
 
-acks=0 gets no response at all; acks=1 is answered after the leader's append; acks=all waits
+Transactional batches (a ``transactional_id``) are accepted from a producer whose state is valid
+for idempotence; the log opens its transaction at the first one. acks=0 gets no response at all;
+acks=1 is answered after the leader's append; acks=all waits
 until the high watermark covers the batch (the leader's replication core resolves a future), or
 fails with REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS_AFTER_APPEND. A partition whose ISR is
 smaller than ``min.insync.replicas`` refuses acks=all with NOT_ENOUGH_REPLICAS before writing.
@@ -22,8 +24,9 @@ PRODUCE_TIMEOUT_MS_MAX = 2**31 - 1
 
 async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
     body = request.body
-    if body.transactional_id is not None:
-        return _reject_all(body, errors.INVALID_REQUEST, "transactions are not supported")
+    # Transactional batches are checked by the log as for idempotence (epoch, sequence, an
+    # open transaction). KIP-890 verification (the partition added to the transaction through
+    # AddPartitionsToTxn) comes with the transaction coordinator.
     if body.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
         return _reject_all(body, errors.INVALID_REQUIRED_ACKS, f"acks={body.acks} is invalid")
     timeout_ms = min(max(0, duration_ms(body.timeout)), PRODUCE_TIMEOUT_MS_MAX)
