@@ -322,3 +322,46 @@ def test_compaction_keeps_markers_and_the_aborted_list(tmp_path):
     assert aborted_entries(log) == before
     log.close()
     assert aborted_entries(open_log(path, segment_bytes=200, cleanup_policy="compact")) == before
+
+
+def values_in(log: Log) -> list[tuple[int, bytes]]:
+    out = []
+    for segment in log.segments:
+        if segment.size_bytes:
+            data = log.read(segment.base_offset, 10**6).read_bytes()
+            _, records = zip(*[decode_batch(data, pos) for pos in _positions(data)], strict=True)
+            out += [(r.offset, r.value) for batch in records for r in batch]
+    return out
+
+
+def _positions(data: bytes) -> list[int]:
+    positions, pos = [], 0
+    for header in batches_in(data):
+        positions.append(pos)
+        pos += header.size_bytes
+    return positions
+
+
+def test_compaction_drops_aborted_records_which_never_supersede_committed_ones(tmp_path):
+    log = open_log(tmp_path / "t-0", segment_bytes=200, cleanup_policy="compact",
+                   min_cleanable_dirty_ratio=0.0, file_delete_delay_ms=0)
+    committer, aborter, opener = Producer(1), Producer(2), Producer(3)
+    append(log, committer, 1, key=b"k", tag="committed")  # 0
+    end_txn(log, committer, commit=True)  # 1
+    log.roll()
+    append(log, aborter, 1, key=b"k", tag="aborted")  # 2
+    end_txn(log, aborter, commit=False)  # 3
+    log.roll()
+    append(log, opener, 1, key=b"k", tag="open")  # 4: undecided, the LSO stays here
+    log.roll()
+    append(log, Producer(-1), 1, transactional=False, key=b"x")  # 5
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 4
+    assert [s for s, _ in log.cleanable_segments()][-1].base_offset == 2  # not past the LSO
+    assert cleaner.clean(log, 10**12) is not None
+    kept = values_in(log)
+    assert (0, b"committed1-0") in kept  # the aborted record did not supersede it
+    assert all(not value.startswith(b"aborted") for _, value in kept)
+    assert (4, b"open3-0") in kept
+    assert aborted_entries(log) == [AbortedTxn(2, 2, 3, 4)]

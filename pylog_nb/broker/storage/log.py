@@ -869,11 +869,13 @@ class Log:
         return min(max(self._first_dirty_offset, self._log_start_offset), self._log_end_offset)
 
     def cleanable_segments(self) -> list[tuple[LogSegment, int]]:
-        """The inactive segments wholly below the HW, oldest first, each with the offset where
-        the next one begins: all the cleaner may touch."""
+        """The inactive segments wholly below the LSO (so below the HW, every transaction in
+        them decided), oldest first, each with the offset where the next one begins: all the
+        cleaner may touch."""
         cleanable = []
+        last_stable_offset = self.last_stable_offset
         for segment, next_segment in zip(self._segments, self._segments[1:], strict=False):
-            if next_segment.base_offset > self._high_watermark:
+            if next_segment.base_offset > last_stable_offset:
                 break
             cleanable.append((segment, next_segment.base_offset))
         return cleanable

@@ -149,6 +149,9 @@ class ProducerStateManager:
         self._producers: dict[int, ProducerStateEntry] = {}
         # Transactions ended by a marker the HW has not passed yet: (first offset, last offset).
         self._unreplicated: list[tuple[int, int]] = []
+        # First offset of each open transaction by producer id (mirrors the entries), so the
+        # LSO costs O(open transactions), not O(producers), on every fetch.
+        self._ongoing: dict[int, int] = {}
 
     @property
     def producers(self) -> dict[int, ProducerStateEntry]:
@@ -158,16 +161,16 @@ class ProducerStateManager:
     @property
     def ongoing_txns(self) -> dict[int, int]:
         """First offset of each open transaction, by producer id."""
-        return {pid: e.current_txn_first_offset for pid, e in self._producers.items()
-                if e.current_txn_first_offset >= 0}
+        return dict(self._ongoing)
 
     @property
     def first_unstable_offset(self) -> int | None:
         """The lowest first offset of an open or not yet replicated transaction, or None."""
-        firsts = [e.current_txn_first_offset for e in self._producers.values()
-                  if e.current_txn_first_offset >= 0]
-        firsts += [first for first, _ in self._unreplicated]
-        return min(firsts, default=None)
+        first = min(self._ongoing.values(), default=None)
+        for unreplicated_first, _ in self._unreplicated:
+            if first is None or unreplicated_first < first:
+                first = unreplicated_first
+        return first
 
     def on_high_watermark_update(self, high_watermark: int) -> None:
         """Transactions whose marker is below the HW are replicated: they no longer hold the
@@ -248,6 +251,7 @@ class ProducerStateManager:
                                          first_offset, not marker.commit)
                 self._unreplicated.append((entry.current_txn_first_offset, first_offset))
             entry.current_txn_first_offset = -1
+            self._ongoing.pop(header.producer_id, None)
             entry.coordinator_epoch = marker.coordinator_epoch
             return completed
         entry.batches.append(
@@ -261,13 +265,13 @@ class ProducerStateManager:
         )
         if header.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
+            self._ongoing[header.producer_id] = first_offset
         return None
 
     def last_stable_offset_after(self, completed: CompletedTxn) -> int:
         """Where the LSO stands once ``completed`` ended (an AbortedTxn's last stable offset):
         the first offset of another open transaction, else just past the marker."""
-        others = [e.current_txn_first_offset for pid, e in self._producers.items()
-                  if pid != completed.producer_id and e.current_txn_first_offset >= 0]
+        others = [first for pid, first in self._ongoing.items() if pid != completed.producer_id]
         return min(others, default=completed.last_offset + 1)
 
     def truncate_head(self, log_start_offset: int) -> None:
@@ -282,6 +286,7 @@ class ProducerStateManager:
         """Forget everything, snapshots included (the log was emptied)."""
         self._producers.clear()
         self._unreplicated.clear()
+        self._ongoing.clear()
         for offset in self.snapshot_offsets():
             self._snapshot_path(offset).unlink(missing_ok=True)
 
@@ -335,11 +340,14 @@ class ProducerStateManager:
         self.delete_snapshots_after(log_end_offset)
         self._producers = {}
         self._unreplicated = []
+        self._ongoing = {}
         start_offset = log_start_offset
         for snapshot_offset in reversed(self.snapshot_offsets()):
             producers = self._read_snapshot(snapshot_offset)
             if producers is not None:
                 self._producers, start_offset = producers, snapshot_offset
+                self._ongoing = {pid: e.current_txn_first_offset for pid, e in producers.items()
+                                 if e.current_txn_first_offset >= 0}
                 break
             self._snapshot_path(snapshot_offset).unlink(missing_ok=True)
         completed_txns = []
