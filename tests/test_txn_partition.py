@@ -7,14 +7,15 @@ InitProducerId) and the commit/abort markers are written through the leader-side
 WriteTxnMarkers handler takes). A confluent-kafka consumer with ``isolation.level``
 read_committed then sees exactly the committed and non-transactional records below the LSO, and
 read_uncommitted sees every record; a SIGKILLed and restarted broker keeps the LSO and the
-aborted transactions.
+aborted transactions; a follower that becomes leader knows the open transaction it replicated.
 """
 
 from __future__ import annotations
 
 import wire
-from clients import TIMEOUT_S, create_topic
+from clients import TIMEOUT_S, admin, create_topic, wait_for
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import NewTopic
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.metadata import topic_config
@@ -130,3 +131,43 @@ def test_read_committed_sees_committed_records_up_to_the_lso_across_restarts(
                 14, 11, [(aborter.producer_id, 1)]), round_
             cluster.kill(1)
             cluster.restart(1)
+
+
+def leader_row(cluster: LocalCluster, topic: str) -> dict:
+    rows = [row for rows in cluster.describe().values() for row in rows
+            if row["topic"] == topic and row["role"] == "leader"]
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def led_by_another(cluster: LocalCluster, topic: str, old: int) -> bool:
+    return any(row["topic"] == topic and row["role"] == "leader" and row["leader"] != old
+               for rows in cluster.describe().values() for row in rows)
+
+
+def test_follower_rebuilds_the_open_transaction_and_keeps_the_lso_as_new_leader(
+        tmp_path, topic_name):
+    with LocalCluster(brokers=2, data_dir=tmp_path) as cluster:
+        client = admin(cluster.bootstrap_servers)
+        client.create_topics([NewTopic(topic_name, 1, 2)])[topic_name].result(TIMEOUT_S)
+        wait_for(lambda: len(leader_row(cluster, topic_name)["isr"]) == 2, "an ISR of two")
+        old = leader_row(cluster, topic_name)["leader"]
+        leader_address = f"{cluster.host}:{cluster.brokers[old].port}"
+        with wire.connect(leader_address) as sock:
+            producer = TxnProducer(sock, "open")
+            plain(sock, topic_name, [b"before"])  # 0
+            producer.send(sock, topic_name, 2)  # 1-2, acks=all: on both replicas
+            plain(sock, topic_name, [b"after"])  # 3
+        row = leader_row(cluster, topic_name)
+        assert (row["high_watermark"], row["last_stable_offset"]) == (4, 1)
+        assert row["open_transactions"] == [{"producer_id": producer.producer_id,
+                                             "first_offset": 1}]
+        cluster.kill(old)
+        wait_for(lambda: led_by_another(cluster, topic_name, old), "a new leader")
+        row = leader_row(cluster, topic_name)
+        assert row["last_stable_offset"] == 1 and row["open_transactions"] == [
+            {"producer_id": producer.producer_id, "first_offset": 1}]
+        new_bootstrap = f"{cluster.host}:{cluster.brokers[row['leader']].port}"
+        assert read_all(new_bootstrap, topic_name, "read_committed") == ([b"before"], 1)
+        values, _ = read_all(new_bootstrap, topic_name, "read_uncommitted")
+        assert values == [b"before", b"open-0", b"open-1", b"after"]
