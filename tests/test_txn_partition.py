@@ -23,6 +23,7 @@ from pylog_nb.broker.records.batch import encode_batch
 from pylog_nb.broker.storage import Log
 
 PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 TXN_ID = "tx-partition-test"
 
 
@@ -103,6 +104,13 @@ def test_read_committed_sees_committed_records_up_to_the_lso_across_restarts(
             committed = committer.send(sock, topic_name, 2)  # 4-5
             aborted += aborter.send(sock, topic_name, 2)  # 6-7
             plain(sock, topic_name, [b"plain-1"])  # 8
+            # Transactional records without a transactional id: refused whole, as Kafka does.
+            stray = encode_batch([(None, b"stray", (), 1)], producer_id=aborter.producer_id,
+                                 producer_epoch=aborter.epoch, base_sequence=aborter.seq,
+                                 is_transactional=True)
+            response = wire.call(sock, PRODUCE, 7, wire.produce_body(topic_name, stray, acks=-1))
+            assert response.responses[0].partition_responses[0].error_code == \
+                TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         # The markers, as WriteTxnMarkers will write them, on the partition's leader log.
         cluster.kill(1)
         directory = tmp_path / "broker-1" / f"{topic_name}-0"

@@ -441,10 +441,7 @@ def _aborted_transactions(partition: Partition, target: FetchTarget, data) -> li
     if data is None or data.size_bytes == 0:
         return []
     log = partition.log
-    upper = partition.last_stable_offset
-    for segment in log.segments:
-        if segment.base_offset == data.segment_base_offset:
-            upper = min(upper, segment.next_offset)
+    upper = log.fetch_upper_bound_offset(data, partition.last_stable_offset)
     return [{"producer_id": txn.producer_id, "first_offset": txn.first_offset}
             for txn in log.collect_aborted_transactions(target.fetch_offset, upper)]
 

@@ -378,6 +378,15 @@ class Log:
         lso = self._high_watermark if first is None else min(first, self._high_watermark)
         return max(lso, self._log_start_offset)
 
+    def fetch_upper_bound_offset(self, data: FetchDataInfo, max_offset: int) -> int:
+        """Where the records of a read end at the latest: a read stays within one segment, so
+        the end of that segment, or ``max_offset`` if lower (what aborted transactions of a
+        read_committed fetch are collected up to)."""
+        i = self._segment_index_for(data.segment_base_offset)
+        if i < 0 or self._segments[i].base_offset != data.segment_base_offset:
+            return max_offset
+        return min(max_offset, self._segments[i].next_offset)
+
     def collect_aborted_transactions(self, fetch_offset: int, upper_bound_offset: int
                                      ) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset), oldest first

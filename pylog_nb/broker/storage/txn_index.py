@@ -11,9 +11,10 @@ Theory of operation (Kafka's EndTransactionMarker, ``AbortedTxn`` and ``Transact
   (the marker's offset) and last stable offset i64 (where the LSO stood once the transaction
   ended): 34 bytes, big-endian. A read_committed Fetch returns the entries that overlap the
   records it returns, so the client drops the aborted records.
-- The file is not kept in memory (aborted transactions are rare, the file small): ``collect``
-  reads it. It is rebuilt on recovery from the log and the producer state (``Log``), cut on
-  truncation, fsynced with its segment and deleted with it. A torn last entry is ignored.
+- The entries are not kept in memory (aborted transactions are rare, the file small):
+  ``collect`` reads the file, and remembers only that a segment has none (most segments). It
+  is rebuilt on recovery from the log and the producer state (``Log``), cut on truncation,
+  fsynced with its segment and deleted with it. A torn last entry is ignored.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class TransactionIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
+        self._absent = False  # known to have no file: reads skip the filesystem
 
     def append(self, entry: AbortedTxn) -> None:
         last = self.entries()
@@ -99,14 +101,18 @@ class TransactionIndex:
                 os.truncate(self.path, size - size % ENTRY_BYTES)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         data = _ENTRY.pack(ABORTED_TXN_VERSION, *entry)
+        self._absent = False
         written = os.write(self._fd, data)
         assert written == len(data)
 
     def entries(self) -> list[AbortedTxn]:
         """Every whole entry in the file (a torn last one is skipped)."""
+        if self._absent:
+            return []
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
+            self._absent = True
             return []
         found = []
         for pos in range(0, len(data) - ENTRY_BYTES + 1, ENTRY_BYTES):
@@ -139,7 +145,9 @@ class TransactionIndex:
         self.close()
         if not entries:
             self.path.unlink(missing_ok=True)
+            self._absent = True
             return
+        self._absent = False
         write_atomically(self.path, b"".join(_ENTRY.pack(ABORTED_TXN_VERSION, *e)
                                              for e in entries))
 
@@ -155,3 +163,4 @@ class TransactionIndex:
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+        self._absent = True
