@@ -3,6 +3,8 @@ state with open transactions across restarts, crashes and follower truncation.""
 
 from __future__ import annotations
 
+import os
+import random
 import struct
 
 import crc32c
@@ -365,3 +367,76 @@ def test_compaction_drops_aborted_records_which_never_supersede_committed_ones(t
     assert all(not value.startswith(b"aborted") for _, value in kept)
     assert (4, b"open3-0") in kept
     assert aborted_entries(log) == [AbortedTxn(2, 2, 3, 4)]
+
+
+def rebuilt_from_scratch(log: Log, scratch) -> tuple[dict[int, int], list[AbortedTxn]]:
+    """Open transactions and aborted list replayed from the log start with no snapshot: what
+    any reopened, recovered or truncated log must agree with."""
+    state = ProducerStateManager(scratch)
+    aborted = []
+    for header, marker in log._replay_headers(log.log_start_offset):
+        completed = state.update(header, header.base_offset, marker)
+        if completed is not None and completed.is_aborted:
+            aborted.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                      completed.last_offset,
+                                      state.last_stable_offset_after(completed)))
+    return state.ongoing_txns, aborted
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_appends_markers_crashes_and_truncations_keep_the_invariants(tmp_path, seed):
+    """Producers open, commit and abort transactions at random between rolls, flushes, clean
+    closes, crashes that tear the unflushed tail, and follower truncations; after each step
+    the open transactions, the aborted list and the LSO equal a replay from scratch."""
+    rng = random.Random(seed)
+    path, scratch = tmp_path / "t-0", tmp_path / "scratch"
+    scratch.mkdir()
+    log = open_log(path, segment_bytes=400)
+    producers = {pid: Producer(pid) for pid in (1, 2, 3)}
+    in_txn = dict.fromkeys(producers, False)
+    flushed = {}  # active segment file -> bytes fsynced
+    for step in range(150):
+        op = rng.choice(["txn", "txn", "plain", "commit", "abort", "roll", "flush", "close",
+                         "crash", "truncate"])
+        pid = rng.choice(list(producers))
+        if op == "txn":
+            append(log, producers[pid], rng.randint(1, 3))
+            in_txn[pid] = True
+        elif op == "plain":
+            append(log, Producer(-1), 1, transactional=False)
+        elif op in ("commit", "abort"):
+            end_txn(log, producers[pid], commit=op == "commit")
+            in_txn[pid] = False
+        elif op == "roll":
+            log.roll()
+        elif op == "flush":
+            log.flush()
+            active = log.segments[-1].path
+            flushed[active] = active.stat().st_size
+        elif op in ("close", "crash"):
+            active = log.segments[-1].path
+            if op == "close":
+                log.close()
+            else:
+                log.close_handlers()
+                size = active.stat().st_size
+                keep = max(flushed.get(active, 0), size - rng.randint(0, 120))
+                os.truncate(active, keep)  # the unflushed tail, torn anywhere
+            log = open_log(path, segment_bytes=400)
+        elif op == "truncate" and log.log_end_offset > 0:
+            log.truncate_to(max(0, log.log_end_offset - rng.randint(1, 8)))
+        if op in ("crash", "truncate"):  # what was cut is gone: producers restart from there
+            in_txn = {p: p in log.producer_state.ongoing_txns for p in producers}
+            for p, producer in producers.items():
+                entry = log.producer_state.producers.get(p)
+                producer.seq = entry.last_seq + 1 if entry is not None else 0
+        for p, producer in producers.items():  # a producer the log forgot restarts at 0
+            if p not in log.producer_state.producers:
+                producer.seq = 0
+        log.update_high_watermark(log.log_end_offset)
+        ongoing, aborted = rebuilt_from_scratch(log, scratch)
+        assert log.producer_state.ongoing_txns == ongoing, (step, op)
+        assert aborted_entries(log) == aborted, (step, op)
+        first = min(ongoing.values(), default=log.log_end_offset)
+        assert log.last_stable_offset == min(first, log.high_watermark), (step, op)
+    log.close()
