@@ -61,3 +61,20 @@ def test_missing_records_are_sent_empty_not_null():
     pieces = encode_fetch_response(1, 11, _body(None, None, False))
     expected = bytes(encode_response(RequestHeader(1, 11, 1, None), _body(b"", b"", False)))
     assert b"".join(pieces) == expected
+
+
+@pytest.mark.parametrize("version", range(4, 17))
+def test_aborted_transactions_match_kio_bytes(version):
+    """read_committed answers list the aborted transactions (an empty list is not null)."""
+    records = os.urandom(100)
+
+    def body(data) -> dict:
+        full = _body(data, b"" if data is not None else None, False)
+        first, second = full["responses"][0]["partitions"]
+        first["aborted_transactions"] = [{"producer_id": 7, "first_offset": 3},
+                                         {"producer_id": 2**40, "first_offset": 41}]
+        second["aborted_transactions"] = []
+        return full
+
+    expected = bytes(encode_response(RequestHeader(1, version, 8, None), body(records)))
+    assert b"".join(encode_fetch_response(8, version, body(records))) == expected

@@ -238,7 +238,7 @@ def test_producer_state_snapshot_round_trip_and_replay(tmp_path):
     state.take_snapshot(2)
     later = header_for(2, offset=2)
     reloaded = ProducerStateManager(tmp_path)
-    assert reloaded.load(0, 4, lambda start: [later] if start <= 2 else []) == 2
+    assert reloaded.load(0, 4, lambda start: [(later, None)] if start <= 2 else []) == (2, [])
     assert reloaded.producers[7].last_seq == 3
     assert isinstance(reloaded.check(header_for(2)), DuplicateBatch)
 
@@ -251,7 +251,7 @@ def test_producer_state_skips_a_corrupt_snapshot(tmp_path):
     path = state.take_snapshot(4)
     path.write_bytes(path.read_bytes()[:-1] + b"\x00")
     reloaded = ProducerStateManager(tmp_path)
-    assert reloaded.load(0, 4, lambda start: []) == 2
+    assert reloaded.load(0, 4, lambda start: []) == (2, [])
     assert reloaded.snapshot_offsets() == [2]
 
 

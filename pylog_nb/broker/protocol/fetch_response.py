@@ -129,7 +129,14 @@ def _partition(out: _Writer, p: dict, version: int, flexible: bool) -> None:
                                     p.get("last_stable_offset", -1)))
     if version >= 5:
         out.bytes(_I64.pack(p.get("log_start_offset", -1)))
-    out.bytes(_array_length(-1, flexible))  # aborted_transactions: null, no transactions
+    aborted = p.get("aborted_transactions")  # null for read_uncommitted, as Kafka answers
+    if aborted is None:
+        out.bytes(_array_length(-1, flexible))
+    else:
+        out.bytes(_array_length(len(aborted), flexible))
+        for txn in aborted:
+            out.bytes(_I64.pack(txn["producer_id"]) + _I64.pack(txn["first_offset"])
+                      + (b"\0" if flexible else b""))
     if version >= 11:
         out.bytes(_I32.pack(p.get("preferred_read_replica", -1)))
     _records(out, p.get("records"), flexible)

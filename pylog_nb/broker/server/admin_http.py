@@ -4,7 +4,10 @@ Standard Kafka APIs do not expose what the notebook widgets show (per-replica LE
 leader epoch, segments), so each broker answers:
 
     GET /v1/partitions   [{"topic", "partition", "leader", "leader_epoch", "replicas", "isr",
-                           "log_start_offset", "high_watermark", "log_end_offset", "size_bytes",
+                           "log_start_offset", "high_watermark", "last_stable_offset" (min of
+                           the HW and the first offset of an open transaction: where
+                           read_committed consumers stop), "open_transactions": [{"producer_id",
+                           "first_offset"}], "log_end_offset", "size_bytes",
                            "cleanup_policy", "first_dirty_offset" (where the cleaner
                            has yet to look), "segments": [{"base_offset", "next_offset",
                            "size_bytes"}], "cleaned": [{"from_offset", "to_offset",
@@ -69,6 +72,11 @@ def partitions_view(node: BrokerNode) -> list[dict]:
             "isr": list(state.isr),
             "log_start_offset": plog.log_start_offset,
             "high_watermark": partition.high_watermark,
+            "last_stable_offset": plog.last_stable_offset,
+            "open_transactions": [{"producer_id": pid, "first_offset": first}
+                                  for pid, first in sorted(
+                                      plog.producer_state.ongoing_txns.items(),
+                                      key=lambda item: item[1])],
             "log_end_offset": plog.log_end_offset,
             "size_bytes": plog.size_bytes,
             "cleanup_policy": plog.config.cleanup_policy,

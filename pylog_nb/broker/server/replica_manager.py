@@ -12,8 +12,11 @@ Theory of operation (Kafka's ``ReplicaManager`` and ``Partition``, synchronous a
   its Complete/FailDelayedProduce action comes back now or later (see ``purgatory.py``).
 - ``read_for_fetch`` is the read path of Fetch for one partition (Kafka's ``fetchRecords``): the
   KIP-320 epoch check, the leader check, for a follower the divergingEpoch check (KIP-595), the
-  read (followers up to the LEO, consumers up to the HW; the HW as it was before this fetch),
-  then for a follower ``on_follower_fetch``.
+  read (followers up to the LEO, read_uncommitted consumers up to the HW, read_committed ones up
+  to the last stable offset with the aborted transactions overlapping what they read; offsets
+  as they were before this fetch), then for a follower ``on_follower_fetch``.
+- ``append_control_batch`` writes a transaction's commit or abort marker as leader (the entry
+  point of WriteTxnMarkers); followers copy markers with everything else.
 - ``serving`` gates every leader and follower duty: a broker back from a pause, or told by the
   controller that it was fenced, serves nothing until it has caught up with the metadata (see
   ``lifecycle_manager.py``). Requests meanwhile get NOT_LEADER_OR_FOLLOWER, so clients move on.
@@ -40,13 +43,14 @@ from ..replication.follower import FollowerState
 from ..replication.leader import LeaderState
 from ..storage import cleaner
 from ..storage.cleaner import FilterStats
-from ..storage.log import Log
+from ..storage.log import Log, LogAppendInfo
 from .config import REPLICA_LAG_TIME_MAX_MS
 from .stats import BrokerTopicStats
 
 ACKS_NONE, ACKS_LEADER, ACKS_ALL = 0, 1, -1
 NO_EPOCH = -1
 CONSUMER_REPLICA_ID = -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # Fetch and ListOffsets isolation_level
 
 
 def wall_clock_ms() -> int:
@@ -123,6 +127,11 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
+    @property
+    def last_stable_offset(self) -> int:
+        """LSO: min(first offset of an open transaction, HW); read_committed reads below it."""
+        return self.log.last_stable_offset
+
 
 @dataclass(slots=True)
 class FetchTarget:
@@ -134,6 +143,7 @@ class FetchTarget:
     current_leader_epoch: int = NO_EPOCH
     last_fetched_epoch: int = NO_EPOCH
     replica_id: int = CONSUMER_REPLICA_ID  # >= 0: a follower broker replicating
+    isolation_level: int = READ_UNCOMMITTED
 
 
 class ReplicaManager:
@@ -271,27 +281,54 @@ class ReplicaManager:
         FailDelayedProduce for it follows, in these actions or later ones, unless the response
         already carries an error (then nothing was written and nothing follows).
         """
+        def append(partition: Partition, leader: LeaderState, now_ms: int) -> LogAppendInfo:
+            if records is None:
+                raise ValueError("produce request without records")
+            return partition.log.append_as_leader(
+                bytearray(records), leader_epoch=leader.leader_epoch, now_ms=now_ms,
+                codec=partition.codec)
+
+        return self._append_as_leader(topic, index, append, acks, timeout_ms, produce_id,
+                                      len(records) if records is not None else 0)
+
+    def append_control_batch(
+        self, topic: str, index: int, producer_id: int, producer_epoch: int,
+        coordinator_epoch: int, commit: bool, *, acks: int = ACKS_ALL, timeout_ms: int = 30_000,
+        produce_id: int | None = None,
+    ) -> tuple[dict, list[Action]]:
+        """Write a transaction marker (commit or abort) for ``producer_id`` as leader: what
+        WriteTxnMarkers does per partition. Answers and acts like ``append_records``; errors:
+        NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED."""
+        def append(partition: Partition, leader: LeaderState, now_ms: int) -> LogAppendInfo:
+            return partition.log.append_control_batch(
+                producer_id, producer_epoch, coordinator_epoch, commit,
+                leader_epoch=leader.leader_epoch, now_ms=now_ms)
+
+        return self._append_as_leader(topic, index, append, acks, timeout_ms, produce_id, None)
+
+    def _append_as_leader(
+        self, topic: str, index: int,
+        append: Callable[[Partition, LeaderState, int], LogAppendInfo], acks: int,
+        timeout_ms: int, produce_id: int | None, size_bytes: int | None,
+    ) -> tuple[dict, list[Action]]:
         result = {"index": index, "base_offset": -1, "log_start_offset": -1}
         assert acks != ACKS_ALL or produce_id is not None, "acks=all needs a produce id"
         now_ms = self.now_ms()
         try:
             partition = self.leader_partition(topic, index)
-            leader = partition.leader
-            if records is None:
-                raise ValueError("produce request without records")
+            leader = partition.require_leader()
             if acks == ACKS_ALL and leader.check_acks_all(now_ms) != errors.NONE:
                 raise NotEnoughReplicasError(
                     f"ISR {list(leader.isr)} is smaller than "
                     f"min.insync.replicas={leader.min_insync_replicas}")
-            info = partition.log.append_as_leader(
-                bytearray(records), leader_epoch=leader.leader_epoch, now_ms=now_ms,
-                codec=partition.codec)
+            info = append(partition, leader, now_ms)
         except Exception as error:  # every failure becomes this partition's error code
             code = errors.error_code_of(error)
             if isinstance(error, ValueError) and not isinstance(error, errors.KafkaError):
                 code = errors.CORRUPT_MESSAGE
             return {**result, "error_code": code, "error_message": str(error)[:200]}, []
-        self.stats.on_append(info.last_offset - info.first_offset + 1, len(records))
+        self.stats.on_append(info.last_offset - info.first_offset + 1,
+                             info.size_bytes if size_bytes is None else size_bytes)
         result.update(error_code=errors.NONE, base_offset=info.first_offset,
                       log_append_time=info.log_append_time_ms,
                       log_start_offset=info.log_start_offset)
@@ -309,7 +346,7 @@ class ReplicaManager:
         follower whose log diverges gets ``diverging_epoch`` instead of records.
         """
         assert target.topic is not None  # handle_fetch answers an unknown topic id itself
-        result = {"partition_index": target.index, "high_watermark": -1,
+        result: dict = {"partition_index": target.index, "high_watermark": -1,
                   "last_stable_offset": -1, "log_start_offset": -1, "records": None}
         try:
             partition = self.leader_partition(
@@ -322,7 +359,10 @@ class ReplicaManager:
                             "diverging_epoch": {"epoch": diverging.epoch,
                                                 "end_offset": diverging.end_offset}}, []
             result.update(_offsets(partition))  # as read: before this fetch moves the HW
-            result["records"] = _read_records(partition, target, budget_bytes, min_one)
+            data = _read_records(partition, target, budget_bytes, min_one)
+            result["records"] = data
+            if target.replica_id < 0 and target.isolation_level == READ_COMMITTED:
+                result["aborted_transactions"] = _aborted_transactions(partition, target, data)
             actions: list[Action] = []
             if target.replica_id >= 0:  # Kafka's updateFollowerFetchState, after the read
                 actions = partition.leader.on_follower_fetch(
@@ -379,15 +419,37 @@ class ReplicaManager:
 
 
 def _offsets(partition: Partition) -> dict:
-    hw = partition.high_watermark
-    return {"high_watermark": hw, "last_stable_offset": hw,
+    return {"high_watermark": partition.high_watermark,
+            "last_stable_offset": partition.last_stable_offset,
             "log_start_offset": partition.log.log_start_offset}
 
 
-def _read_records(partition: Partition, target: FetchTarget, budget: int, min_one: bool):
-    """Consumers read below the HW; followers read up to the log end."""
+def _fetch_upper_bound(partition: Partition, target: FetchTarget) -> int:
+    """Followers read up to the log end, read_committed consumers below the LSO, others below
+    the HW (Kafka's FetchIsolation)."""
+    if target.replica_id >= 0:
+        return partition.log.log_end_offset
+    if target.isolation_level == READ_COMMITTED:
+        return partition.last_stable_offset
+    return partition.high_watermark
+
+
+def _aborted_transactions(partition: Partition, target: FetchTarget, data) -> list[dict]:
+    """The aborted transactions overlapping the records read (an empty list when none were):
+    the client drops their records. The read ends within one segment, so the upper bound is
+    the LSO or that segment's end, whichever comes first."""
+    if data is None or data.size_bytes == 0:
+        return []
     log = partition.log
-    upper = log.log_end_offset if target.replica_id >= 0 else partition.high_watermark
+    upper = log.fetch_upper_bound_offset(data, partition.last_stable_offset)
+    return [{"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+            for txn in log.collect_aborted_transactions(target.fetch_offset, upper)]
+
+
+def _read_records(partition: Partition, target: FetchTarget, budget: int, min_one: bool):
+    """Consumers read below the HW (read_committed: the LSO); followers up to the log end."""
+    log = partition.log
+    upper = _fetch_upper_bound(partition, target)
     if target.fetch_offset < upper or budget == 0:
         return log.read(target.fetch_offset, budget, max_offset=upper, min_one_message=min_one)
     if target.fetch_offset > log.log_end_offset:

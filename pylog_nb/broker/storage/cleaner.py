@@ -15,6 +15,11 @@ Theory of operation (Kafka's LogCleaner, for one log, one pass at a time):
   a key is kept (the produce path refuses them on compacted topics). Each batch keeps its
   offsets, producer id and sequence numbers (``encode_retained``); a batch left empty is
   dropped, unless it is the last batch of its producer, which idempotent de-duplication needs.
+- Transactions (Kafka's ``CleanedTransactionMetadata``): cleaning stops at the last stable
+  offset, so every transaction it sees is decided; records of aborted transactions (found in
+  the ``.txnindex`` files) neither enter the map nor survive the filter; commit and abort
+  markers are kept as they are. Left for later: Kafka removes a marker once it was cleaned and
+  is older than ``delete.retention.ms``; here markers stay (a few bytes each).
 - Offsets never move: a consumer sees gaps, exactly as with Kafka. Small segments are merged
   into one while they fit ``segment.bytes``. The ``Log`` swaps each group's filtered copy in
   crash-safely (``Log.replace_segments``).
@@ -30,10 +35,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pylog_nb.broker.records.batch import RecordKey, decode_batch, decode_keys, encode_retained
-from pylog_nb.broker.records.header import iter_batches
+from pylog_nb.broker.records.header import BatchHeader, iter_batches
 
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .index import INT32_MAX
+from .txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from .log import Log
@@ -89,7 +95,9 @@ def clean_steps(log: Log, now_ms: int, *,
 def _pass(log: Log, now_ms: int, keys_max: int) -> Generator[None, None, FilterStats | None]:
     segments = log.cleanable_segments()
     first_dirty = log.first_dirty_offset
-    offset_map = OffsetMap(keys_max)
+    aborted = AbortedBatches(log.collect_aborted_transactions(
+        segments[0][0].base_offset, segments[-1][1])) if segments else AbortedBatches([])
+    offset_map = OffsetMap(keys_max, aborted)
     for segment, end_offset in segments:
         if end_offset <= first_dirty:
             continue
@@ -126,7 +134,7 @@ def _write_cleaned(log: Log, group: list[LogSegment], end_offset: int, offset_ma
                 for data in _chunks(log, segment, segment_end):
                     kept, chunk_stats = filter_batches(
                         data, offset_map, drop_tombstones_below=horizon(segment),
-                        producers_last_offsets=producers_last)
+                        producers_last_offsets=producers_last, aborted=offset_map.aborted)
                     out.write(kept)
                     stats.add(chunk_stats)
                     yield
@@ -186,12 +194,30 @@ class LogChangedError(Exception):
     """The log lost segments a pass was working on; the pass is dropped."""
 
 
+class AbortedBatches:
+    """Which transactional batches belong to an aborted transaction (from the .txnindex)."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        self._ranges: dict[int, list[tuple[int, int]]] = {}
+        for txn in aborted:
+            self._ranges.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset))
+
+    def __contains__(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset <= last
+                   for first, last in self._ranges.get(header.producer_id, ()))
+
+
 class OffsetMap:
     """Key -> offset of the last record with that key, over the dirty part of a log."""
 
-    def __init__(self, keys_max: int = OFFSET_MAP_KEYS_MAX) -> None:
+    def __init__(self, keys_max: int = OFFSET_MAP_KEYS_MAX,
+                 aborted: AbortedBatches | None = None) -> None:
         assert keys_max > 0
         self.keys_max = keys_max
+        self.aborted = aborted if aborted is not None else AbortedBatches([])
         self._last: dict[bytes, int] = {}
         self.end_offset = -1  # where the mapped segments end
 
@@ -206,7 +232,7 @@ class OffsetMap:
         """Map every keyed record of ``data`` (whole batches) at or after ``start_offset``."""
         last = self._last
         for pos, header in iter_batches(data):
-            if header.is_control:
+            if header.is_control or header in self.aborted:
                 continue
             for record in decode_keys(data, pos):
                 if record.key is not None and record.offset >= start_offset:
@@ -237,11 +263,13 @@ class FilterStats:
 
 
 def filter_batches(data: bytes, offset_map: OffsetMap, *, drop_tombstones_below: int,
-                   producers_last_offsets: Iterable[int]) -> tuple[bytes, FilterStats]:
+                   producers_last_offsets: Iterable[int],
+                   aborted: AbortedBatches | None = None) -> tuple[bytes, FilterStats]:
     """The batches of one segment with superseded records (and old tombstones) removed.
 
     ``drop_tombstones_below``: tombstones at lower offsets may go (-1: keep them all).
     ``producers_last_offsets``: the last offset of each producer's last batch in the log.
+    ``aborted``: batches of aborted transactions, whose records all go.
     Only a batch that loses records is decoded whole and rewritten; the rest are copied.
     """
     keep_empty = set(producers_last_offsets)
@@ -254,8 +282,11 @@ def filter_batches(data: bytes, offset_map: OffsetMap, *, drop_tombstones_below:
             kept.append(raw)
             continue
         keys = decode_keys(data, pos)
-        retained = {k.offset for k in keys if _retained(k, offset_map, drop_tombstones_below,
-                                                         stats)}
+        if aborted is not None and header in aborted:
+            retained: set[int] = set()
+        else:
+            retained = {k.offset for k in keys
+                        if _retained(k, offset_map, drop_tombstones_below, stats)}
         stats.records_read += len(keys)
         stats.records_kept += len(retained)
         if len(retained) == len(keys):

@@ -16,11 +16,13 @@ __all__ = [
     "DuplicateSequenceError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTxnStateError",
     "KafkaStorageError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "RecordTooLargeError",
     "StorageError",
+    "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
     "error_code_for",
 ]
@@ -72,6 +74,18 @@ class InvalidProducerEpochError(StorageError):
     """The producer was fenced: a newer epoch for the same producer id was already written."""
 
     error_code = Errors.INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnStateError(StorageError):
+    """A non-transactional batch from a producer whose transaction is open."""
+
+    error_code = Errors.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A marker from a coordinator older than the one that wrote the last marker."""
+
+    error_code = Errors.TRANSACTION_COORDINATOR_FENCED
 
 
 class KafkaStorageError(StorageError):

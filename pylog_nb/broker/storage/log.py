@@ -31,7 +31,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pylog_nb.broker.records.batch import has_keyless_record, recompress_batches
+from pylog_nb.broker.records.batch import (
+    decode_batch,
+    encode_batch,
+    has_keyless_record,
+    recompress_batches,
+)
 from pylog_nb.broker.records.header import (
     BatchHeader,
     InvalidRecordError,
@@ -56,7 +61,7 @@ from .errors import (
     UnexpectedAppendOffsetError,
 )
 from .index import INT32_MAX
-from .producer_state import DuplicateBatch, ProducerStateManager
+from .producer_state import CompletedTxn, DuplicateBatch, ProducerStateManager
 from .segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -66,6 +71,15 @@ from .segment import (
     OffsetAndTimestamp,
     parse_segment_base_offset,
     segment_file_name,
+)
+from .txn_index import (
+    TXN_INDEX_SUFFIX,
+    AbortedTxn,
+    Marker,
+    TransactionIndex,
+    decode_marker,
+    marker_key,
+    marker_value,
 )
 
 __all__ = [
@@ -102,6 +116,15 @@ def _validated_headers(buf) -> Iterator[tuple[int, BatchHeader]]:
         header = read_header(buf, pos)
         yield pos, header
         pos += header.size_bytes
+
+
+def _marker_of(buf, pos: int) -> Marker | None:
+    """The end-transaction marker of the control batch at ``pos`` (None: another control)."""
+    try:
+        _header, records = decode_batch(buf, pos)
+    except InvalidRecordError as error:
+        raise CorruptRecordError(str(error)) from error
+    return decode_marker(records[0].key, records[0].value) if records else None
 
 
 def _check_keys(buf, pos: int) -> None:
@@ -230,11 +253,11 @@ class Log:
             self.truncate_fully_and_start_at(self._log_start_offset)
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self.producer_state.load(self._log_start_offset, self._log_end_offset, self._replay_headers)
+        self._load_producer_state()
         self._recovery_point = self._log_end_offset
         self._recovery_point_checkpoint.write(self._recovery_point)
         self._log_start_checkpoint.write(self._log_start_offset)
-        self._high_watermark = self._clamp(self._high_watermark_checkpoint.read() or 0)
+        self.high_watermark = self._high_watermark_checkpoint.read() or 0
         self._first_dirty_offset = self._cleaner_checkpoint.read() or 0
         if clean:
             marker.unlink()
@@ -248,7 +271,7 @@ class Log:
             if base is not None:
                 bases.add(base)
         for path in names:
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 base = parse_segment_base_offset(path.name, suffix)
                 if base is not None and base not in bases:
                     path.unlink()  # an index whose segment is gone
@@ -289,11 +312,38 @@ class Log:
         if epoch >= 0 and epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(epoch, header.base_offset)
 
-    def _replay_headers(self, start_offset: int) -> Iterator[BatchHeader]:
-        """Headers of every batch from the one holding ``start_offset`` to the log end."""
+    def _replay_headers(self, start_offset: int) -> Iterator[tuple[BatchHeader, Marker | None]]:
+        """Header of every batch from the one holding ``start_offset`` to the log end, with the
+        end-transaction marker of each control batch."""
         i = max(self._segment_index_for(start_offset), 0)
         for segment in self._segments[i:]:
-            yield from segment.batch_headers(max(start_offset, segment.base_offset))
+            for position, header in segment.positioned_headers(
+                    max(start_offset, segment.base_offset)):
+                marker = None
+                if header.is_control:
+                    marker = _marker_of(segment.batch_bytes(position, header), 0)
+                yield header, marker
+
+    def _load_producer_state(self) -> None:
+        """Rebuild the producer state from its snapshot and the log after it, and the
+        ``.txnindex`` entries of the aborted transactions the replay saw end.
+
+        Entries of markers past the LEO (cut by recovery or truncation) are dropped; entries
+        already on disk for markers the replay did not reach (below the snapshot) stay.
+        """
+        _start, completed = self.producer_state.load(
+            self._log_start_offset, self._log_end_offset, self._replay_headers)
+        self._active.txn_index.truncate_to(self._log_end_offset)
+        by_segment: dict[int, list[AbortedTxn]] = {}
+        for txn, lso in completed:
+            if txn.is_aborted:
+                by_segment.setdefault(self._segment_index_for(txn.last_offset), []).append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+        for i, entries in by_segment.items():
+            index = self._segments[i].txn_index
+            merged = {entry.last_offset: entry for entry in index.entries()}
+            merged.update((entry.last_offset, entry) for entry in entries)
+            index.rewrite(merged.values())
 
     # == properties ==============================================================================
 
@@ -313,6 +363,42 @@ class Log:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         self._high_watermark = self._clamp(offset)
+        self.producer_state.on_high_watermark_update(self._high_watermark)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open (or not yet replicated) transaction, or None."""
+        return self.producer_state.first_unstable_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """LSO: below it every transaction is decided; min(first unstable offset, HW), never
+        below the log start offset. read_committed consumers read up to it."""
+        first = self.producer_state.first_unstable_offset
+        lso = self._high_watermark if first is None else min(first, self._high_watermark)
+        return max(lso, self._log_start_offset)
+
+    def fetch_upper_bound_offset(self, data: FetchDataInfo, max_offset: int) -> int:
+        """Where the records of a read end at the latest: a read stays within one segment, so
+        the end of that segment, or ``max_offset`` if lower (what aborted transactions of a
+        read_committed fetch are collected up to)."""
+        i = self._segment_index_for(data.segment_base_offset)
+        if i < 0 or self._segments[i].base_offset != data.segment_base_offset:
+            return max_offset
+        return min(max_offset, self._segments[i].next_offset)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound_offset), oldest first
+        (Kafka's ``collectAbortedTransactions``): from the segment holding ``fetch_offset`` on,
+        until an entry shows that no later transaction can overlap."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments[max(self._segment_index_for(fetch_offset), 0):]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
+            found += entries
+            if complete:
+                break
+        return found
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the HW (owned by the replication layer), clamped to [log start, LEO]."""
@@ -474,7 +560,7 @@ class Log:
         return rewritten, list(_validated_headers(rewritten))
 
     def _check_producers(self, batches: list[tuple[int, BatchHeader]]) -> LogAppendInfo | None:
-        pending: dict[int, tuple[int, int]] = {}
+        pending: dict[int, tuple[int, int, bool]] = {}
         for _, header in batches:
             verdict = self.producer_state.check(header, pending)
             if isinstance(verdict, DuplicateBatch):
@@ -542,8 +628,11 @@ class Log:
                 raise KafkaStorageError(f"append to {segment.path} failed: {error}") from error
             self._log_end_offset = chunk.last_offset + 1
             max_timestamp_ms = max(max_timestamp_ms, chunk.max_timestamp_ms)
-        for _, header in _validated_headers(buf):
-            self.producer_state.update(header, header.base_offset)
+        for pos, header in _validated_headers(buf):
+            marker = _marker_of(buf, pos) if header.is_control else None
+            completed = self.producer_state.update(header, header.base_offset, marker)
+            if completed is not None and completed.is_aborted:
+                self._index_aborted(completed)
             message_count += header.records_count
         self._unflushed_message_count += message_count
         self._maybe_flush(now_ms)
@@ -555,6 +644,45 @@ class Log:
             self._log_start_offset,
             size_bytes=len(buf),
         )
+
+    def _index_aborted(self, completed: CompletedTxn) -> None:
+        """The segment holding an abort marker indexes its transaction (Kafka's
+        ``updateTxnIndex``), with the LSO as it stands once the transaction ended."""
+        lso = self.producer_state.last_stable_offset_after(completed)
+        segment = self._segments[self._segment_index_for(completed.last_offset)]
+        try:
+            segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                                completed.last_offset, lso))
+        except OSError as error:
+            self._closed = True
+            raise KafkaStorageError(f"txn index of {segment.path} failed: {error}") from error
+
+    def append_control_batch(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, *,
+        leader_epoch: int, now_ms: int | None = None,
+    ) -> LogAppendInfo:
+        """Write an end-transaction marker (commit or abort) as leader: the entry point of
+        WriteTxnMarkers. Raises InvalidProducerEpochError for an older producer epoch and
+        TransactionCoordinatorFencedError for an older coordinator epoch, writing nothing."""
+        self._check_open()
+        latest_epoch = self.leader_epoch_cache.latest_epoch
+        if not 0 <= leader_epoch <= INT32_MAX or leader_epoch < latest_epoch:
+            raise ValueError(f"leader epoch {leader_epoch} is invalid or older than the latest "
+                             f"epoch {self.leader_epoch_cache.latest_epoch}")
+        if producer_id < 0 or producer_epoch < 0:
+            raise ValueError(f"a marker needs a producer id and epoch, not {producer_id}/"
+                             f"{producer_epoch}")
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        now = self._now_ms() if now_ms is None else now_ms
+        buf = bytearray(encode_batch(
+            [(marker_key(commit), marker_value(coordinator_epoch), (), now)],
+            base_offset=self._log_end_offset, producer_id=producer_id,
+            producer_epoch=producer_epoch, partition_leader_epoch=leader_epoch,
+            is_transactional=True, is_control=True,
+            log_append_time=self.config.log_append_time))
+        self.leader_epoch_cache.assign(leader_epoch, self._log_end_offset)
+        append_time_ms = now if self.config.log_append_time else NO_TIMESTAMP
+        return self._append(buf, append_time_ms, now)
 
     def _chunks(self, buf) -> Iterator[_Chunk]:
         """Split batches into runs that fit one segment: at most ``segment_bytes`` (a bigger
@@ -750,11 +878,13 @@ class Log:
         return min(max(self._first_dirty_offset, self._log_start_offset), self._log_end_offset)
 
     def cleanable_segments(self) -> list[tuple[LogSegment, int]]:
-        """The inactive segments wholly below the HW, oldest first, each with the offset where
-        the next one begins: all the cleaner may touch."""
+        """The inactive segments wholly below the LSO (so below the HW, every transaction in
+        them decided), oldest first, each with the offset where the next one begins: all the
+        cleaner may touch."""
         cleanable = []
+        last_stable_offset = self.last_stable_offset
         for segment, next_segment in zip(self._segments, self._segments[1:], strict=False):
-            if next_segment.base_offset > self._high_watermark:
+            if next_segment.base_offset > last_stable_offset:
                 break
             cleanable.append((segment, next_segment.base_offset))
         return cleanable
@@ -821,13 +951,22 @@ class Log:
 
     def _finish_swap(self, base_offset: int, end_offset: int) -> LogSegment:
         """Put ``<base>.log.<end>.swap`` in place of the segments in [base, end)."""
+        # The group's aborted transactions move into the first segment's .txnindex, replaced
+        # atomically and de-duplicated, so a crash anywhere here and a second run lose none.
+        aborted: list[AbortedTxn] = []
+        for path in self.directory.iterdir():
+            base = parse_segment_base_offset(path.name, TXN_INDEX_SUFFIX)
+            if base is not None and base_offset <= base < end_offset:
+                aborted += TransactionIndex(path).entries()
+        TransactionIndex(self.directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX)
+                         ).rewrite(aborted)
         # Old files first: a crash after the rename then leaves a segment without indexes,
         # which opening the log recovers, never new data with stale indexes or old segments.
         for path in self.directory.iterdir():
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 base = parse_segment_base_offset(path.name, suffix)
                 if base is not None and base_offset <= base < end_offset and (
-                        suffix != LOG_SUFFIX or base != base_offset):
+                        suffix not in (LOG_SUFFIX, TXN_INDEX_SUFFIX) or base != base_offset):
                     path.unlink()
         fsync_dir(self.directory)
         log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX)
@@ -893,8 +1032,8 @@ class Log:
         leo = self._log_end_offset
         self._forget_cleaned_above(leo)
         self.leader_epoch_cache.truncate_from_end(leo)
-        self.producer_state.load(self._log_start_offset, leo, self._replay_headers)
-        self._high_watermark = self._clamp(self._high_watermark)
+        self._load_producer_state()
+        self.high_watermark = self._high_watermark
         self._recovery_point = min(self._recovery_point, leo)
         self._recovery_point_checkpoint.write(self._recovery_point)
 
@@ -1006,7 +1145,7 @@ class Log:
     def _after_log_start_moved(self) -> None:
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.truncate_head(self._log_start_offset)
-        self._high_watermark = self._clamp(self._high_watermark)
+        self.high_watermark = self._high_watermark
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
 
     def _schedule_delete(self, segment: LogSegment) -> None:

@@ -33,11 +33,13 @@ from pylog_nb.broker.records.header import (
 from .config import SEGMENT_MAX_BYTES, LogConfig
 from .errors import KafkaStorageError
 from .index import INT32_MAX, NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = [
     "INDEX_SUFFIX",
     "LOG_SUFFIX",
     "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
     "FetchDataInfo",
     "FileRecords",
     "LogSegment",
@@ -193,6 +195,8 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, index_bytes
         )
+        self.txn_index = TransactionIndex(directory / segment_file_name(base_offset,
+                                                                         TXN_INDEX_SUFFIX))
         self._bytes_since_last_index_entry = 0
         # Lazily derived from the files (bounded scans); None means "not computed yet".
         self._max_timestamp: TimestampOffset | None = None
@@ -498,6 +502,7 @@ class LogSegment:
         position, _ = found
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         truncated = self.size_bytes - position
         self.log.truncate_to(position)
         self._bytes_since_last_index_entry = 0
@@ -517,11 +522,19 @@ class LogSegment:
 
     def batch_headers(self, start_offset: int) -> Iterator[BatchHeader]:
         """Headers of the batch holding ``start_offset`` and every later batch of the segment."""
+        for _, header in self.positioned_headers(start_offset):
+            yield header
+
+    def positioned_headers(self, start_offset: int) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of the batch holding ``start_offset`` and every later one."""
         found = self.translate_offset(start_offset)
         if found is None:
             return
-        for _, header in self._iter_headers(found[0]):
-            yield header
+        yield from self._iter_headers(found[0])
+
+    def batch_bytes(self, position: int, header: BatchHeader) -> bytes:
+        """The whole batch ``header`` describes, at ``position``."""
+        return self.log.pread(header.size_bytes, position)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -547,12 +560,14 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Close every descriptor; writes nothing."""
         self.log.close()
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def delete(self) -> None:
         """Close and remove the segment's files now."""
@@ -564,6 +579,7 @@ class LogSegment:
         self.log.path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.size_bytes})"

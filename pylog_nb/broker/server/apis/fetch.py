@@ -3,8 +3,9 @@
 Theory of operation: one pass reads every requested partition (an index lookup plus a bounded
 scan in storage) within the request's byte budgets. If fewer than ``min_bytes`` came back and the
 client allowed a wait, the handler parks on the partitions' wake-up lists until an append moves a
-HW or ``max_wait_ms`` passes, then reads again. LastStableOffset is the HW: there are no
-transactions, and librdkafka defaults to read_committed.
+HW or ``max_wait_ms`` passes, then reads again. ``isolation_level`` read_committed (librdkafka's
+default) reads below the last stable offset and gets the aborted transactions overlapping what
+it read (``ReplicaManager.read_for_fetch``); read_uncommitted reads below the HW.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ... import errors
 from ...protocol.codec import ZERO_UUID, Request, duration_ms
 from ...protocol.fetch_response import FileRange, encode_fetch_response
 from ..node import BrokerNode
-from ..replica_manager import CONSUMER_REPLICA_ID, NO_EPOCH, FetchTarget
+from ..replica_manager import CONSUMER_REPLICA_ID, NO_EPOCH, READ_UNCOMMITTED, FetchTarget
 
 FETCH_SESSION_NONE = 0
 SENDFILE_MIN_BYTES = 64 * 1024  # below this a copy is cheaper than the sendfile round trip
@@ -73,6 +74,7 @@ def _targets(node: BrokerNode, body) -> list[_Target]:
     targets = []
     image = node.image
     replica_id = _replica_id(body)
+    isolation_level = getattr(body, "isolation_level", READ_UNCOMMITTED)
     for topic in body.topics:
         topic_id = getattr(topic, "topic_id", None)
         name = getattr(topic, "topic", None)
@@ -82,7 +84,8 @@ def _targets(node: BrokerNode, body) -> list[_Target]:
         for p in topic.partitions:
             target = FetchTarget(name, p.partition, p.fetch_offset,
                                  getattr(p, "current_leader_epoch", NO_EPOCH),
-                                 getattr(p, "last_fetched_epoch", NO_EPOCH), replica_id)
+                                 getattr(p, "last_fetched_epoch", NO_EPOCH), replica_id,
+                                 isolation_level)
             targets.append(_Target(target, topic_id, p.partition_max_bytes))
     return targets
 

@@ -19,6 +19,7 @@ DELETE_TO_HIGH_WATERMARK = -1
 PRODUCER_EPOCH_MAX = 32767
 NO_PRODUCER_ID = -1
 CONSUMER_REPLICA_ID = -1  # ListOffsets from a client; a follower sends its broker id
+READ_COMMITTED = 1  # isolation_level (v2+): "latest" is the LSO, lookups stop below it
 
 
 class OffsetOutOfRangeError(errors.KafkaError):
@@ -31,24 +32,31 @@ class OffsetNotAvailableError(errors.KafkaError):
 
 def handle_list_offsets(node: BrokerNode, request: Request) -> dict:
     from_replica = getattr(request.body, "replica_id", CONSUMER_REPLICA_ID) >= 0
+    read_committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     return {"topics": [
         {"name": topic.name,
-         "partitions": [_list_offset(node, topic.name, p, from_replica)
+         "partitions": [_list_offset(node, topic.name, p, from_replica, read_committed)
                         for p in topic.partitions]}
         for topic in request.body.topics
     ]}
 
 
-def _list_offset(node: BrokerNode, topic: str, wanted, from_replica: bool) -> dict:
+def _list_offset(node: BrokerNode, topic: str, wanted, from_replica: bool,
+                 read_committed: bool = False) -> dict:
     result = {"partition_index": wanted.partition_index, "timestamp": -1, "offset": -1,
               "leader_epoch": -1, "old_style_offsets": ()}
     try:
         partition = node.replicas.leader_partition(
             topic, wanted.partition_index, getattr(wanted, "current_leader_epoch", -1))
         leader = partition.leader
-        # A follower may fetch up to the LEO, a client only up to the HW (Kafka's
-        # lastFetchableOffset).
-        fetchable = partition.log.log_end_offset if from_replica else partition.high_watermark
+        # A follower may fetch up to the LEO, a client only up to the HW, a read_committed
+        # one up to the LSO (Kafka's lastFetchableOffset).
+        if from_replica:
+            fetchable = partition.log.log_end_offset
+        elif read_committed:
+            fetchable = partition.last_stable_offset
+        else:
+            fetchable = partition.high_watermark
         offset, timestamp = _resolve(partition, wanted.timestamp, fetchable)
         if not from_replica and (offset < 0 or wanted.timestamp == LATEST_TIMESTAMP):
             _check_high_watermark_caught_up(partition, leader.leader_epoch_start_offset)

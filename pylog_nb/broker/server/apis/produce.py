@@ -1,6 +1,8 @@
 """Produce: validate and append each partition's batches, answer per partition.
 
-acks=0 gets no response at all; acks=1 is answered after the leader's append; acks=all waits
+Transactional batches (a ``transactional_id``) are accepted from a producer whose state is valid
+for idempotence; the log opens its transaction at the first one. acks=0 gets no response at all;
+acks=1 is answered after the leader's append; acks=all waits
 until the high watermark covers the batch (the leader's replication core resolves a future), or
 fails with REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS_AFTER_APPEND. A partition whose ISR is
 smaller than ``min.insync.replicas`` refuses acks=all with NOT_ENOUGH_REPLICAS before writing.
@@ -13,6 +15,7 @@ import logging
 from ... import errors
 from ...metadata.topics import OFFSETS_TOPIC
 from ...protocol.codec import Request, duration_ms
+from ...records.header import HEADER_BYTES, read_header
 from ..node import BrokerNode
 from ..replica_manager import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 
@@ -22,8 +25,12 @@ PRODUCE_TIMEOUT_MS_MAX = 2**31 - 1
 
 async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
     body = request.body
-    if body.transactional_id is not None:
-        return _reject_all(body, errors.INVALID_REQUEST, "transactions are not supported")
+    # Transactional batches are checked by the log as for idempotence (epoch, sequence, an
+    # open transaction). KIP-890 verification (the partition added to the transaction through
+    # AddPartitionsToTxn) comes with the transaction coordinator.
+    if body.transactional_id is None and _has_transactional_records(body):
+        return _reject_all(body, errors.Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                           "transactional records need a transactional id")
     if body.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
         return _reject_all(body, errors.INVALID_REQUIRED_ACKS, f"acks={body.acks} is invalid")
     timeout_ms = min(max(0, duration_ms(body.timeout)), PRODUCE_TIMEOUT_MS_MAX)
@@ -57,6 +64,23 @@ def _append_from_client(node: BrokerNode, topic: str, part, acks: int, timeout_m
         log.warning("produce to %s-%d refused: %s %s", topic, part.index,
                     errors.error_name(result["error_code"]), result.get("error_message", ""))
     return result, produce_id
+
+
+def _has_transactional_records(body) -> bool:
+    """Whether a batch of the request has the transactional bit (Kafka's
+    ``hasTransactionalRecords``); bytes too short for a header are left to the log to refuse."""
+    for topic in body.topic_data:
+        for part in topic.partition_data:
+            records = part.records
+            pos = 0
+            while records is not None and len(records) - pos >= HEADER_BYTES:
+                header = read_header(records, pos)
+                if header.is_transactional:
+                    return True
+                if header.size_bytes <= 0:
+                    break
+                pos += header.size_bytes
+    return False
 
 
 def _reject_all(body, code: int, message: str) -> dict:
