@@ -13,8 +13,9 @@ v3 (the last non-flexible versions, what Kafka 2.3-3.x writes) and read values o
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
+
+from ..protocol.schema import SchemaReader, SchemaWriter
 
 __all__ = [
     "GroupMetadataKey",
@@ -106,45 +107,15 @@ def partition_for(group_id: str, num_partitions: int) -> int:
 # -- writing -------------------------------------------------------------------------------------
 
 
-class _Writer:
-    def __init__(self, version: int) -> None:
-        self.parts: list[bytes] = [struct.pack(">h", version)]
-
-    def int16(self, value: int) -> None:
-        self.parts.append(struct.pack(">h", value))
-
-    def int32(self, value: int) -> None:
-        self.parts.append(struct.pack(">i", value))
-
-    def int64(self, value: int) -> None:
-        self.parts.append(struct.pack(">q", value))
-
-    def string(self, value: str | None) -> None:
-        if value is None:
-            self.int16(-1)
-            return
-        data = value.encode("utf-8")
-        assert len(data) <= 0x7FFF, "string longer than int16 length allows"
-        self.int16(len(data))
-        self.parts.append(data)
-
-    def bytes_(self, value: bytes) -> None:
-        self.int32(len(value))
-        self.parts.append(value)
-
-    def done(self) -> bytes:
-        return b"".join(self.parts)
-
-
 def encode_key(key: RecordKey) -> bytes:
     """Key bytes exactly as Kafka lays them out (OffsetCommitKey v1 / GroupMetadataKey v2)."""
     if isinstance(key, OffsetCommitKey):
-        writer = _Writer(OFFSET_COMMIT_KEY_VERSION)
+        writer = SchemaWriter(OFFSET_COMMIT_KEY_VERSION)
         writer.string(key.group)
         writer.string(key.topic)
         writer.int32(key.partition)
         return writer.done()
-    writer = _Writer(GROUP_METADATA_KEY_VERSION)
+    writer = SchemaWriter(GROUP_METADATA_KEY_VERSION)
     writer.string(key.group)
     return writer.done()
 
@@ -152,13 +123,13 @@ def encode_key(key: RecordKey) -> bytes:
 def encode_value(value: RecordValue) -> bytes:
     """Value bytes as Kafka lays them out (OffsetCommitValue v3 / GroupMetadataValue v3)."""
     if isinstance(value, OffsetCommitValue):
-        writer = _Writer(OFFSET_COMMIT_VALUE_VERSION)
+        writer = SchemaWriter(OFFSET_COMMIT_VALUE_VERSION)
         writer.int64(value.offset)
         writer.int32(value.leader_epoch)
         writer.string(value.metadata)
         writer.int64(value.commit_timestamp_ms)
         return writer.done()
-    writer = _Writer(GROUP_METADATA_VALUE_VERSION)
+    writer = SchemaWriter(GROUP_METADATA_VALUE_VERSION)
     writer.string(value.protocol_type)
     writer.int32(value.generation)
     writer.string(value.protocol)
@@ -184,45 +155,13 @@ class RecordDecodeError(ValueError):
     """A ``__consumer_offsets`` record that does not parse."""
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.position = 0
-
-    def _take(self, size: int) -> bytes:
-        if size < 0 or self.position + size > len(self.data):
-            raise RecordDecodeError(f"truncated record at byte {self.position}")
-        chunk = self.data[self.position : self.position + size]
-        self.position += size
-        return chunk
-
-    def int16(self) -> int:
-        return struct.unpack(">h", self._take(2))[0]
-
-    def int32(self) -> int:
-        return struct.unpack(">i", self._take(4))[0]
-
-    def int64(self) -> int:
-        return struct.unpack(">q", self._take(8))[0]
-
-    def nullable_string(self) -> str | None:
-        size = self.int16()
-        return None if size == -1 else self._take(size).decode("utf-8")
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise RecordDecodeError("null in a non-nullable string")
-        return value
-
-    def bytes_(self) -> bytes:
-        size = self.int32()
-        return b"" if size == -1 else self._take(size)
+def _reader(data: bytes) -> SchemaReader:
+    return SchemaReader(data, RecordDecodeError)
 
 
 def decode_key(data: bytes) -> RecordKey | None:
     """Parse a key; None for key versions this coordinator does not own (e.g. KIP-848 records)."""
-    reader = _Reader(data)
+    reader = _reader(data)
     version = reader.int16()
     if version in (0, 1):
         return OffsetCommitKey(reader.string(), reader.string(), reader.int32())
@@ -235,7 +174,7 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     """Parse the value of ``key``; None for a tombstone."""
     if data is None:
         return None
-    reader = _Reader(data)
+    reader = _reader(data)
     version = reader.int16()
     if not 0 <= version <= 3:
         raise RecordDecodeError(f"unknown value version {version} for {key!r}")
@@ -244,7 +183,7 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     return _decode_group_value(reader, version)
 
 
-def _decode_offset_value(reader: _Reader, version: int) -> OffsetCommitValue:
+def _decode_offset_value(reader: SchemaReader, version: int) -> OffsetCommitValue:
     offset = reader.int64()
     leader_epoch = reader.int32() if version >= 3 else -1
     metadata = reader.string()
@@ -254,7 +193,7 @@ def _decode_offset_value(reader: _Reader, version: int) -> OffsetCommitValue:
     return OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp_ms)
 
 
-def _decode_group_value(reader: _Reader, version: int) -> GroupMetadataValue:
+def _decode_group_value(reader: SchemaReader, version: int) -> GroupMetadataValue:
     protocol_type = reader.string()
     generation = reader.int32()
     protocol = reader.nullable_string()
@@ -301,7 +240,7 @@ def subscribed_topics(metadata: bytes) -> set[str] | None:
     ConsumerProtocolSubscription (every version starts the same way): int16 version, then an
     int32-counted array of int16-length topic names; later fields are not needed here.
     """
-    reader = _Reader(metadata)
+    reader = _reader(metadata)
     try:
         reader.int16()
         return {reader.string() for _ in range(_count(reader, TOPICS_PER_SUBSCRIPTION_MAX))}
@@ -318,7 +257,7 @@ def assigned_partitions(assignment: bytes) -> dict[str, list[int]] | None:
     ConsumerProtocolAssignment: int16 version, then an int32-counted array of (int16-length
     topic, int32-counted int32 partitions); user data follows and is not needed.
     """
-    reader = _Reader(assignment)
+    reader = _reader(assignment)
     try:
         reader.int16()
         topics: dict[str, list[int]] = {}
@@ -331,7 +270,7 @@ def assigned_partitions(assignment: bytes) -> dict[str, list[int]] | None:
         return None
 
 
-def _count(reader: _Reader, limit: int) -> int:
+def _count(reader: SchemaReader, limit: int) -> int:
     count = reader.int32()
     if not 0 <= count <= limit:
         raise RecordDecodeError(f"array of {count} elements")

@@ -13,6 +13,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from .schema import uvarint
+
 FLEXIBLE_FROM_VERSION = 12
 TOPIC_ID_FROM_VERSION = 13
 NODE_ENDPOINTS_FROM_VERSION = 16
@@ -60,16 +62,6 @@ class _Writer:
     def done(self) -> list[Piece]:
         self._flush()
         return self.pieces
-
-
-def uvarint(value: int) -> bytes:
-    assert value >= 0
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _array_length(count: int, flexible: bool) -> bytes:

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from pylog_nb.broker.protocol.schema import uvarint
 from pylog_nb.broker.records import codecs
 from pylog_nb.broker.records.header import (
     CODEC_MASK,
@@ -90,25 +91,14 @@ def encode_varint(value: int) -> bytes:
     """Zigzag varint of an int32, as Kafka's ByteUtils.writeVarint."""
     if not INT32_MIN <= value <= INT32_MAX:
         raise ValueError(f"varint {value} is outside int32")
-    return _encode_unsigned(((value << 1) ^ (value >> 31)) & 0xFFFF_FFFF)
+    return uvarint(((value << 1) ^ (value >> 31)) & 0xFFFF_FFFF)
 
 
 def encode_varlong(value: int) -> bytes:
     """Zigzag varlong of an int64, as Kafka's ByteUtils.writeVarlong."""
     if not INT64_MIN <= value <= INT64_MAX:
         raise ValueError(f"varlong {value} is outside int64")
-    return _encode_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFF_FFFF_FFFF_FFFF)
-
-
-def _encode_unsigned(unsigned: int) -> bytes:
-    if unsigned < 0x80:
-        return bytes((unsigned,))
-    out = bytearray()
-    while unsigned >= 0x80:
-        out.append((unsigned & 0x7F) | 0x80)
-        unsigned >>= 7
-    out.append(unsigned)
-    return bytes(out)
+    return uvarint(((value << 1) ^ (value >> 63)) & 0xFFFF_FFFF_FFFF_FFFF)
 
 
 def decode_varint(buf, pos: int) -> tuple[int, int]:

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 from pylog_nb.broker.group.records import java_string_hash
 
+from ..protocol.schema import SchemaReader, SchemaWriter
+
 __all__ = [
     "TransactionLogValue",
     "TxnRecordDecodeError",
@@ -76,44 +78,9 @@ def partition_for(transactional_id: str, num_partitions: int) -> int:
 # -- writing -------------------------------------------------------------------------------------
 
 
-class _Writer:
-    def __init__(self, version: int) -> None:
-        self.parts: list[bytes] = [struct.pack(">h", version)]
-
-    def pack(self, fmt: str, value: int) -> None:
-        self.parts.append(struct.pack(fmt, value))
-
-    def uvarint(self, value: int) -> None:
-        assert value >= 0, value
-        out = bytearray()
-        while value >= 0x80:
-            out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        out.append(value)
-        self.parts.append(bytes(out))
-
-    def string(self, value: str, *, compact: bool) -> None:
-        data = value.encode("utf-8")
-        assert len(data) <= 0x7FFF, "string longer than int16 length allows"
-        if compact:
-            self.uvarint(len(data) + 1)
-        else:
-            self.pack(">h", len(data))
-        self.parts.append(data)
-
-    def count(self, size: int | None, *, compact: bool) -> None:
-        if compact:
-            self.uvarint(0 if size is None else size + 1)
-        else:
-            self.pack(">i", -1 if size is None else size)
-
-    def done(self) -> bytes:
-        return b"".join(self.parts)
-
-
 def encode_key(transactional_id: str) -> bytes:
     """TransactionLogKey v0 bytes."""
-    writer = _Writer(TRANSACTION_LOG_KEY_VERSION)
+    writer = SchemaWriter(TRANSACTION_LOG_KEY_VERSION)
     writer.string(transactional_id, compact=False)
     return writer.done()
 
@@ -122,7 +89,7 @@ def encode_value(value: TransactionLogValue, version: int = 0) -> bytes:
     """TransactionLogValue bytes of ``version`` (0 or 1), as Kafka's generated writer lays them."""
     assert 0 <= version <= TRANSACTION_LOG_VALUE_VERSION_MAX, version
     compact = version >= 1
-    writer = _Writer(version)
+    writer = SchemaWriter(version)
     writer.pack(">q", value.producer_id)
     writer.pack(">h", value.producer_epoch)
     writer.pack(">i", value.transaction_timeout_ms)
@@ -143,7 +110,7 @@ def encode_value(value: TransactionLogValue, version: int = 0) -> bytes:
     return writer.done()
 
 
-def _write_tagged_fields(writer: _Writer, value: TransactionLogValue) -> None:
+def _write_tagged_fields(writer: SchemaWriter, value: TransactionLogValue) -> None:
     tags: list[tuple[int, bytes]] = []
     if value.previous_producer_id != -1:
         tags.append((0, struct.pack(">q", value.previous_producer_id)))
@@ -165,53 +132,13 @@ class TxnRecordDecodeError(ValueError):
     """A ``__transaction_state`` record that does not parse."""
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.position = 0
-
-    def take(self, size: int) -> bytes:
-        if size < 0 or self.position + size > len(self.data):
-            raise TxnRecordDecodeError(f"truncated record at byte {self.position}")
-        chunk = self.data[self.position : self.position + size]
-        self.position += size
-        return chunk
-
-    def unpack(self, fmt: str) -> int:
-        data = self.take(struct.calcsize(fmt))
-        return int(struct.unpack(fmt, data)[0])
-
-    def uvarint(self) -> int:
-        value = 0
-        for shift in range(0, 35, 7):  # a Kafka unsigned varint fits an int32: 5 bytes at most
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-        raise TxnRecordDecodeError("varint longer than 5 bytes")
-
-    def string(self, *, compact: bool) -> str:
-        size = self.uvarint() - 1 if compact else self.unpack(">h")
-        if size < 0:
-            raise TxnRecordDecodeError("null in a non-nullable string")
-        return self.take(size).decode("utf-8")
-
-    def count(self, limit: int, *, compact: bool) -> int | None:
-        size = self.uvarint() - 1 if compact else self.unpack(">i")
-        if size == -1:
-            return None
-        if not 0 <= size <= limit:
-            raise TxnRecordDecodeError(f"array of {size} elements")
-        return size
-
-    def done(self) -> None:
-        if self.position != len(self.data):
-            raise TxnRecordDecodeError(f"{len(self.data) - self.position} trailing bytes")
+def _reader(data: bytes) -> SchemaReader:
+    return SchemaReader(data, TxnRecordDecodeError)
 
 
 def decode_key(data: bytes) -> str | None:
     """The transactional id of a key; None for a key version Kafka's reader does not know."""
-    reader = _Reader(data)
+    reader = _reader(data)
     if reader.unpack(">h") != TRANSACTION_LOG_KEY_VERSION:
         return None
     transactional_id = reader.string(compact=False)
@@ -223,7 +150,7 @@ def decode_value(data: bytes | None) -> TransactionLogValue | None:
     """Parse a value of version 0 or 1; None for a tombstone."""
     if data is None:
         return None
-    reader = _Reader(data)
+    reader = _reader(data)
     version = reader.unpack(">h")
     if not 0 <= version <= TRANSACTION_LOG_VALUE_VERSION_MAX:
         raise TxnRecordDecodeError(f"unknown TransactionLogValue version {version}")
@@ -252,7 +179,7 @@ def decode_value(data: bytes | None) -> TransactionLogValue | None:
 
 
 def _read_partitions(
-    reader: _Reader, compact: bool
+    reader: SchemaReader, compact: bool
 ) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
     topics_count = reader.count(PARTITIONS_DECODE_MAX, compact=compact)
     if topics_count is None:
@@ -270,7 +197,7 @@ def _read_partitions(
     return tuple(topics)
 
 
-def _read_tagged_fields(reader: _Reader) -> dict[int, bytes]:
+def _read_tagged_fields(reader: SchemaReader) -> dict[int, bytes]:
     count = reader.uvarint()
     if count > TAGGED_FIELDS_DECODE_MAX:
         raise TxnRecordDecodeError(f"{count} tagged fields")
