@@ -111,15 +111,8 @@ def decode_batch(data: bytes, position: int) -> tuple[Batch, int] | None:
     base_offset, epoch, append_time_ms, attributes, count = _HEADER.unpack_from(body, 0)
     if base_offset < 0 or epoch < 0 or append_time_ms < 0 or not 0 < count <= BATCH_RECORDS_MAX:
         return None
-    records, at = [], _HEADER.size
-    for _ in range(count):
-        if at + _LENGTH.size > len(body):
-            return None
-        (record_bytes,) = _LENGTH.unpack_from(body, at)
-        at += _LENGTH.size
-        records.append(bytes(body[at : at + record_bytes]))
-        at += record_bytes
-    if at != len(body):
+    records = snapshots.read_records(body, _HEADER.size, count)
+    if records is None:
         return None
     return Batch(base_offset, epoch, tuple(records), bool(attributes & CONTROL),
                  append_time_ms), size

@@ -63,6 +63,20 @@ class Snapshot:
         return self.end_offset, self.epoch
 
 
+def read_records(body: bytes, at: int, count: int) -> list[bytes] | None:
+    """``count`` records, each a u32 length then its bytes, from ``at`` to the end of ``body``;
+    None if they do not fill it exactly (a torn or corrupt frame)."""
+    records = []
+    for _ in range(count):
+        if at + _LENGTH.size > len(body):
+            return None
+        (size,) = _LENGTH.unpack_from(body, at)
+        at += _LENGTH.size
+        records.append(bytes(body[at : at + size]))
+        at += size
+    return records if at == len(body) else None
+
+
 def file_name(snapshot_id: tuple[int, int]) -> str:
     end_offset, epoch = snapshot_id
     return f"{end_offset:020d}-{epoch:010d}{SUFFIX}"
@@ -86,15 +100,8 @@ def decode(data: bytes) -> Snapshot | None:
     if length != len(data) - 4 or crc32c.crc32c(body) != crc:
         return None
     end_offset, epoch, append_time_ms, count = _HEADER.unpack_from(body, 0)
-    records, at = [], _HEADER.size
-    for _ in range(count):
-        if at + _LENGTH.size > len(body):
-            return None
-        (size,) = _LENGTH.unpack_from(body, at)
-        at += _LENGTH.size
-        records.append(bytes(body[at : at + size]))
-        at += size
-    if at != len(body) or end_offset <= 0 or epoch < 0 or append_time_ms < 0:
+    records = read_records(body, _HEADER.size, count)
+    if records is None or end_offset <= 0 or epoch < 0 or append_time_ms < 0:
         return None
     return Snapshot(end_offset, epoch, append_time_ms, tuple(records))
 
