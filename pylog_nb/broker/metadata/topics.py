@@ -16,6 +16,7 @@ PARTITIONS_MAX = 10_000  # per topic: a named bound on directories one request c
 _TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPIC_PREFIX = "__"
 OFFSETS_TOPIC = "__consumer_offsets"  # committed offsets and group metadata (Kafka's name)
+TRANSACTION_STATE_TOPIC = "__transaction_state"  # the transaction coordinators' log (Kafka's)
 
 
 class InvalidTopicError(KafkaError, ValueError):

@@ -37,6 +37,10 @@ DELETE_TOPICS_KEY = 20
 DELETE_RECORDS_KEY = 21
 INIT_PRODUCER_ID_KEY = 22
 OFFSET_FOR_LEADER_EPOCH_KEY = 23
+ADD_PARTITIONS_TO_TXN_KEY = 24
+ADD_OFFSETS_TO_TXN_KEY = 25
+END_TXN_KEY = 26
+WRITE_TXN_MARKERS_KEY = 27
 DESCRIBE_CONFIGS_KEY = 32
 DELETE_GROUPS_KEY = 42
 OFFSET_DELETE_KEY = 47
@@ -44,6 +48,8 @@ ALTER_CONFIGS_KEY = 33
 CREATE_PARTITIONS_KEY = 37
 INCREMENTAL_ALTER_CONFIGS_KEY = 44
 DESCRIBE_CLUSTER_KEY = 60
+DESCRIBE_TRANSACTIONS_KEY = 65
+LIST_TRANSACTIONS_KEY = 66
 
 API_VERSIONS: dict[int, ApiRange] = {
     PRODUCE_KEY: ApiRange(0, 3, 10),
@@ -68,6 +74,15 @@ API_VERSIONS: dict[int, ApiRange] = {
     DELETE_RECORDS_KEY: ApiRange(0, 0, 2),
     INIT_PRODUCER_ID_KEY: ApiRange(0, 0, 4),
     OFFSET_FOR_LEADER_EPOCH_KEY: ApiRange(2, 2, 4),
+    # Transactions, version 1 (KIP-98/360/588). The versions after these (AddPartitionsToTxn
+    # v5, AddOffsetsToTxn v4, EndTxn v5, InitProducerId v5) belong to transaction version 2
+    # (KIP-890 part 2: the epoch bumped on every commit), which this broker does not do.
+    ADD_PARTITIONS_TO_TXN_KEY: ApiRange(0, 0, 4),
+    ADD_OFFSETS_TO_TXN_KEY: ApiRange(0, 0, 3),
+    END_TXN_KEY: ApiRange(0, 0, 3),
+    WRITE_TXN_MARKERS_KEY: ApiRange(1, 1, 2),  # Kafka 4 removed v0; brokers send it, not clients
+    DESCRIBE_TRANSACTIONS_KEY: ApiRange(0, 0, 0),
+    LIST_TRANSACTIONS_KEY: ApiRange(0, 0, 1),
     DESCRIBE_CONFIGS_KEY: ApiRange(1, 1, 4),
     ALTER_CONFIGS_KEY: ApiRange(0, 0, 2),
     CREATE_PARTITIONS_KEY: ApiRange(0, 0, 3),

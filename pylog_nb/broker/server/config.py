@@ -17,6 +17,11 @@ OFFSETS_TOPIC_SEGMENT_BYTES = 100 * MIB  # Kafka's offsets.topic.segment.bytes
 GROUP_INITIAL_REBALANCE_DELAY_MS = 0
 OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000  # Kafka's offsets.retention.minutes (7 days)
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 60_000  # Kafka: 10 min
+# Kafka: 50 partitions; ten are plenty for a lab and still spread coordinators over brokers.
+TRANSACTION_STATE_PARTITIONS = 10
+TRANSACTION_STATE_REPLICATION_FACTOR = 3  # capped at the live brokers when the topic is created
+TRANSACTION_STATE_SEGMENT_BYTES = 100 * MIB  # Kafka's transaction.state.log.segment.bytes
+TRANSACTION_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms (15 min)
 LOG_CLEANER_BACKOFF_MS = 5_000  # a look for dirty logs; Kafka: 15 s, a lab wants it sooner
 
 
@@ -59,6 +64,10 @@ class BrokerConfig:
     offsets_retention_ms: int = OFFSETS_RETENTION_MS
     offsets_retention_check_interval_ms: int = OFFSETS_RETENTION_CHECK_INTERVAL_MS
     log_cleaner_backoff_ms: int = LOG_CLEANER_BACKOFF_MS
+    transaction_state_num_partitions: int = TRANSACTION_STATE_PARTITIONS
+    transaction_state_replication_factor: int = TRANSACTION_STATE_REPLICATION_FACTOR
+    transaction_state_segment_bytes: int = TRANSACTION_STATE_SEGMENT_BYTES
+    transaction_max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS
 
     @property
     def config_rows(self) -> dict[str, str]:
@@ -78,4 +87,9 @@ class BrokerConfig:
             "group.max.session.timeout.ms": str(self.group_max_session_timeout_ms),
             "offsets.retention.minutes": str(self.offsets_retention_ms // 60_000),
             "log.cleaner.backoff.ms": str(self.log_cleaner_backoff_ms),
+            "transaction.state.log.num.partitions": str(self.transaction_state_num_partitions),
+            "transaction.state.log.replication.factor":
+                str(self.transaction_state_replication_factor),
+            "transaction.state.log.segment.bytes": str(self.transaction_state_segment_bytes),
+            "transaction.max.timeout.ms": str(self.transaction_max_timeout_ms),
         }

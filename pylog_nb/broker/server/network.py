@@ -30,6 +30,7 @@ PIPELINED_REQUESTS_MAX = 64  # produce requests read ahead of their responses, p
 _PRODUCE_KEY_BYTES = struct.pack(">h", PRODUCE_KEY)
 REPLICATION_TICK_MS = 100  # produce timeouts and ISR shrink are checked this often
 GROUP_TICK_MS = 100  # session, rebalance and join timeouts of consumer groups
+TXN_TICK_MS = 100  # transaction timeouts, marker and Complete retries
 
 
 class ProtocolViolation(Exception):
@@ -57,6 +58,7 @@ class BrokerServer:
             asyncio.create_task(self._every(config.flush_interval_ms, self.node.replicas.flush)),
             asyncio.create_task(self._every(REPLICATION_TICK_MS, self._replication_tick)),
             asyncio.create_task(self._every(GROUP_TICK_MS, self.node.groups.tick)),
+            asyncio.create_task(self._every(TXN_TICK_MS, self.node.txns.tick)),
         ]
         log.info("broker %d listening on %s:%d", config.broker_id, config.host, self.node.port)
         return self.node.port

@@ -6,6 +6,7 @@ lifecycle, metadata follower and AlterPartition manager of ``cluster_link.py``) 
 the introspection endpoint serves, answered acks=all requests resolve their futures, a moved HW
 wakes long-polling fetches, ISR change requests go to ``isr_change_sink`` (the link to the active
 controller), and role changes of ``__consumer_offsets`` partitions start or stop group
+coordinators, those of ``__transaction_state`` partitions load or unload transaction
 coordinators. Every broker, however small the cluster, serves the image its controllers
 committed (``image``): there is no metadata a broker decides on its own.
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..metadata.image import ClusterImage
-from ..metadata.topics import OFFSETS_TOPIC
+from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..replication.actions import (
     Action,
     HighWatermarkAdvanced,
@@ -32,6 +33,7 @@ from .config import BrokerConfig
 from .group_coordinator import GroupService
 from .purgatory import ProduceDone, ProducePurgatory
 from .replica_manager import ACKS_ALL, ReplicaManager, wall_clock_ms
+from .txn_coordinator import TransactionService
 
 if TYPE_CHECKING:
     from .controller_admin import ControllerAdmin
@@ -61,6 +63,7 @@ class BrokerNode:
     lifecycle_view: Callable[[], dict] | None = None  # the controller link's state
     isolated: bool = False  # fault injection: cut off from peers and controller, not clients
     groups: GroupService = field(init=False)
+    txns: TransactionService = field(init=False)
     _produce_waiters: dict[int, asyncio.Future] = field(default_factory=dict)
     _request_ids: itertools.count = field(default_factory=itertools.count)
     _fenced_since_ms: dict[int, int] = field(default_factory=dict)  # first reported fenced
@@ -79,6 +82,7 @@ class BrokerNode:
             admin=self.topic_admin, append=self.append, events=self.events,
             now_ms=self.now_ms)
         self.groups.watch = self.watch
+        self.txns = TransactionService(self)
 
     @property
     def broker_id(self) -> int:
@@ -165,6 +169,9 @@ class BrokerNode:
             elif isinstance(action, RoleChanged) and action.topic == OFFSETS_TOPIC:
                 partition = self.replicas.partitions.get((action.topic, action.partition))
                 self.groups.on_role_change(action.partition, partition)
+            elif isinstance(action, RoleChanged) and action.topic == TRANSACTION_STATE_TOPIC:
+                partition = self.replicas.partitions.get((action.topic, action.partition))
+                self.txns.on_role_change(action.partition, partition)
         for done in self.purgatory.on_actions(actions):
             self._resolve(done)
 
@@ -184,4 +191,5 @@ class BrokerNode:
 
     def close(self) -> None:
         self.groups.close()
+        self.txns.close()
         self.replicas.close()

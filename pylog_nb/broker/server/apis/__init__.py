@@ -37,11 +37,19 @@ from .groups import (
 from .metadata import handle_api_versions, handle_describe_cluster, handle_metadata
 from .offsets import (
     handle_delete_records,
-    handle_init_producer_id,
     handle_list_offsets,
     handle_offset_for_leader_epoch,
 )
 from .produce import handle_produce
+from .txn import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_init_producer_id,
+    handle_list_transactions,
+    handle_write_txn_markers,
+)
 
 # A response dict, pieces already encoded (Fetch), or None: no response (Produce with acks=0)
 Response: TypeAlias = dict[str, Any] | list[Any] | None
@@ -74,5 +82,11 @@ HANDLERS: dict[int, Handler] = {
     v.LIST_GROUPS_KEY: handle_list_groups,
     v.DELETE_GROUPS_KEY: handle_delete_groups,
     v.OFFSET_DELETE_KEY: handle_offset_delete,
+    v.ADD_PARTITIONS_TO_TXN_KEY: handle_add_partitions_to_txn,
+    v.ADD_OFFSETS_TO_TXN_KEY: handle_add_offsets_to_txn,
+    v.END_TXN_KEY: handle_end_txn,
+    v.WRITE_TXN_MARKERS_KEY: handle_write_txn_markers,
+    v.DESCRIBE_TRANSACTIONS_KEY: handle_describe_transactions,
+    v.LIST_TRANSACTIONS_KEY: handle_list_transactions,
 }
 assert set(HANDLERS) == set(v.API_VERSIONS), "every advertised API has a handler"

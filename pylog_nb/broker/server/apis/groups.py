@@ -28,6 +28,7 @@ from ..node import CLIENT_HOST, BrokerNode
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 GROUP_TYPE_CLASSIC = "classic"  # ListGroups v5 group_type; KIP-848 groups are "consumer"
 
 
@@ -50,10 +51,13 @@ async def handle_find_coordinator(node: BrokerNode, request: Request) -> dict:
 async def _find(node: BrokerNode, key: str, key_type: int) -> dict:
     answer = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE,
               "error_message": None}
-    if key_type != KEY_TYPE_GROUP:
+    if key_type == KEY_TYPE_GROUP:
+        error_code, endpoint = await node.groups.find(key)
+    elif key_type == KEY_TYPE_TRANSACTION:
+        error_code, endpoint = await node.txns.find(key)
+    else:
         return {**answer, "error_code": INVALID_REQUEST,
-                "error_message": f"key type {key_type} is not supported (groups only)"}
-    error_code, endpoint = await node.groups.find(key)
+                "error_message": f"key type {key_type} is not supported"}
     if endpoint is None:
         return {**answer, "error_code": error_code, "error_message": "no coordinator yet"}
     return {**answer, "node_id": endpoint["node_id"], "host": endpoint["host"],

@@ -1,4 +1,4 @@
-"""ListOffsets, OffsetForLeaderEpoch, DeleteRecords and InitProducerId."""
+"""ListOffsets, OffsetForLeaderEpoch and DeleteRecords."""
 
 from __future__ import annotations
 
@@ -162,16 +162,3 @@ def _delete_before(node: BrokerNode, topic: str, wanted) -> dict:
     except Exception as error:
         return {**result, "error_code": errors.error_code_of(error)}
     return {**result, "error_code": errors.NONE, "low_watermark": partition.log.log_start_offset}
-
-
-async def handle_init_producer_id(node: BrokerNode, request: Request) -> dict:
-    body = request.body
-    if body.transactional_id is not None:
-        log.warning("InitProducerId refused: transactions are not supported")
-        return {"error_code": errors.INVALID_REQUEST, "producer_id": -1, "producer_epoch": -1}
-    producer_id = getattr(body, "producer_id", NO_PRODUCER_ID)
-    epoch = getattr(body, "producer_epoch", -1)
-    if producer_id != NO_PRODUCER_ID and 0 <= epoch < PRODUCER_EPOCH_MAX:
-        return {"error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
-    producer_id = await node.allocate_producer_id()
-    return {"error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": 0}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from ... import errors
-from ...metadata.topics import OFFSETS_TOPIC
+from ...metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ...protocol.codec import Request, duration_ms
 from ...records.header import HEADER_BYTES, read_header
 from ..node import BrokerNode
@@ -27,7 +27,7 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
     body = request.body
     # Transactional batches are checked by the log as for idempotence (epoch, sequence, an
     # open transaction). KIP-890 verification (the partition added to the transaction through
-    # AddPartitionsToTxn) comes with the transaction coordinator.
+    # AddPartitionsToTxn, asked of the coordinator) is not done.
     if body.transactional_id is None and _has_transactional_records(body):
         return _reject_all(body, errors.Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                            "transactional records need a transactional id")
@@ -55,7 +55,7 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
 
 
 def _append_from_client(node: BrokerNode, topic: str, part, acks: int, timeout_ms: int):
-    if topic == OFFSETS_TOPIC:  # written by the group coordinators only, as in Kafka
+    if topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):  # written by coordinators only
         message = f"Cannot append to internal topic {topic}"
         return {"index": part.index, "base_offset": -1, "log_start_offset": -1,
                 "error_code": errors.INVALID_TOPIC_EXCEPTION, "error_message": message}, None

@@ -1,0 +1,443 @@
+"""The shell around the transaction coordinator: ``__transaction_state`` I/O, markers, ids.
+
+Theory of operation (Kafka's TransactionCoordinator + TransactionStateManager +
+TransactionMarkerChannelManager, split as sans-IO core and shell):
+
+- ``__transaction_state`` is an ordinary compacted, replicated topic, created on the first
+  FindCoordinator for a transactional id (RF = min(``transaction.state.log.replication.factor``,
+  live brokers)). Id ``t`` lives in partition ``partition_for(t)``; the leader of that
+  partition is its coordinator.
+- One ``TransactionCoordinator`` core serves every partition this broker leads. Becoming leader
+  calls ``begin_load`` and starts a task that replays the partition's log (control batches
+  skipped) into ``load``, with the partition's leader epoch as the coordinator epoch; losing
+  leadership calls ``unload``, which answers the parked requests NOT_COORDINATOR.
+- A request *parks*: it takes a request id and a future, passes the id to the core and awaits
+  the answer action carrying that id (in the same action list, or once its append committed).
+- ``AppendRecords`` is written through the partition's leader with acks=all and reported back
+  with ``on_appended``. ``WriteTxnMarkers`` is grouped by the current leader of each partition:
+  partitions this broker leads are written directly, the others are sent as one
+  WriteTxnMarkers request per leader over a connection of our own; each partition's outcome
+  goes back through ``on_markers_written`` (unreachable leaders are retried by the core).
+- The partition-leader side (``write_markers``) appends one control batch per partition with
+  acks=all; the log refuses an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED) or
+  producer epoch. A marker that lands on ``__consumer_offsets`` is handed to the group
+  coordinator (``complete_txn``) so it can apply or drop the transaction's offsets.
+- Producer ids come in blocks from the controller (``node.allocate_producer_id`` is async);
+  the core wants a synchronous source, so a few ids are prefetched and refilled in the
+  background. ``ensure_producer_ids`` lets InitProducerId wait for the first ones.
+- A timer calls ``tick`` (transaction timeouts, id expiry, marker and Complete retries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+from collections import defaultdict, deque
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from .. import errors
+from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..protocol import codec
+from ..protocol.versions import WRITE_TXN_MARKERS_KEY
+from ..records.batch import encode_batch, iter_batches_decoded
+from ..txn import (
+    Action,
+    AddOffsetsAnswer,
+    AddPartitionsAnswer,
+    AppendRecords,
+    EndTxnAnswer,
+    InitProducerIdAnswer,
+    TransactionCoordinator,
+    WriteTxnMarkers,
+)
+from .purgatory import ProduceDone
+from .replica_manager import ACKS_ALL, Partition
+
+if TYPE_CHECKING:
+    from .node import BrokerNode
+
+log = logging.getLogger("pylog.broker")
+
+TopicPartition = tuple[str, int]
+Answer = InitProducerIdAnswer | AddPartitionsAnswer | AddOffsetsAnswer | EndTxnAnswer
+
+TRANSACTION_STATE_APPEND_TIMEOUT_MS = 5_000  # Kafka's transaction.state.log append timeout
+MARKER_APPEND_TIMEOUT_MS = 30_000  # one WriteTxnMarkers partition, acks=all (request.timeout)
+LOAD_READ_BYTES = 1024 * 1024  # one log read while loading a partition
+# Kafka's: compacted, so each id's latest state stays and a new coordinator replays only that.
+TRANSACTION_STATE_POLICY = {"cleanup.policy": "compact"}
+# Ids prefetched from the controller's blocks: each new transactional id (or an exhausted
+# epoch) takes one; refill below the low mark, so InitProducerId rarely waits.
+PRODUCER_IDS_PREFETCH = 16
+PRODUCER_IDS_LOW = 4
+WRITE_TXN_MARKERS_VERSION = 1  # the oldest Kafka 4 accepts; v2 adds only transaction_version
+MARKER_RESPONSE_TIMEOUT_S = 35.0  # above MARKER_APPEND_TIMEOUT_MS: the leader answers first
+_SIZE = struct.Struct(">i")
+
+
+class TransactionService:
+    """The transaction coordinator core of this broker and the I/O it asks for."""
+
+    def __init__(self, node: BrokerNode) -> None:
+        self.node = node
+        config = node.config
+        self.core = TransactionCoordinator(
+            config.transaction_state_num_partitions,
+            config.offsets_topic_num_partitions,
+            self.producer_id_source,
+            transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+        )
+        self._parked: dict[int, asyncio.Future] = {}
+        self._request_ids = itertools.count()
+        self._loads: dict[int, object] = {}  # partition -> token of its current load task
+        self._tasks: set[asyncio.Task] = set()
+        self._creating: asyncio.Future | None = None
+        self._producer_ids: deque[int] = deque()
+        self._refilling: asyncio.Future | None = None
+        self._channels: dict[int, _MarkerChannel] = {}
+
+    # == FindCoordinator =========================================================================
+
+    async def find(self, transactional_id: str) -> tuple[int, dict | None]:
+        """FindCoordinator key type 1: (error code, broker endpoint) for ``transactional_id``."""
+        node = self.node
+        if TRANSACTION_STATE_TOPIC not in node.image.topics:
+            await self._ensure_topic()
+        topic = node.image.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            return errors.Errors.COORDINATOR_NOT_AVAILABLE, None
+        leader = topic.partitions[self.core.partition_for(transactional_id)].leader
+        endpoint = self._endpoint(leader)
+        if endpoint is None:
+            return errors.Errors.COORDINATOR_NOT_AVAILABLE, None
+        return errors.NONE, endpoint
+
+    def _endpoint(self, broker_id: int) -> dict | None:
+        if broker_id not in self.node.live_broker_ids():
+            return None
+        return next((b for b in self.node.brokers() if b["node_id"] == broker_id), None)
+
+    async def _ensure_topic(self) -> None:
+        """Create ``__transaction_state`` once, however many FindCoordinators ask at once."""
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(self._create_topic())
+        await asyncio.shield(self._creating)
+
+    async def _create_topic(self) -> None:
+        config = self.node.config
+        replication_factor = min(config.transaction_state_replication_factor,
+                                 len(self.node.live_broker_ids()))
+        try:
+            await self.node.topic_admin().create_topic(
+                TRANSACTION_STATE_TOPIC,
+                num_partitions=config.transaction_state_num_partitions,
+                replication_factor=replication_factor,
+                configs={**TRANSACTION_STATE_POLICY,
+                         "segment.bytes": str(config.transaction_state_segment_bytes)},
+            )
+            log.info("created %s with %d partitions, RF %d", TRANSACTION_STATE_TOPIC,
+                     config.transaction_state_num_partitions, replication_factor)
+        except errors.KafkaError as error:
+            if error.error_code != errors.TOPIC_ALREADY_EXISTS:
+                log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, error)
+
+    # == role changes ============================================================================
+
+    def on_role_change(self, index: int, partition: Partition | None) -> None:
+        """Partition ``index`` of ``__transaction_state`` changed role (None: removed here)."""
+        self._loads.pop(index, None)
+        if self.core.leads(index):
+            self.run(self.core.unload(index, self.node.now_ms()))
+            log.info("no longer the transaction coordinator of %s-%d",
+                     TRANSACTION_STATE_TOPIC, index)
+        if partition is None or partition.leader is None or partition.log.closed:
+            return
+        self.run(self.core.begin_load(index))
+        token = self._loads[index] = object()
+        self._spawn(self._load(partition, token))
+        self._refill_producer_ids()
+
+    async def _load(self, partition: Partition, token: object) -> None:
+        """Replay the partition's log into the core, yielding to the loop between reads."""
+        records: list[tuple[bytes, bytes | None]] = []
+        offset, end = partition.log.log_start_offset, partition.log.log_end_offset
+        while offset < end:
+            data = partition.log.read(offset, LOAD_READ_BYTES).read_bytes()
+            if not data:
+                break
+            for header, batch in iter_batches_decoded(data):
+                if not header.is_control:
+                    records.extend((r.key, r.value) for r in batch if r.key is not None)
+                offset = header.base_offset + header.last_offset_delta + 1
+            await asyncio.sleep(0)
+            if self._loads.get(partition.index) is not token:
+                return  # lost the leadership meanwhile
+        del self._loads[partition.index]
+        self.run(self.core.load(partition.index, records, self.node.now_ms(),
+                                partition.leader_epoch))
+        log.info("transaction coordinator of %s-%d loaded %d records",
+                 TRANSACTION_STATE_TOPIC, partition.index, len(records))
+
+    # == producer ids ============================================================================
+
+    def producer_id_source(self) -> int | None:
+        """The core's synchronous source: a prefetched id, or None while a refill runs."""
+        producer_id = self._producer_ids.popleft() if self._producer_ids else None
+        if len(self._producer_ids) < PRODUCER_IDS_LOW:
+            self._refill_producer_ids()
+        return producer_id
+
+    async def ensure_producer_ids(self) -> None:
+        """Wait for prefetched ids (InitProducerId, so a new id is not answered retriable)."""
+        if not self._producer_ids:
+            self._refill_producer_ids()
+            assert self._refilling is not None
+            await asyncio.shield(self._refilling)
+
+    def _refill_producer_ids(self) -> None:
+        if self._refilling is None or self._refilling.done():
+            self._refilling = asyncio.ensure_future(self._refill())
+
+    async def _refill(self) -> None:
+        try:
+            while len(self._producer_ids) < PRODUCER_IDS_PREFETCH:
+                self._producer_ids.append(await self.node.allocate_producer_id())
+        except Exception as error:  # noqa: BLE001 - the core answers retriable meanwhile
+            log.warning("cannot allocate producer ids: %s", error)
+
+    # == parked requests =========================================================================
+
+    def park(self) -> tuple[int, asyncio.Future]:
+        """A request id for the core and the future its answer action resolves."""
+        request_id = next(self._request_ids)
+        future = asyncio.get_running_loop().create_future()
+        self._parked[request_id] = future
+        return request_id, future
+
+    async def ask(self, call: Callable[[int], list[Action]]) -> Answer | None:
+        """Run ``call(request_id)`` on the core and await its answer (None: shutting down)."""
+        request_id, future = self.park()
+        try:
+            self.run(call(request_id))
+            return await future
+        finally:
+            self._parked.pop(request_id, None)
+
+    def _answer(self, request_id: int, answer: Answer) -> None:
+        future = self._parked.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result(answer)
+
+    # == actions =================================================================================
+
+    def run(self, actions: list[Action]) -> None:
+        """Carry out what the core asked for, in order."""
+        for action in actions:
+            if action.EVENT:
+                self.node.events.append(action)
+            if isinstance(action, InitProducerIdAnswer | AddPartitionsAnswer | AddOffsetsAnswer
+                          | EndTxnAnswer):
+                self._answer(action.request_id, action)
+            elif isinstance(action, AppendRecords):
+                self._append(action)
+            elif isinstance(action, WriteTxnMarkers):
+                self._spawn(self._send_markers(action))
+
+    def _append(self, action: AppendRecords) -> None:
+        batch = encode_batch([(key, value, (), action.now_ms) for key, value in action.records])
+        result, produce_id = self.node.append(
+            TRANSACTION_STATE_TOPIC, action.partition, batch, ACKS_ALL,
+            TRANSACTION_STATE_APPEND_TIMEOUT_MS)
+        if produce_id is None:
+            self._appended(action.append_id, result["error_code"])
+            return
+        waiting = self.node.watch([produce_id])
+        if waiting.done():  # an ISR of one: committed already
+            self._appended(action.append_id, _error_code(waiting.result()))
+        else:
+            self._spawn(self._await_append(action.append_id, waiting))
+
+    async def _await_append(self, append_id: int, waiting: asyncio.Future) -> None:
+        self._appended(append_id, _error_code(await waiting))
+
+    def _appended(self, append_id: int, error_code: int) -> None:
+        self.run(self.core.on_appended(append_id, int(error_code), self.node.now_ms()))
+
+    # == markers: the coordinator side ===========================================================
+
+    async def _send_markers(self, action: WriteTxnMarkers) -> None:
+        """Write the markers through each partition's current leader; report every partition."""
+        results: dict[TopicPartition, int] = {}
+        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        for topic_partition in action.partitions:
+            leader = self._leader_of(*topic_partition)
+            if isinstance(leader, int):
+                by_leader[leader].append(topic_partition)
+            else:
+                results[topic_partition] = leader.error
+        sends = [self._send_to(leader, action, partitions)
+                 for leader, partitions in by_leader.items()]
+        for answered in await asyncio.gather(*sends):
+            results.update(answered)
+        self.run(self.core.on_markers_written(
+            action.transactional_id, action.producer_id, action.producer_epoch, results,
+            self.node.now_ms()))
+
+    def _leader_of(self, topic: str, index: int) -> int | _NoLeader:
+        image = self.node.image.topics.get(topic)
+        if image is None or index >= len(image.partitions):
+            return _NoLeader(errors.NONE)  # deleted: nothing left to mark (Kafka's answer)
+        leader = image.partitions[index].leader
+        if leader < 0 or leader not in self.node.live_broker_ids():
+            return _NoLeader(errors.NOT_LEADER_OR_FOLLOWER)  # retried on tick
+        return leader
+
+    async def _send_to(self, leader: int, action: WriteTxnMarkers,
+                       partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        if leader == self.node.broker_id:
+            return await self.write_markers(
+                action.producer_id, action.producer_epoch, action.coordinator_epoch,
+                action.committed, partitions)
+        endpoint = self._endpoint(leader)
+        if endpoint is None:
+            return dict.fromkeys(partitions, errors.NOT_LEADER_OR_FOLLOWER)
+        channel = self._channels.get(leader)
+        if channel is None or channel.address != (endpoint["host"], endpoint["port"]):
+            if channel is not None:
+                channel.close()
+            channel = self._channels[leader] = _MarkerChannel(
+                endpoint["host"], endpoint["port"], f"txn-coordinator-{self.node.broker_id}")
+        try:
+            return await channel.write_markers(action, partitions)
+        except (OSError, asyncio.IncompleteReadError, TimeoutError) as error:
+            log.info("WriteTxnMarkers to broker %d failed: %s", leader,
+                     str(error) or type(error).__name__)
+            channel.close()
+            return dict.fromkeys(partitions, errors.Errors.NETWORK_EXCEPTION)
+
+    # == markers: the partition-leader side ======================================================
+
+    async def write_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                            committed: bool, partitions: list[TopicPartition]
+                            ) -> dict[TopicPartition, int]:
+        """Append a COMMIT/ABORT marker to each partition this broker leads, acks=all."""
+        node = self.node
+        results: dict[TopicPartition, int] = {}
+        waiting: dict[int, TopicPartition] = {}
+        for topic, index in partitions:
+            produce_id = node.purgatory.new_produce_id()
+            result, actions = node.replicas.append_control_batch(
+                topic, index, producer_id, producer_epoch, coordinator_epoch, committed,
+                timeout_ms=MARKER_APPEND_TIMEOUT_MS, produce_id=produce_id)
+            node.on_actions(actions)
+            results[(topic, index)] = int(result["error_code"])
+            if result["error_code"] == errors.NONE:
+                waiting[produce_id] = (topic, index)
+        if waiting:
+            done = await node.watch(list(waiting))
+            for produce_id, code in done.error_codes.items():
+                results[waiting[produce_id]] = int(code)
+        for (topic, index), code in results.items():
+            if topic == OFFSETS_TOPIC and code == errors.NONE:
+                self._complete_group_txn(index, producer_id, committed)
+        return results
+
+    def _complete_group_txn(self, index: int, producer_id: int, committed: bool) -> None:
+        """Tell the group coordinator the transaction's offsets are committed or aborted."""
+        complete_txn = getattr(self.node.groups, "complete_txn", None)
+        if complete_txn is not None:
+            complete_txn(index, producer_id, committed)
+
+    # == timers ==================================================================================
+
+    def tick(self) -> None:
+        """Abort timed-out transactions, expire idle ids, retry markers and Completes."""
+        self.run(self.core.tick(self.node.now_ms()))
+
+    def _spawn(self, work: Coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("transaction coordinator task failed", exc_info=task.exception())
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for channel in self._channels.values():
+            channel.close()
+        for future in self._parked.values():
+            if not future.done():
+                future.set_result(None)
+
+
+class _NoLeader:
+    """Why a partition's marker cannot be sent now (NONE: its topic is gone)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: int) -> None:
+        self.error = int(error)
+
+
+class _MarkerChannel:
+    """One connection to another broker for WriteTxnMarkers, one request at a time."""
+
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.address = (host, port)
+        self.client_id = client_id
+        self.lock = asyncio.Lock()
+        self.correlation_id = 0
+        self.connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def write_markers(self, action: WriteTxnMarkers, partitions: list[TopicPartition]
+                            ) -> dict[TopicPartition, int]:
+        topics: dict[str, list[int]] = defaultdict(list)
+        for topic, index in partitions:
+            topics[topic].append(index)
+        body = {"markers": [{
+            "producer_id": action.producer_id, "producer_epoch": action.producer_epoch,
+            "transaction_result": action.committed, "coordinator_epoch": action.coordinator_epoch,
+            "topics": [{"name": name, "partition_indexes": indexes}
+                       for name, indexes in topics.items()],
+        }]}
+        async with self.lock:
+            response = await self._call(body)
+        results = dict.fromkeys(partitions, int(errors.Errors.UNKNOWN_SERVER_ERROR))
+        for marker in response.markers:
+            for topic in marker.topics:
+                for answer in topic.partitions:
+                    results[(topic.name, answer.partition_index)] = int(answer.error_code)
+        return results
+
+    async def _call(self, body: dict[str, Any]) -> Any:
+        if self.connection is None:
+            self.connection = await asyncio.open_connection(*self.address)
+        reader, writer = self.connection
+        self.correlation_id += 1
+        writer.write(codec.encode_request(WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION,
+                                          self.correlation_id, self.client_id, body))
+        size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4),
+                                                   MARKER_RESPONSE_TIMEOUT_S))[0]
+        frame = await asyncio.wait_for(reader.readexactly(size), MARKER_RESPONSE_TIMEOUT_S)
+        correlation_id, response = codec.decode_response(
+            WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, frame)
+        assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
+        return response
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection[1].close()
+            self.connection = None
+
+
+def _error_code(done: ProduceDone) -> int:
+    """The one append's error code."""
+    (code,) = done.error_codes.values()
+    return int(code)
