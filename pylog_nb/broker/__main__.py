@@ -24,6 +24,9 @@ from .server.config import (  # noqa: E402
     OFFSETS_TOPIC_REPLICATION_FACTOR,
     OFFSETS_TOPIC_SEGMENT_BYTES,
     REPLICA_LAG_TIME_MAX_MS,
+    TRANSACTION_MAX_TIMEOUT_MS,
+    TRANSACTION_STATE_PARTITIONS,
+    TRANSACTION_STATE_REPLICATION_FACTOR,
     BrokerConfig,
     parse_controllers,
 )
@@ -53,6 +56,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         default=OFFSETS_TOPIC_REPLICATION_FACTOR)
     parser.add_argument("--offsets-topic-segment-bytes", type=int,
                         default=OFFSETS_TOPIC_SEGMENT_BYTES)
+    parser.add_argument("--transaction-state-partitions", type=int,
+                        default=TRANSACTION_STATE_PARTITIONS,
+                        help="partitions of __transaction_state "
+                             "(Kafka's transaction.state.log.num.partitions: 50)")
+    parser.add_argument("--transaction-state-replication-factor", type=int,
+                        default=TRANSACTION_STATE_REPLICATION_FACTOR)
+    parser.add_argument("--transaction-max-timeout-ms", type=int,
+                        default=TRANSACTION_MAX_TIMEOUT_MS,
+                        help="the longest transaction.timeout.ms a producer may ask for")
     parser.add_argument("--group-initial-rebalance-delay-ms", type=int,
                         default=GROUP_INITIAL_REBALANCE_DELAY_MS,
                         help="hold a new group's first rebalance this long for more joiners "
@@ -97,6 +109,9 @@ def main(argv: list[str] | None = None) -> None:
         offsets_retention_ms=args.offsets_retention_ms,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,
+        transaction_state_num_partitions=args.transaction_state_partitions,
+        transaction_state_replication_factor=args.transaction_state_replication_factor,
+        transaction_max_timeout_ms=args.transaction_max_timeout_ms,
     )
     try:
         lock_data_dir(args.data_dir)

@@ -106,14 +106,24 @@ class TransactionService:
         node = self.node
         if TRANSACTION_STATE_TOPIC not in node.image.topics:
             await self._ensure_topic()
+        if not transactional_id:
+            return errors.Errors.INVALID_REQUEST, None
         topic = node.image.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is None:
+        if topic is None or not self._partition_count_matches(len(topic.partitions)):
             return errors.Errors.COORDINATOR_NOT_AVAILABLE, None
         leader = topic.partitions[self.core.partition_for(transactional_id)].leader
         endpoint = self._endpoint(leader)
         if endpoint is None:
             return errors.Errors.COORDINATOR_NOT_AVAILABLE, None
         return errors.NONE, endpoint
+
+    def _partition_count_matches(self, count: int) -> bool:
+        """The topic has the configured partitions (else ids would land on the wrong one)."""
+        if count == self.core.transaction_state_partitions:
+            return True
+        log.warning("%s has %d partitions, but transaction.state.log.num.partitions is %d",
+                    TRANSACTION_STATE_TOPIC, count, self.core.transaction_state_partitions)
+        return False
 
     def _endpoint(self, broker_id: int) -> dict | None:
         if broker_id not in self.node.live_broker_ids():
@@ -154,6 +164,9 @@ class TransactionService:
             log.info("no longer the transaction coordinator of %s-%d",
                      TRANSACTION_STATE_TOPIC, index)
         if partition is None or partition.leader is None or partition.log.closed:
+            return
+        if index >= self.core.transaction_state_partitions:
+            self._partition_count_matches(index + 1)  # says why this partition is not served
             return
         self.run(self.core.begin_load(index))
         token = self._loads[index] = object()

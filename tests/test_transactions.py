@@ -1,0 +1,343 @@
+"""Transactions end to end against real broker processes (issue 12 item 1).
+
+A confluent-kafka transactional producer commits and aborts across partitions of two topics on
+three brokers: read_committed consumers see exactly the committed records, read_uncommitted
+ones every record. A second producer with the same transactional id fences the first. Bad
+requests at the wire level get Kafka's error codes and change nothing. The transaction
+coordinator SIGKILLed mid-transaction leaves the transaction all or nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+
+import pytest
+import wire
+from clients import TIMEOUT_S, admin, wait_for
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from pylog_nb import LocalCluster
+from pylog_nb.broker.errors import Errors
+from pylog_nb.broker.server.config import TRANSACTION_STATE_PARTITIONS
+from pylog_nb.broker.txn import partition_for
+
+PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 10, 22
+ADD_PARTITIONS_TO_TXN, END_TXN = 24, 26
+DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
+KEY_TYPE_TRANSACTION = 1
+TXN_TIMEOUT_MS = 60_000
+SHORT_TXN_TIMEOUT_MS = 2_000  # a transaction the coordinator aborts while the test waits
+TRANSACTION_MAX_TIMEOUT_MS = 900_000  # the broker's transaction.max.timeout.ms
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with LocalCluster(brokers=3, data_dir=tmp_path_factory.mktemp("transactions")) as running:
+        yield running
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_replicated(bootstrap: str, name: str, partitions: int) -> list[TopicPartition]:
+    """A topic of ``partitions`` partitions on all three brokers (leaders spread over them)."""
+    client = admin(bootstrap)
+    futures = client.create_topics([NewTopic(name, num_partitions=partitions,
+                                             replication_factor=3)])
+    futures[name].result(TIMEOUT_S)
+    return [TopicPartition(name, index) for index in range(partitions)]
+
+
+def transactional_producer(bootstrap: str, transactional_id: str,
+                           timeout_ms: int = TXN_TIMEOUT_MS) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                         "transaction.timeout.ms": timeout_ms, "linger.ms": 5})
+    producer.init_transactions(TIMEOUT_S)
+    return producer
+
+
+def send(producer: Producer, partitions: list[TopicPartition], tag: str) -> list[bytes]:
+    """Two records to each partition, flushed (so they are in the logs); their values."""
+    values = []
+    for tp in partitions:
+        for index in range(2):
+            value = f"{tag}-{tp.topic}-{tp.partition}-{index}".encode()
+            producer.produce(tp.topic, value, partition=tp.partition)
+            values.append(value)
+    assert producer.flush(TIMEOUT_S) == 0
+    return values
+
+
+def read_everything(bootstrap: str, partitions: list[TopicPartition], isolation: str
+                    ) -> list[bytes]:
+    """Every value a consumer with ``isolation.level`` reads up to the end of each partition
+    (the LSO for read_committed, the HW for read_uncommitted), sorted."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"),
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "fetch.wait.max.ms": 100, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(tp.topic, tp.partition, 0) for tp in partitions])
+    values: list[bytes] = []
+    at_end: set[tuple[str, int]] = set()
+    try:
+        while len(at_end) < len(partitions):
+            message = consumer.poll(TIMEOUT_S)
+            assert message is not None, f"no EOF after {values}"
+            if message.error():
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                at_end.add((message.topic(), message.partition()))
+            else:
+                at_end.discard((message.topic(), message.partition()))
+                values.append(message.value())
+    finally:
+        consumer.close()
+    return sorted(values)
+
+
+def find_coordinator(bootstrap: str, transactional_id: str) -> tuple[int, str]:
+    """(broker id, "host:port") of the transaction coordinator of ``transactional_id``."""
+    found: list = []
+
+    def answered() -> bool:
+        with wire.connect(bootstrap) as sock:
+            answer = wire.call(sock, FIND_COORDINATOR, 1,
+                               {"key": transactional_id, "key_type": KEY_TYPE_TRANSACTION})
+        found[:] = [answer]
+        return answer.error_code == 0
+
+    wait_for(answered, f"a transaction coordinator for {transactional_id}")
+    answer = found[0]
+    return answer.node_id, f"{answer.host}:{answer.port}"
+
+
+def describe(address: str, transactional_id: str):
+    with wire.connect(address) as sock:
+        answer = wire.call(sock, DESCRIBE_TRANSACTIONS, 0,
+                           {"transactional_ids": [transactional_id]})
+    (state,) = answer.transaction_states
+    return state
+
+
+# == commit and abort =============================================================================
+
+
+def test_read_committed_sees_exactly_the_committed_transactions_across_topics(cluster):
+    bootstrap = cluster.bootstrap_servers
+    partitions = (create_replicated(bootstrap, unique("orders"), 2)
+                  + create_replicated(bootstrap, unique("audit"), 1))
+    transactional_id = unique("committer")
+    producer = transactional_producer(bootstrap, transactional_id)
+
+    producer.begin_transaction()
+    committed = send(producer, partitions, "first")
+    producer.commit_transaction(TIMEOUT_S)
+    producer.begin_transaction()
+    aborted = send(producer, partitions, "aborted")
+    _, address = find_coordinator(bootstrap, transactional_id)
+    ongoing = describe(address, transactional_id)
+    assert (ongoing.error_code, ongoing.transaction_state) == (0, "Ongoing")
+    assert {(t.topic, p) for t in ongoing.topics for p in t.partitions} == {
+        (tp.topic, tp.partition) for tp in partitions}
+    producer.abort_transaction(TIMEOUT_S)
+    producer.begin_transaction()
+    committed += send(producer, partitions, "second")
+    producer.commit_transaction(TIMEOUT_S)
+
+    assert read_everything(bootstrap, partitions, "read_committed") == sorted(committed)
+    assert read_everything(bootstrap, partitions, "read_uncommitted") == sorted(
+        committed + aborted)
+    done = describe(address, transactional_id)
+    assert (done.error_code, done.transaction_state, list(done.topics)) == (
+        0, "CompleteCommit", [])
+
+
+def test_list_transactions_on_the_coordinator_names_the_producer(cluster):
+    bootstrap = cluster.bootstrap_servers
+    partitions = create_replicated(bootstrap, unique("listed"), 1)
+    transactional_id = unique("listed")
+    producer = transactional_producer(bootstrap, transactional_id)
+    producer.begin_transaction()
+    send(producer, partitions, "listed")
+    _, address = find_coordinator(bootstrap, transactional_id)
+    producer_id = describe(address, transactional_id).producer_id
+    with wire.connect(address) as sock:
+        ongoing = wire.call(sock, LIST_TRANSACTIONS, 1, {
+            "state_filters": ["Ongoing", "NoSuchState"], "producer_id_filters": [producer_id],
+            "duration_filter": -1})
+    assert ongoing.error_code == 0
+    assert list(ongoing.unknown_state_filters) == ["NoSuchState"]
+    assert [(t.transactional_id, t.producer_id, t.transaction_state)
+            for t in ongoing.transaction_states] == [(transactional_id, producer_id, "Ongoing")]
+    producer.commit_transaction(TIMEOUT_S)
+
+
+# == fencing ======================================================================================
+
+
+def test_a_second_producer_with_the_same_transactional_id_fences_the_first(cluster):
+    bootstrap = cluster.bootstrap_servers
+    partitions = create_replicated(bootstrap, unique("fenced"), 3)
+    transactional_id = unique("zombie")
+    first = transactional_producer(bootstrap, transactional_id)
+    first.begin_transaction()
+    zombie = send(first, partitions, "zombie")
+
+    second = transactional_producer(bootstrap, transactional_id)  # aborts the first's
+    with pytest.raises(KafkaException) as raised:
+        first.commit_transaction(TIMEOUT_S)
+    error = raised.value.args[0]
+    assert error.fatal(), error
+    assert error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED), error
+
+    second.begin_transaction()
+    survivor = send(second, partitions, "survivor")
+    second.commit_transaction(TIMEOUT_S)
+    assert read_everything(bootstrap, partitions, "read_committed") == sorted(survivor)
+    assert read_everything(bootstrap, partitions, "read_uncommitted") == sorted(
+        zombie + survivor)
+
+
+def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(cluster):
+    bootstrap = cluster.bootstrap_servers
+    partitions = create_replicated(bootstrap, unique("stale"), 2)
+    transactional_id = unique("stale")
+    producer = transactional_producer(bootstrap, transactional_id, timeout_ms=SHORT_TXN_TIMEOUT_MS)
+    producer.begin_transaction()
+    abandoned = send(producer, partitions, "abandoned")
+    _, address = find_coordinator(bootstrap, transactional_id)
+    wait_for(lambda: describe(address, transactional_id).transaction_state == "CompleteAbort",
+             "the coordinator to abort the transaction past its timeout")
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(TIMEOUT_S)
+    assert read_everything(bootstrap, partitions, "read_committed") == []
+    assert read_everything(bootstrap, partitions, "read_uncommitted") == sorted(abandoned)
+
+
+# == bad input at the wire level ==================================================================
+
+
+def init_producer_id(sock, transactional_id: str, timeout_ms: int = TXN_TIMEOUT_MS):
+    return wire.call(sock, INIT_PRODUCER_ID, 4, {
+        "transactional_id": transactional_id, "transaction_timeout": timeout_ms,
+        "producer_id": -1, "producer_epoch": -1})
+
+
+def add_partitions(sock, version: int, transactional_id: str, producer_id: int, epoch: int,
+                   topic: str, indexes: list[int]) -> dict[tuple[str, int], int]:
+    answer = wire.call(sock, ADD_PARTITIONS_TO_TXN, version, {
+        "v3_and_below_transactional_id": transactional_id,
+        "v3_and_below_producer_id": producer_id, "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": indexes}]})
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in answer.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+def verify_partitions(sock, transactional_id: str, producer_id: int, epoch: int, topic: str,
+                      indexes: list[int]) -> dict[tuple[str, int], int]:
+    """AddPartitionsToTxn v4 with verify_only, as a partition leader asks (KIP-890)."""
+    answer = wire.call(sock, ADD_PARTITIONS_TO_TXN, 4, {"transactions": [{
+        "transactional_id": transactional_id, "producer_id": producer_id,
+        "producer_epoch": epoch, "verify_only": True,
+        "topics": [{"name": topic, "partitions": indexes}]}]})
+    assert answer.error_code == 0
+    (result,) = answer.results_by_transaction
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in result.topic_results for p in t.results_by_partition}
+
+
+def end_txn(sock, version: int, transactional_id: str, producer_id: int, epoch: int) -> int:
+    return wire.call(sock, END_TXN, version, {
+        "transactional_id": transactional_id, "producer_id": producer_id,
+        "producer_epoch": epoch, "committed": True}).error_code
+
+
+def test_requests_out_of_order_or_from_a_stale_epoch_get_kafkas_errors(cluster):
+    bootstrap = cluster.bootstrap_servers
+    topic = create_replicated(bootstrap, unique("wire"), 2)[0].topic
+    transactional_id = unique("wire")
+    coordinator, address = find_coordinator(bootstrap, transactional_id)
+    with wire.connect(address) as sock:
+        assert add_partitions(sock, 3, transactional_id, 4242, 0, topic, [0]) == {
+            (topic, 0): Errors.INVALID_PRODUCER_ID_MAPPING}
+        assert init_producer_id(sock, transactional_id, TRANSACTION_MAX_TIMEOUT_MS + 1
+                                ).error_code == Errors.INVALID_TRANSACTION_TIMEOUT
+        first = init_producer_id(sock, transactional_id)
+        assert (first.error_code, first.producer_epoch) == (0, 0)
+        producer_id = first.producer_id
+        assert end_txn(sock, 3, transactional_id, producer_id, 0) == Errors.INVALID_TXN_STATE
+        # An unknown partition refuses the whole request; nothing is added.
+        assert add_partitions(sock, 3, transactional_id, producer_id, 0, topic, [0, 7]) == {
+            (topic, 0): Errors.OPERATION_NOT_ATTEMPTED,
+            (topic, 7): Errors.UNKNOWN_TOPIC_OR_PARTITION}
+        assert describe(address, transactional_id).transaction_state == "Empty"
+        assert add_partitions(sock, 3, transactional_id, producer_id + 1, 0, topic, [0]) == {
+            (topic, 0): Errors.INVALID_PRODUCER_ID_MAPPING}
+
+        second = init_producer_id(sock, transactional_id)
+        assert (second.producer_id, second.producer_epoch) == (producer_id, 1)
+        assert add_partitions(sock, 3, transactional_id, producer_id, 0, topic, [0]) == {
+            (topic, 0): Errors.PRODUCER_FENCED}
+        assert add_partitions(sock, 1, transactional_id, producer_id, 0, topic, [0]) == {
+            (topic, 0): Errors.INVALID_PRODUCER_EPOCH}  # before KIP-588's PRODUCER_FENCED
+        assert end_txn(sock, 3, transactional_id, producer_id, 0) == Errors.PRODUCER_FENCED
+        assert end_txn(sock, 1, transactional_id, producer_id, 0) == \
+            Errors.INVALID_PRODUCER_EPOCH
+        assert add_partitions(sock, 3, transactional_id, producer_id, 1, topic, [0]) == {
+            (topic, 0): 0}
+        assert verify_partitions(sock, transactional_id, producer_id, 1, topic, [0, 1]) == {
+            (topic, 0): 0, (topic, 1): Errors.INVALID_TXN_STATE}  # v4 verify_only: no change
+        assert [(t.topic, list(t.partitions)) for t in describe(address, transactional_id).topics
+                ] == [(topic, [0])]
+        assert end_txn(sock, 3, transactional_id, producer_id, 1) == 0
+    wait_for(lambda: describe(address, transactional_id).transaction_state == "CompleteCommit",
+             "the markers written and the commit completed")
+
+    neighbour = next(f"{transactional_id}-{n}" for n in itertools.count()
+                     if partition_for(f"{transactional_id}-{n}", TRANSACTION_STATE_PARTITIONS)
+                     == partition_for(transactional_id, TRANSACTION_STATE_PARTITIONS))
+    assert describe(address, neighbour).error_code == Errors.TRANSACTIONAL_ID_NOT_FOUND
+    other = next(b for b in cluster.brokers if b != coordinator)
+    assert describe(f"127.0.0.1:{cluster.brokers[other].port}", transactional_id
+                    ).error_code == Errors.NOT_COORDINATOR
+    with wire.connect(f"127.0.0.1:{cluster.brokers[other].port}") as sock:
+        no_key = wire.call(sock, FIND_COORDINATOR, 1, {"key": "", "key_type": KEY_TYPE_TRANSACTION})
+        assert no_key.error_code == Errors.INVALID_REQUEST
+        assert init_producer_id(sock, transactional_id).error_code == Errors.NOT_COORDINATOR
+        refused = wire.call(sock, PRODUCE, 7, {
+            **wire.produce_body("__transaction_state", wire.batch([b"forged"]), acks=-1)})
+        assert refused.responses[0].partition_responses[0].error_code == \
+            Errors.INVALID_TOPIC_EXCEPTION
+
+
+# == coordinator failure ==========================================================================
+
+
+def test_transaction_is_all_or_nothing_when_its_coordinator_is_sigkilled(tmp_path):
+    with LocalCluster(brokers=3, data_dir=tmp_path,
+                      broker_args=("--replica-lag-time-max-ms", "2000")) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        partitions = create_replicated(bootstrap, unique("crash"), 3)
+        transactional_id = unique("crash")
+        producer = transactional_producer(bootstrap, transactional_id)
+        producer.begin_transaction()
+        written = send(producer, partitions, "in-flight")
+        coordinator, _ = find_coordinator(bootstrap, transactional_id)
+        cluster.kill(coordinator)
+        survivors = ",".join(f"127.0.0.1:{node.port}" for broker_id, node
+                             in cluster.brokers.items() if broker_id != coordinator)
+        try:
+            producer.commit_transaction(TIMEOUT_S)
+            expected = sorted(written)
+        except KafkaException as raised:
+            assert raised.args[0].txn_requires_abort(), raised
+            producer.abort_transaction(TIMEOUT_S)
+            expected = []
+        assert read_everything(survivors, partitions, "read_committed") == expected
+        # The LSO moved past the transaction: a later one is readable after it.
+        producer.begin_transaction()
+        later = send(producer, partitions, "later")
+        producer.commit_transaction(TIMEOUT_S)
+        assert read_everything(survivors, partitions, "read_committed") == sorted(
+            expected + later)
