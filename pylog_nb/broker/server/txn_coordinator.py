@@ -14,10 +14,10 @@ TransactionMarkerChannelManager, split as sans-IO core and shell):
 - A request *parks*: it takes a request id and a future, passes the id to the core and awaits
   the answer action carrying that id (in the same action list, or once its append committed).
 - ``AppendRecords`` is written through the partition's leader with acks=all and reported back
-  with ``on_appended``. ``WriteTxnMarkers`` is grouped by the current leader of each partition:
-  partitions this broker leads are written directly, the others are sent as one
-  WriteTxnMarkers request per leader over a connection of our own; each partition's outcome
-  goes back through ``on_markers_written`` (unreachable leaders are retried by the core).
+  with ``on_appended``. ``WriteTxnMarkers`` goes to the ``TransactionMarkerChannelManager``
+  (``txn_marker_channel.py``), which writes through each partition's current leader; each
+  partition's outcome goes back through ``on_markers_written`` (failures are retried by the
+  core on ``tick``).
 - The partition-leader side (``write_markers``) appends one control batch per partition with
   acks=all; the log refuses an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED) or
   producer epoch. A marker that lands on ``__consumer_offsets`` is handed to the group
@@ -33,15 +33,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import struct
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import errors
 from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from ..protocol import codec
-from ..protocol.versions import WRITE_TXN_MARKERS_KEY
 from ..records.batch import encode_batch, iter_batches_decoded
 from ..txn import (
     Action,
@@ -55,13 +52,13 @@ from ..txn import (
 )
 from .purgatory import ProduceDone
 from .replica_manager import ACKS_ALL, Partition
+from .txn_marker_channel import TopicPartition, TransactionMarkerChannelManager, live_endpoint
 
 if TYPE_CHECKING:
     from .node import BrokerNode
 
 log = logging.getLogger("pylog.broker")
 
-TopicPartition = tuple[str, int]
 Answer = InitProducerIdAnswer | AddPartitionsAnswer | AddOffsetsAnswer | EndTxnAnswer
 
 TRANSACTION_STATE_APPEND_TIMEOUT_MS = 5_000  # Kafka's transaction.state.log append timeout
@@ -73,9 +70,6 @@ TRANSACTION_STATE_POLICY = {"cleanup.policy": "compact"}
 # epoch) takes one; refill below the low mark, so InitProducerId rarely waits.
 PRODUCER_IDS_PREFETCH = 16
 PRODUCER_IDS_LOW = 4
-WRITE_TXN_MARKERS_VERSION = 1  # the oldest Kafka 4 accepts; v2 adds only transaction_version
-MARKER_RESPONSE_TIMEOUT_S = 35.0  # above MARKER_APPEND_TIMEOUT_MS: the leader answers first
-_SIZE = struct.Struct(">i")
 
 
 class TransactionService:
@@ -97,7 +91,7 @@ class TransactionService:
         self._creating: asyncio.Future | None = None
         self._producer_ids: deque[int] = deque()
         self._refilling: asyncio.Future | None = None
-        self._channels: dict[int, _MarkerChannel] = {}
+        self.markers = TransactionMarkerChannelManager(node, self.write_markers)
 
     # == FindCoordinator =========================================================================
 
@@ -112,7 +106,7 @@ class TransactionService:
         if topic is None or not self._partition_count_matches(len(topic.partitions)):
             return errors.Errors.COORDINATOR_NOT_AVAILABLE, None
         leader = topic.partitions[self.core.partition_for(transactional_id)].leader
-        endpoint = self._endpoint(leader)
+        endpoint = live_endpoint(self.node, leader)
         if endpoint is None:
             return errors.Errors.COORDINATOR_NOT_AVAILABLE, None
         return errors.NONE, endpoint
@@ -124,11 +118,6 @@ class TransactionService:
         log.warning("%s has %d partitions, but transaction.state.log.num.partitions is %d",
                     TRANSACTION_STATE_TOPIC, count, self.core.transaction_state_partitions)
         return False
-
-    def _endpoint(self, broker_id: int) -> dict | None:
-        if broker_id not in self.node.live_broker_ids():
-            return None
-        return next((b for b in self.node.brokers() if b["node_id"] == broker_id), None)
 
     async def _ensure_topic(self) -> None:
         """Create ``__transaction_state`` once, however many FindCoordinators ask at once."""
@@ -283,53 +272,10 @@ class TransactionService:
 
     async def _send_markers(self, action: WriteTxnMarkers) -> None:
         """Write the markers through each partition's current leader; report every partition."""
-        results: dict[TopicPartition, int] = {}
-        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
-        for topic_partition in action.partitions:
-            leader = self._leader_of(*topic_partition)
-            if isinstance(leader, int):
-                by_leader[leader].append(topic_partition)
-            else:
-                results[topic_partition] = leader.error
-        sends = [self._send_to(leader, action, partitions)
-                 for leader, partitions in by_leader.items()]
-        for answered in await asyncio.gather(*sends):
-            results.update(answered)
+        results = await self.markers.send(action)
         self.run(self.core.on_markers_written(
             action.transactional_id, action.producer_id, action.producer_epoch, results,
             self.node.now_ms()))
-
-    def _leader_of(self, topic: str, index: int) -> int | _NoLeader:
-        image = self.node.image.topics.get(topic)
-        if image is None or index >= len(image.partitions):
-            return _NoLeader(errors.NONE)  # deleted: nothing left to mark (Kafka's answer)
-        leader = image.partitions[index].leader
-        if leader < 0 or leader not in self.node.live_broker_ids():
-            return _NoLeader(errors.NOT_LEADER_OR_FOLLOWER)  # retried on tick
-        return leader
-
-    async def _send_to(self, leader: int, action: WriteTxnMarkers,
-                       partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        if leader == self.node.broker_id:
-            return await self.write_markers(
-                action.producer_id, action.producer_epoch, action.coordinator_epoch,
-                action.committed, partitions)
-        endpoint = self._endpoint(leader)
-        if endpoint is None:
-            return dict.fromkeys(partitions, errors.NOT_LEADER_OR_FOLLOWER)
-        channel = self._channels.get(leader)
-        if channel is None or channel.address != (endpoint["host"], endpoint["port"]):
-            if channel is not None:
-                channel.close()
-            channel = self._channels[leader] = _MarkerChannel(
-                endpoint["host"], endpoint["port"], f"txn-coordinator-{self.node.broker_id}")
-        try:
-            return await channel.write_markers(action, partitions)
-        except (OSError, asyncio.IncompleteReadError, TimeoutError) as error:
-            log.info("WriteTxnMarkers to broker %d failed: %s", leader,
-                     str(error) or type(error).__name__)
-            channel.close()
-            return dict.fromkeys(partitions, errors.Errors.NETWORK_EXCEPTION)
 
     # == markers: the partition-leader side ======================================================
 
@@ -383,71 +329,10 @@ class TransactionService:
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for channel in self._channels.values():
-            channel.close()
+        self.markers.close()
         for future in self._parked.values():
             if not future.done():
                 future.set_result(None)
-
-
-class _NoLeader:
-    """Why a partition's marker cannot be sent now (NONE: its topic is gone)."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: int) -> None:
-        self.error = int(error)
-
-
-class _MarkerChannel:
-    """One connection to another broker for WriteTxnMarkers, one request at a time."""
-
-    def __init__(self, host: str, port: int, client_id: str) -> None:
-        self.address = (host, port)
-        self.client_id = client_id
-        self.lock = asyncio.Lock()
-        self.correlation_id = 0
-        self.connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-
-    async def write_markers(self, action: WriteTxnMarkers, partitions: list[TopicPartition]
-                            ) -> dict[TopicPartition, int]:
-        topics: dict[str, list[int]] = defaultdict(list)
-        for topic, index in partitions:
-            topics[topic].append(index)
-        body = {"markers": [{
-            "producer_id": action.producer_id, "producer_epoch": action.producer_epoch,
-            "transaction_result": action.committed, "coordinator_epoch": action.coordinator_epoch,
-            "topics": [{"name": name, "partition_indexes": indexes}
-                       for name, indexes in topics.items()],
-        }]}
-        async with self.lock:
-            response = await self._call(body)
-        results = dict.fromkeys(partitions, int(errors.Errors.UNKNOWN_SERVER_ERROR))
-        for marker in response.markers:
-            for topic in marker.topics:
-                for answer in topic.partitions:
-                    results[(topic.name, answer.partition_index)] = int(answer.error_code)
-        return results
-
-    async def _call(self, body: dict[str, Any]) -> Any:
-        if self.connection is None:
-            self.connection = await asyncio.open_connection(*self.address)
-        reader, writer = self.connection
-        self.correlation_id += 1
-        writer.write(codec.encode_request(WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION,
-                                          self.correlation_id, self.client_id, body))
-        size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4),
-                                                   MARKER_RESPONSE_TIMEOUT_S))[0]
-        frame = await asyncio.wait_for(reader.readexactly(size), MARKER_RESPONSE_TIMEOUT_S)
-        correlation_id, response = codec.decode_response(
-            WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, frame)
-        assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
-        return response
-
-    def close(self) -> None:
-        if self.connection is not None:
-            self.connection[1].close()
-            self.connection = None
 
 
 def _error_code(done: ProduceDone) -> int:

@@ -1,0 +1,182 @@
+"""The coordinator side of WriteTxnMarkers: markers to each partition's current leader.
+
+Theory of operation (Kafka's TransactionMarkerChannelManager):
+
+- The transaction coordinator asks for a COMMIT or ABORT marker on every partition of a
+  transaction. The partitions are grouped by their leader in the current metadata image; the
+  ones this broker leads are written directly (the partition-leader side, ``write_local``), the
+  others as one WriteTxnMarkers request per leader.
+- Each leader gets one connection of our own, one request at a time (a marker is small, and a
+  lab's transactions are few); a connection that fails is dropped and opened again next time.
+- Every partition gets an outcome: the leader's error code; NOT_LEADER_OR_FOLLOWER while a
+  partition has no live leader; NETWORK_EXCEPTION when the leader cannot be reached; NONE for a
+  partition whose topic was deleted (nothing is left to mark, as Kafka answers). The core
+  re-sends the failed ones on its next ``tick``, to whatever leader the image names then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import errors
+from ..protocol import codec
+from ..protocol.versions import WRITE_TXN_MARKERS_KEY
+from ..txn import WriteTxnMarkers
+
+if TYPE_CHECKING:
+    from .node import BrokerNode
+
+log = logging.getLogger("pylog.broker")
+
+TopicPartition = tuple[str, int]
+# (producer id, producer epoch, coordinator epoch, committed, partitions) -> code per partition
+WriteLocal = Callable[[int, int, int, bool, list[TopicPartition]],
+                      Awaitable[dict[TopicPartition, int]]]
+
+WRITE_TXN_MARKERS_VERSION = 1  # the oldest Kafka 4 accepts; v2 adds only transaction_version
+# The leader appends with acks=all and a 30 s timeout: it answers before this runs out.
+MARKER_RESPONSE_TIMEOUT_S = 35.0
+_SIZE = struct.Struct(">i")
+
+
+def live_endpoint(node: BrokerNode, broker_id: int) -> dict | None:
+    """The endpoint of ``broker_id`` if it is live; None otherwise."""
+    if broker_id not in node.live_broker_ids():
+        return None
+    return next((b for b in node.brokers() if b["node_id"] == broker_id), None)
+
+
+class TransactionMarkerChannelManager:
+    """Sends a transaction's markers and collects one error code per partition."""
+
+    def __init__(self, node: BrokerNode, write_local: WriteLocal) -> None:
+        self.node = node
+        self.write_local = write_local
+        self._channels: dict[int, _MarkerChannel] = {}
+
+    async def send(self, action: WriteTxnMarkers) -> dict[TopicPartition, int]:
+        """Write ``action``'s markers through each partition's current leader."""
+        results: dict[TopicPartition, int] = {}
+        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        for topic_partition in action.partitions:
+            leader, error = self._leader_of(*topic_partition)
+            if leader is None:
+                results[topic_partition] = error
+            else:
+                by_leader[leader].append(topic_partition)
+        sends = [self._send_to(leader, action, partitions)
+                 for leader, partitions in by_leader.items()]
+        for answered in await asyncio.gather(*sends):
+            results.update(answered)
+        assert set(results) == set(action.partitions), (results, action.partitions)
+        return results
+
+    def _leader_of(self, topic: str, index: int) -> tuple[int | None, int]:
+        """The partition's live leader, or None and the partition's outcome without one."""
+        image = self.node.image.topics.get(topic)
+        if image is None or index >= len(image.partitions):
+            return None, errors.NONE  # deleted: nothing left to mark (Kafka's answer)
+        leader = image.partitions[index].leader
+        if leader < 0 or leader not in self.node.live_broker_ids():
+            return None, errors.NOT_LEADER_OR_FOLLOWER
+        return leader, errors.NONE
+
+    async def _send_to(self, leader: int, action: WriteTxnMarkers,
+                       partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        if leader == self.node.broker_id:
+            return await self.write_local(
+                action.producer_id, action.producer_epoch, action.coordinator_epoch,
+                action.committed, partitions)
+        if self.node.isolated:  # fault injection: peers are unreachable
+            return dict.fromkeys(partitions, errors.Errors.NETWORK_EXCEPTION)
+        channel = self._channel(leader)
+        if channel is None:
+            return dict.fromkeys(partitions, errors.NOT_LEADER_OR_FOLLOWER)
+        try:
+            return await channel.write_markers(action, partitions)
+        except Exception as error:  # noqa: BLE001 - every partition needs an outcome
+            if isinstance(error, OSError | asyncio.IncompleteReadError | TimeoutError):
+                log.info("WriteTxnMarkers to broker %d failed: %s", leader,
+                         str(error) or type(error).__name__)
+            else:
+                log.exception("WriteTxnMarkers to broker %d failed", leader)
+            return dict.fromkeys(partitions, errors.Errors.NETWORK_EXCEPTION)
+
+    def _channel(self, broker_id: int) -> _MarkerChannel | None:
+        endpoint = live_endpoint(self.node, broker_id)
+        if endpoint is None:
+            return None
+        address = (endpoint["host"], endpoint["port"])
+        channel = self._channels.get(broker_id)
+        if channel is None or channel.address != address:  # new, or the broker moved
+            if channel is not None:
+                channel.close()
+            channel = self._channels[broker_id] = _MarkerChannel(
+                address, f"txn-coordinator-{self.node.broker_id}")
+        return channel
+
+    def close(self) -> None:
+        for channel in self._channels.values():
+            channel.close()
+
+
+class _MarkerChannel:
+    """One connection to another broker for WriteTxnMarkers, one request at a time."""
+
+    def __init__(self, address: tuple[str, int], client_id: str) -> None:
+        self.address = address
+        self.client_id = client_id
+        self.lock = asyncio.Lock()
+        self.correlation_id = 0
+        self.connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def write_markers(self, action: WriteTxnMarkers, partitions: list[TopicPartition]
+                            ) -> dict[TopicPartition, int]:
+        topics: dict[str, list[int]] = defaultdict(list)
+        for topic, index in partitions:
+            topics[topic].append(index)
+        body = {"markers": [{
+            "producer_id": action.producer_id, "producer_epoch": action.producer_epoch,
+            "transaction_result": action.committed, "coordinator_epoch": action.coordinator_epoch,
+            "topics": [{"name": name, "partition_indexes": indexes}
+                       for name, indexes in topics.items()],
+        }]}
+        async with self.lock:
+            try:
+                response = await self._call(body)
+            except BaseException:  # a half-read answer would confuse the next request
+                self.close()
+                raise
+        # A partition the answer leaves out was not written: the core re-sends it.
+        results = dict.fromkeys(partitions, int(errors.Errors.UNKNOWN_SERVER_ERROR))
+        for marker in response.markers:
+            for topic in marker.topics:
+                for answer in topic.partitions:
+                    if (topic.name, answer.partition_index) in results:
+                        results[(topic.name, answer.partition_index)] = int(answer.error_code)
+        return results
+
+    async def _call(self, body: dict[str, Any]) -> Any:
+        if self.connection is None:
+            self.connection = await asyncio.open_connection(*self.address)
+        reader, writer = self.connection
+        self.correlation_id += 1
+        writer.write(codec.encode_request(WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION,
+                                          self.correlation_id, self.client_id, body))
+        size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4),
+                                                   MARKER_RESPONSE_TIMEOUT_S))[0]
+        frame = await asyncio.wait_for(reader.readexactly(size), MARKER_RESPONSE_TIMEOUT_S)
+        correlation_id, response = codec.decode_response(
+            WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, frame)
+        assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
+        return response
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection[1].close()
+            self.connection = None
