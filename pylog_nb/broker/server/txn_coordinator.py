@@ -192,8 +192,11 @@ class TransactionService:
             self._refill_producer_ids()
         return producer_id
 
-    async def ensure_producer_ids(self) -> None:
-        """Wait for prefetched ids (InitProducerId, so a new id is not answered retriable)."""
+    async def ensure_producer_ids(self, transactional_id: str) -> None:
+        """Before InitProducerId: wait for prefetched ids if this broker coordinates the id
+        (so a new id is not answered retriable; other brokers answer NOT_COORDINATOR)."""
+        if not transactional_id or not self.core.leads(self.core.partition_for(transactional_id)):
+            return
         if not self._producer_ids:
             self._refill_producer_ids()
             assert self._refilling is not None
@@ -330,6 +333,8 @@ class TransactionService:
         for task in self._tasks:
             task.cancel()
         self.markers.close()
+        if self._refilling is not None:
+            self._refilling.cancel()
         for future in self._parked.values():
             if not future.done():
                 future.set_result(None)

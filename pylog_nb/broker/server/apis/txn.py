@@ -34,7 +34,7 @@ async def handle_init_producer_id(node: BrokerNode, request: Request) -> dict:
     epoch = getattr(body, "producer_epoch", -1)
     if body.transactional_id is None:
         return await _idempotent_producer_id(node, producer_id, epoch)
-    await node.txns.ensure_producer_ids()
+    await node.txns.ensure_producer_ids(body.transactional_id)
     answer = await node.txns.ask(lambda request_id: node.txns.core.init_producer_id(
         body.transactional_id, duration_ms(body.transaction_timeout), node.now_ms(), request_id,
         producer_id=producer_id, producer_epoch=epoch, version=version))
