@@ -9,14 +9,17 @@ coordinator SIGKILLed mid-transaction leaves the transaction all or nothing.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
 
 import pytest
 import wire
+from aiokafka import AIOKafkaProducer
 from clients import TIMEOUT_S, admin, wait_for
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from kafka import KafkaProducer
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.errors import Errors
@@ -171,6 +174,45 @@ def test_list_transactions_on_the_coordinator_names_the_producer(cluster):
     assert [(t.transactional_id, t.producer_id, t.transaction_state)
             for t in ongoing.transaction_states] == [(transactional_id, producer_id, "Ongoing")]
     producer.commit_transaction(TIMEOUT_S)
+
+
+def test_kafka_python_and_aiokafka_transactions_commit_and_abort(cluster):
+    """The older API versions these clients send (aiokafka: InitProducerId v0, EndTxn v0)."""
+    bootstrap = cluster.bootstrap_servers
+    partitions = create_replicated(bootstrap, unique("python-clients"), 2)
+    topic = partitions[0].topic
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=unique("kafka-python"))
+    producer.init_transactions()
+    for outcome in ("committed", "aborted"):
+        producer.begin_transaction()
+        for tp in partitions:
+            producer.send(topic, f"kafka-python-{outcome}-{tp.partition}".encode(),
+                          partition=tp.partition)
+        producer.flush()
+        if outcome == "committed":
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+    producer.close()
+
+    async def aiokafka_transactions() -> None:
+        aio = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=unique("aiokafka"))
+        await aio.start()
+        try:
+            async with aio.transaction():
+                await aio.send_and_wait(topic, b"aiokafka-committed", partition=0)
+            await aio.begin_transaction()
+            await aio.send_and_wait(topic, b"aiokafka-aborted", partition=1)
+            await aio.abort_transaction()
+        finally:
+            await aio.stop()
+
+    asyncio.run(aiokafka_transactions())
+    committed = [b"aiokafka-committed", b"kafka-python-committed-0", b"kafka-python-committed-1"]
+    aborted = [b"aiokafka-aborted", b"kafka-python-aborted-0", b"kafka-python-aborted-1"]
+    assert read_everything(bootstrap, partitions, "read_committed") == committed
+    assert read_everything(bootstrap, partitions, "read_uncommitted") == sorted(
+        committed + aborted)
 
 
 # == fencing ======================================================================================
