@@ -23,11 +23,13 @@ from kafka import KafkaProducer
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.errors import Errors
-from pylog_nb.broker.server.config import TRANSACTION_STATE_PARTITIONS
+from pylog_nb.broker.group.records import partition_for as group_partition_for
+from pylog_nb.broker.server.config import OFFSETS_TOPIC_PARTITIONS, TRANSACTION_STATE_PARTITIONS
 from pylog_nb.broker.txn import partition_for
 
-PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 10, 22
-ADD_PARTITIONS_TO_TXN, END_TXN = 24, 26
+PRODUCE, LIST_OFFSETS, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 2, 10, 22
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 24, 25, 26
+OFFSETS_TOPIC = "__consumer_offsets"
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 KEY_TYPE_TRANSACTION = 1
 TXN_TIMEOUT_MS = 60_000
@@ -351,6 +353,52 @@ def test_requests_out_of_order_or_from_a_stale_epoch_get_kafkas_errors(cluster):
             **wire.produce_body("__transaction_state", wire.batch([b"forged"]), acks=-1)})
         assert refused.responses[0].partition_responses[0].error_code == \
             Errors.INVALID_TOPIC_EXCEPTION
+
+
+def test_add_offsets_to_txn_puts_the_groups_offsets_partition_in_the_transaction(cluster):
+    """AddOffsetsToTxn adds ``__consumer_offsets``-p (p from the group id); the commit writes
+    its marker there like on any partition: the partition's end moves by one control record."""
+    bootstrap = cluster.bootstrap_servers
+    transactional_id, group_id = unique("offsets"), unique("group")
+    offsets_partition = group_partition_for(group_id, OFFSETS_TOPIC_PARTITIONS)
+    group_leader = find_group_coordinator(bootstrap, group_id)
+    _, address = find_coordinator(bootstrap, transactional_id)
+    end_before = latest_offset(group_leader, OFFSETS_TOPIC, offsets_partition)
+    with wire.connect(address) as sock:
+        producer = init_producer_id(sock, transactional_id)
+        added = wire.call(sock, ADD_OFFSETS_TO_TXN, 3, {
+            "transactional_id": transactional_id, "producer_id": producer.producer_id,
+            "producer_epoch": producer.producer_epoch, "group_id": group_id})
+        assert added.error_code == 0
+        assert [(t.topic, list(t.partitions)) for t in describe(address, transactional_id).topics
+                ] == [(OFFSETS_TOPIC, [offsets_partition])]
+        assert end_txn(sock, 3, transactional_id, producer.producer_id,
+                       producer.producer_epoch) == 0
+    wait_for(lambda: describe(address, transactional_id).transaction_state == "CompleteCommit",
+             "the marker written on the group's offsets partition")
+    assert latest_offset(group_leader, OFFSETS_TOPIC, offsets_partition) == end_before + 1
+
+
+def find_group_coordinator(bootstrap: str, group_id: str) -> str:
+    """"host:port" of the group's coordinator: the leader of its ``__consumer_offsets``-p."""
+    found: list = []
+
+    def answered() -> bool:
+        with wire.connect(bootstrap) as sock:
+            found[:] = [wire.call(sock, FIND_COORDINATOR, 1, {"key": group_id, "key_type": 0})]
+        return found[0].error_code == 0
+
+    wait_for(answered, f"a group coordinator for {group_id}")
+    return f"{found[0].host}:{found[0].port}"
+
+
+def latest_offset(address: str, topic: str, index: int) -> int:
+    with wire.connect(address) as sock:
+        answer = wire.call(sock, LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
+            {"name": topic, "partitions": [{"partition_index": index, "timestamp": -1}]}]})
+    (partition,) = answer.topics[0].partitions
+    assert partition.error_code == 0
+    return partition.offset
 
 
 # == coordinator failure ==========================================================================
