@@ -39,12 +39,12 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
     if body.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
         return _reject_all(body, errors.INVALID_REQUIRED_ACKS, f"acks={body.acks} is invalid")
     timeout_ms = min(max(0, duration_ms(body.timeout)), PRODUCE_TIMEOUT_MS_MAX)
+    zstd_allowed = request.header.api_version >= PRODUCE_ZSTD_VERSION_MIN
     waiting: dict[int, dict] = {}  # produce id -> its partition's response
     responses = []
     for topic in body.topic_data:
         parts = []
         for part in topic.partition_data:
-            zstd_allowed = request.header.api_version >= PRODUCE_ZSTD_VERSION_MIN
             result, produce_id = _append_from_client(node, topic.name, part, body.acks,
                                                      timeout_ms, zstd_allowed)
             parts.append(result)
