@@ -425,6 +425,24 @@ def test_a_crash_past_the_commit_point_of_the_pass_removing_a_marker(tmp_path, m
     reopened.close()
 
 
+def test_a_marker_that_is_its_producers_last_word_stays_empty_for_fencing(tmp_path):
+    """An abort with a bumped epoch leaves the producer no data batch at that epoch: its marker
+    batch then stays, emptied, for the epoch, as Kafka keeps it; its .txnindex entry goes."""
+    log = compacted_log(tmp_path / "t-0")
+    append(log, Producer(1), key=b"a", tag="aborted")  # 0-1 at epoch 0
+    log.append_control_batch(1, 1, 0, False, leader_epoch=EPOCH)  # 2: aborted at epoch 1
+    log.roll()
+    for now_ms in (CLEAN_AT_MS, CLEAN_AT_MS, CLEAN_AT_MS + HOUR_MS):
+        clean_with_new_data(log, now_ms)
+    kept = [h for h in headers_of(log) if h.producer_id == 1]
+    assert [(h.base_offset, h.is_control, h.producer_epoch, h.records_count)
+            for h in kept] == [(2, True, 1, 0)]
+    assert aborted_entries(log) == []
+    with pytest.raises(InvalidProducerEpochError):
+        append(log, Producer(1, epoch=0), key=b"z")  # the zombie stays fenced
+    log.close()
+
+
 def test_a_commit_marker_goes_once_compaction_took_its_records(tmp_path):
     log = compacted_log(tmp_path / "t-0")
     p1 = Producer(1)

@@ -120,13 +120,13 @@ def _validated_headers(buf) -> Iterator[tuple[int, BatchHeader]]:
 
 
 def _control_batch_offsets(path: Path) -> set[int]:
-    """Base offsets of the control batches in the (fsynced, whole) segment file at ``path``,
-    reading only batch headers."""
+    """Base offsets of the control batches that still hold their marker in the (fsynced, whole)
+    segment file at ``path``, reading only batch headers."""
     offsets = set()
     with path.open("rb") as segment_file:
         while len(data := segment_file.read(HEADER_BYTES)) == HEADER_BYTES:
             header = read_header(data)
-            if header.is_control:
+            if header.is_control and header.records_count > 0:
                 offsets.add(header.base_offset)
             segment_file.seek(header.size_bytes - HEADER_BYTES, os.SEEK_CUR)
     return offsets
