@@ -264,3 +264,18 @@ def test_load_keeps_transactional_records_out_until_their_marker() -> None:
     assert coordinator.fetch_offsets("g")[1] == {T0: (2, -1, "")}
     coordinator.load(plain_batches([(key, value(3, -1, "", 0))]), now_ms=0)
     assert coordinator.fetch_offsets("g")[1] == {T0: (3, -1, "")}
+
+
+def test_a_marker_reported_while_loading_applies_after_the_load() -> None:
+    """The load reads the log up to where it stood when it began; a marker written meanwhile
+    comes through ``complete_txn`` and must not be lost."""
+    shell = Shell()
+    shell.txn_commit({T0: (4, -1, "")}, producer_id=PID)
+    shell.txn_commit({T1: (5, -1, "")}, producer_id=OTHER_PID)
+    successor = GroupCoordinator(loading=True)
+    successor.complete_txn(PID, committed=True)
+    successor.complete_txn(OTHER_PID, committed=False)
+    assert successor.fetch_offsets("g") == (COORDINATOR_LOAD_IN_PROGRESS, {})
+    successor.load(shell.batches, now_ms=0)
+    assert successor.fetch_offsets("g")[1] == {T0: (4, -1, "")}
+    assert successor.unstable_partitions("g", [T0, T1]) == set()

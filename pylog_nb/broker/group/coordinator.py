@@ -178,6 +178,8 @@ class GroupCoordinator:
         # Groups holding undecided transactional offsets, by producer id (Kafka's
         # openGroupsForProducer): a marker visits these, not every group.
         self._txn_groups: dict[int, set[str]] = {}
+        # Markers reported while loading: the load reads the log only up to where it started.
+        self._completed_while_loading: list[tuple[int, bool]] = []
 
     # -- introspection ---------------------------------------------------------------------------
 
@@ -762,7 +764,11 @@ class GroupCoordinator:
 
     def complete_txn(self, producer_id: int, committed: bool) -> None:
         """The COMMIT (``committed``) or ABORT marker of ``producer_id`` is in this partition's
-        log: its transactional offsets become committed offsets, or are dropped."""
+        log: its transactional offsets become committed offsets, or are dropped. While loading,
+        the marker is applied once the load is done (it may lie past what the load reads)."""
+        if self.loading:
+            self._completed_while_loading.append((producer_id, committed))
+            return
         for group_id in sorted(self._txn_groups.pop(producer_id, ())):
             group = self._groups.get(group_id)
             if group is not None:
@@ -1012,6 +1018,9 @@ class GroupCoordinator:
             for producer_id in group.txn_offsets:
                 self._txn_groups.setdefault(producer_id, set()).add(group.group_id)
         self.loading = False
+        completed, self._completed_while_loading = self._completed_while_loading, []
+        for producer_id, committed in completed:
+            self.complete_txn(producer_id, committed)
 
     # -- helpers ---------------------------------------------------------------------------------
 

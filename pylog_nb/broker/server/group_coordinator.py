@@ -232,7 +232,7 @@ class GroupService:
         transaction's offsets visible, or drop them. A no-op unless this broker coordinates
         that partition (a successor reads the marker from the log when it loads)."""
         core = self.cores.get(partition_index)
-        if core is not None and not core.loading:
+        if core is not None:
             core.complete_txn(producer_id, committed)
 
     # == parked requests =========================================================================
