@@ -33,6 +33,7 @@ from .groups import (
     handle_offset_delete,
     handle_offset_fetch,
     handle_sync_group,
+    handle_txn_offset_commit,
 )
 from .metadata import handle_api_versions, handle_describe_cluster, handle_metadata
 from .offsets import (
@@ -74,5 +75,6 @@ HANDLERS: dict[int, Handler] = {
     v.LIST_GROUPS_KEY: handle_list_groups,
     v.DELETE_GROUPS_KEY: handle_delete_groups,
     v.OFFSET_DELETE_KEY: handle_offset_delete,
+    v.TXN_OFFSET_COMMIT_KEY: handle_txn_offset_commit,
 }
 assert set(HANDLERS) == set(v.API_VERSIONS), "every advertised API has a handler"
