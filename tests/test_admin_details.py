@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from clients import TIMEOUT_S, admin, produce
+from clients import TIMEOUT_S, admin, produce, read_to_end
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AclOperation,
@@ -106,10 +106,26 @@ def test_append_and_subtract_are_refused_where_kafka_refuses_them(bootstrap):
         _alter(client, name, "cleanup.policy", AlterConfigOpType.APPEND, "forever"))
     assert code == "INVALID_CONFIG"
     assert "cleanup.policy" in message and "delete,forever" in message
-    code, _ = _refused(_alter(client, name, "cleanup.policy", AlterConfigOpType.SUBTRACT, "delete"))
-    assert code == "INVALID_CONFIG"
     entry = _config(client, name, "cleanup.policy")
     assert (entry.value, entry.is_default) == ("delete", True)  # nothing half-applied
+
+
+def test_an_empty_cleanup_policy_is_accepted(bootstrap):
+    """Kafka (KIP-1161) takes an empty cleanup.policy as delete with infinite retention."""
+    name = _name()
+    client = admin(bootstrap)
+    client.create_topics([NewTopic(name, 1, 1, config={"cleanup.policy": ""})])[name].result(
+        TIMEOUT_S)
+    entry = _config(client, name, "cleanup.policy")
+    assert (entry.value, entry.is_default) == ("", False)
+    assert len(produce(bootstrap, name, [(None, b"kept")])) == 1
+    assert [m.value() for m in read_to_end(bootstrap, name)] == [b"kept"]
+    other = _name()
+    _create(bootstrap, other)
+    _alter(client, other, "cleanup.policy", AlterConfigOpType.SUBTRACT, "delete").result(TIMEOUT_S)
+    assert _config(client, other, "cleanup.policy").value == ""
+    code, _ = _refused(_alter(client, other, "cleanup.policy", AlterConfigOpType.SET, "delete,"))
+    assert code == "INVALID_CONFIG"
 
 
 # -- 2. CreatePartitions with a replica assignment ----------------------------------------------

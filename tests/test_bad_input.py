@@ -9,6 +9,8 @@ import wire
 from clients import consume_all, create_topic, produce
 
 from pylog_nb.broker.errors import Errors
+from pylog_nb.broker.records import codecs
+from pylog_nb.broker.records.batch import encode_batch
 
 PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
 
@@ -117,3 +119,53 @@ def test_fetch_out_of_range_offset(bootstrap, seeded):
                  "partition_max_bytes": 1 << 20}]}],
             "forgotten_topics_data": [], "rack_id": ""})
     assert response.responses[0].partitions[0].error_code == Errors.OFFSET_OUT_OF_RANGE
+
+
+# -- zstd on request versions that predate it (KIP-110) ------------------------------------------
+
+
+def _zstd_batch(values: list[bytes]) -> bytes:
+    return encode_batch([(None, v, [], 1_700_000_000_000) for v in values],
+                        codec=codecs.CODEC_ZSTD)
+
+
+def test_zstd_produce_before_v7_is_unsupported_compression_type(bootstrap, seeded):
+    for version in (3, 6):
+        with wire.connect(bootstrap) as sock:
+            response = wire.call(sock, PRODUCE, version,
+                                 wire.produce_body(seeded, _zstd_batch([b"early"])))
+        assert response.responses[0].partition_responses[0].error_code == (
+            Errors.UNSUPPORTED_COMPRESSION_TYPE)
+    _assert_intact(bootstrap, seeded)
+    with wire.connect(bootstrap) as sock:  # the same batch from v7 on is appended
+        response = wire.call(sock, PRODUCE, 7, wire.produce_body(seeded, _zstd_batch([b"late"])))
+    assert response.responses[0].partition_responses[0].error_code == Errors.NONE
+    assert [m.value() for m in consume_all(bootstrap, seeded, 11)][10] == b"late"
+
+
+def _fetch_error(bootstrap: str, topic: str, version: int) -> tuple[int, int]:
+    """(error code, records bytes) of partition 0 fetched from offset 0 at ``version``."""
+    with wire.connect(bootstrap) as sock:
+        response = wire.call(sock, FETCH, version, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": []})
+    partition = response.responses[0].partitions[0]
+    return partition.error_code, len(partition.records or b"")
+
+
+def test_fetch_before_v10_of_a_zstd_topic_is_unsupported_compression_type(bootstrap, topic_name):
+    create_topic(bootstrap, topic_name, config={"compression.type": "zstd"})
+    produce(bootstrap, topic_name, [(None, b"z-%d" % i) for i in range(5)])
+    for version in (4, 9):
+        assert _fetch_error(bootstrap, topic_name, version) == (
+            Errors.UNSUPPORTED_COMPRESSION_TYPE, 0)
+    code, size_bytes = _fetch_error(bootstrap, topic_name, 10)
+    assert code == Errors.NONE and size_bytes > 0
+    create_topic(bootstrap, topic_name + "-p")  # compression.type=producer: served as stored
+    produce(bootstrap, topic_name + "-p", [(None, b"p")])
+    code, size_bytes = _fetch_error(bootstrap, topic_name + "-p", 9)
+    assert code == Errors.NONE and size_bytes > 0

@@ -13,7 +13,7 @@ from pylog_nb import LocalCluster
 from pylog_nb.broker.protocol.versions import API_VERSIONS
 
 FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE = 10, 11, 12, 13, 14, 15
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT = 8, 9, 28
 NONE, UNKNOWN_TOPIC_OR_PARTITION, LOAD_IN_PROGRESS = 0, 3, 14
 ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID = 22, 23, 25
 INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 26, 27, 79
@@ -195,6 +195,11 @@ def _minimal_body(api_key: int, version: int, group: str, topic: str) -> dict:
         OFFSET_COMMIT: {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
                         "group_instance_id": None, "retention_time": -1,
                         "topics": [{"name": topic, "partitions": partitions}]},
+        # Producer id 1 is new to the partition; every version appends the next sequence.
+        TXN_OFFSET_COMMIT: {"transactional_id": "tx", "group_id": group, "producer_id": 1,
+                            "producer_epoch": 0, "generation_id": -1, "member_id": "",
+                            "group_instance_id": None,
+                            "topics": [{"name": topic, "partitions": partitions}]},
         OFFSET_FETCH: {"group_id": group, "require_stable": False,
                        "topics": [{"name": topic, "partition_indexes": [0]}],
                        "groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
@@ -204,7 +209,7 @@ def _minimal_body(api_key: int, version: int, group: str, topic: str) -> dict:
 
 
 GROUP_APIS = [FIND_COORDINATOR, HEARTBEAT, LEAVE, SYNC, DESCRIBE, 16, 42, OFFSET_COMMIT,
-              OFFSET_FETCH]
+              OFFSET_FETCH, TXN_OFFSET_COMMIT]
 
 
 @pytest.mark.parametrize("api_key", GROUP_APIS)
@@ -217,8 +222,12 @@ def test_every_advertised_version_of_the_group_apis_answers(cluster, sock, topic
     for version in range(supported.min_parsed, supported.max + 1):
         answer = call(sock, api_key, version, _minimal_body(api_key, version, group, topic_name))
         assert answer is not None, (api_key, version)
+        if api_key == TXN_OFFSET_COMMIT:
+            assert answer.topics[0].partitions[0].error_code == NONE, version
     if api_key == OFFSET_COMMIT:
         assert fetch(sock, group, topic_name) == {0: 1}, "the simple commits landed"
+    if api_key == TXN_OFFSET_COMMIT:
+        assert fetch(sock, group, topic_name) == {}, "no marker yet: nothing committed"
 
 
 

@@ -11,7 +11,7 @@ The faults, and how each is undone:
 
 - ``kill``: SIGKILL the broker, later restart it on the same data (recovery from a crash).
 - ``pause``: SIGSTOP for 0.5-6 s, then SIGCONT (a GC pause).
-- ``long-pause``: SIGSTOP for longer than the controller's session timeout (2 s) and the
+- ``long-pause``: SIGSTOP for longer than the controller's session timeout (1.7 s) and the
   broker's ``replica.lag.time.max.ms`` (10 s), up to 20 s: the broker is fenced, its
   partitions get new leaders, and it wakes up believing the old world.
 - ``isolate``: cut the broker off from its peers and the controller (clients still reach it),

@@ -9,6 +9,7 @@ from pylog_nb.broker.group import (
     JoinAnswer,
     SyncAnswer,
 )
+from pylog_nb.broker.group.storage import OffsetsBatch
 
 RANGE = (("range", b"range-meta"),)
 SESSION_MS = 10_000
@@ -28,7 +29,8 @@ class Shell:
         self.syncs: dict[int, SyncAnswer] = {}
         self.commits: dict[int, CommitAnswer] = {}
         self.pending_appends: list[AppendRecords] = []
-        self.log: list[tuple[bytes, bytes | None]] = []
+        self.log: list[tuple[bytes, bytes | None]] = []  # every appended record, in order
+        self.batches: list[OffsetsBatch] = []  # the same as the log's batches (one offset each)
         self.actions: list[object] = []
 
     def _id(self) -> int:
@@ -55,9 +57,14 @@ class Shell:
     def confirm(self, error_code: int = 0) -> None:
         """Report the oldest pending append as done (written to the log if error_code is 0)."""
         append = self.pending_appends.pop(0)
+        base_offset = -1
         if error_code == 0:
+            base_offset = len(self.batches)
             self.log.extend(append.records)
-        self.take(self.coordinator.on_appended(append.append_id, error_code, append.now_ms))
+            self.batches.append(OffsetsBatch(
+                base_offset, append.records, append.producer_id, append.producer_id >= 0))
+        self.take(self.coordinator.on_appended(append.append_id, error_code, append.now_ms,
+                                               base_offset))
 
     def confirm_all(self) -> None:
         while self.pending_appends:
@@ -136,6 +143,33 @@ class Shell:
             )
         )
         return commit_id
+
+    def txn_commit(
+        self,
+        offsets,
+        *,
+        producer_id: int,
+        producer_epoch: int = 0,
+        member_id: str = "",
+        generation: int = -1,
+        group: str = "g",
+        now: int = 0,
+        instance: str | None = None,
+    ) -> int:
+        commit_id = self._id()
+        self.take(
+            self.coordinator.commit_txn_offsets(
+                group, producer_id, producer_epoch, member_id, generation, offsets, now,
+                commit_id, group_instance_id=instance,
+            )
+        )
+        return commit_id
+
+    def marker(self, producer_id: int, committed: bool) -> None:
+        """WriteTxnMarkers on this partition: the marker lands in the log, then the shell hook."""
+        self.batches.append(OffsetsBatch(len(self.batches), producer_id=producer_id,
+                                         commit=committed))
+        self.coordinator.complete_txn(producer_id, committed)
 
     def tick(self, now: int) -> None:
         self.take(self.coordinator.tick(now))

@@ -260,6 +260,26 @@ def test_compact_alone_never_deletes_by_retention(tmp_path):
     both.close()
 
 
+def test_an_empty_cleanup_policy_keeps_every_record_until_delete_records(tmp_path):
+    """Kafka (KIP-1161): no policy is delete with infinite retention; the cleaner never runs and
+    only a log start offset moved by DeleteRecords removes segments."""
+    clock = FakeClock(10 * HOUR_MS)
+    log = _open(tmp_path / "l", clock, retention_ms=1, retention_bytes=1, cleanup_policy="",
+                min_cleanable_dirty_ratio=0.0)
+    for i in range(30):
+        _append(log, [(b"k", b"v%d" % i)], timestamp_ms=1)
+    assert log.segment_count > 2
+    assert not needs_cleaning(log, clock())
+    assert log.enforce_retention() == 0 and log.log_start_offset == 0
+    assert len(_records(log)) == 30
+    segments = log.segment_count
+    log.delete_records_before(20)
+    log.enforce_retention()
+    assert log.segment_count < segments
+    assert [r.offset for r in _records(log)] == list(range(20, 30))
+    log.close()
+
+
 # == crashes =====================================================================================
 
 

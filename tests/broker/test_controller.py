@@ -293,14 +293,14 @@ def scenario(ctl: Controller) -> Controller:
     ctl.create_topic("orders", 6, 3)
     ctl.create_topic("audit", 2, 2, configs={UNCLEAN: "true"})
     ctl.allocate_producer_ids(2)
-    heartbeat_all(ctl, [1, 2, 4], 2000)
+    heartbeat_all(ctl, [1, 2, 4], TIMEOUT)
     ctl.tick(TIMEOUT)  # fences 3
     ctl.alter_configs("orders", {"retention.ms": "1000"})
     ctl.create_partitions("orders", 8)
-    heartbeat_all(ctl, [1, 2, 3, 4], 4000)  # 3 comes back
-    ctl.elect_preferred_leaders(4000)
+    heartbeat_all(ctl, [1, 2, 3, 4], 2 * TIMEOUT)  # 3 comes back
+    ctl.elect_preferred_leaders(2 * TIMEOUT)
     ctl.delete_topic("audit")
-    ctl.register_broker(4, "127.0.0.1", 9094, "inc-4-restarted", 4500)
+    ctl.register_broker(4, "127.0.0.1", 9094, "inc-4-restarted", 2 * TIMEOUT + 500)
     return ctl
 
 

@@ -250,7 +250,7 @@ def test_a_new_coordinator_rebuilds_groups_and_offsets_from_the_log() -> None:
     errors, deletes = shell.coordinator.delete_groups(["gone"], 7)
     shell.take(deletes)  # tombstones for the group and its offsets
     assert errors == {"gone": 0}
-    log = shell.log
+    log = shell.batches
 
     successor = GroupCoordinator(loading=True, session_timeout_ms_min=1)
     assert successor.heartbeat("g", a.member_id, 2, 0) == COORDINATOR_LOAD_IN_PROGRESS
@@ -278,7 +278,7 @@ def test_load_of_an_emptied_group_keeps_its_generation() -> None:
     [a] = shell.form_group(1)
     shell.leave((a.member_id, None))
     successor = GroupCoordinator()
-    successor.load(shell.log, now_ms=0)
+    successor.load(shell.batches, now_ms=0)
     group = successor.group("g")
     assert (group.state, group.generation, group.members) == (GroupState.EMPTY, 2, {})
 
@@ -300,7 +300,7 @@ def test_offsets_of_an_empty_group_expire_after_the_retention_then_the_group_goe
     assert shell.coordinator.group("g") is None
 
     successor = GroupCoordinator()
-    successor.load(shell.log, now_ms=20_000)
+    successor.load(shell.batches, now_ms=20_000)
     assert successor.group("g") is None, "the tombstones reach the log"
 
 
@@ -332,7 +332,7 @@ def test_offset_delete_spares_subscribed_topics_of_a_live_group() -> None:
     assert errors == {("orders", 0): GROUP_SUBSCRIBED_TO_TOPIC, ("old", 0): 0, ("never", 3): 0}
     assert shell.coordinator.fetch_offsets("g")[1] == {("orders", 0): (5, -1, "")}
     successor = GroupCoordinator()
-    successor.load(shell.log, now_ms=0)
+    successor.load(shell.batches, now_ms=0)
     assert successor.fetch_offsets("g")[1] == {("orders", 0): (5, -1, "")}
 
 

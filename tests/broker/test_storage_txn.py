@@ -13,6 +13,7 @@ from test_storage_helpers import FakeClock, batches_in, small_config
 
 from pylog_nb.broker.records.batch import decode_batch, encode_batch
 from pylog_nb.broker.storage import CorruptRecordError, InvalidProducerEpochError, Log, cleaner
+from pylog_nb.broker.storage import log as log_module
 from pylog_nb.broker.storage.errors import (
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
@@ -324,6 +325,160 @@ def test_compaction_keeps_markers_and_the_aborted_list(tmp_path):
     assert aborted_entries(log) == before
     log.close()
     assert aborted_entries(open_log(path, segment_bytes=200, cleanup_policy="compact")) == before
+
+
+HOUR_MS = 3_600_000
+CLEAN_AT_MS = 10**12
+
+
+def compacted_log(path) -> Log:
+    return open_log(path, segment_bytes=200, cleanup_policy="compact",
+                    min_cleanable_dirty_ratio=0.0, file_delete_delay_ms=0,
+                    delete_retention_ms=HOUR_MS)
+
+
+def headers_of(log: Log) -> list:
+    headers = []
+    for segment in log.segments:
+        if segment.size_bytes:
+            headers += batches_in(log.read(segment.base_offset, 10**6).read_bytes())
+    return headers
+
+
+def markers_of(log: Log) -> dict[int, int | None]:
+    """Each control batch's offset -> its delete horizon (None: not stamped yet)."""
+    return {h.base_offset: h.delete_horizon_ms for h in headers_of(log) if h.is_control}
+
+
+def clean_with_new_data(log: Log, now_ms: int) -> cleaner.FilterStats:
+    """A pass needs dirty records: one plain record in a segment of its own, then the pass."""
+    append(log, Producer(-1), 1, transactional=False, key=b"x")
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    stats = cleaner.clean(log, now_ms)
+    assert stats is not None
+    return stats
+
+
+def test_an_abort_marker_goes_a_delete_retention_after_its_records(tmp_path):
+    path = tmp_path / "t-0"
+    log = compacted_log(path)
+    p1 = Producer(1)
+    append(log, p1, key=b"a", tag="aborted")  # 0-1
+    end_txn(log, p1, commit=False)  # 2
+    append(log, p1, key=b"b", tag="committed")  # 3-4: the producer's last batch
+    end_txn(log, p1, commit=True)  # 5
+    log.roll()
+    # Pass 1 removes the aborted records; their marker stays, it saw them.
+    clean_with_new_data(log, CLEAN_AT_MS)
+    assert all(not value.startswith(b"aborted") for _, value in values_in(log))
+    assert markers_of(log) == {2: None, 5: None}
+    assert aborted_entries(log) == [AbortedTxn(1, 0, 2, 3)]
+    # Pass 2 finds the transaction empty: the marker gets its delete horizon.
+    clean_with_new_data(log, CLEAN_AT_MS)
+    assert markers_of(log) == {2: CLEAN_AT_MS + HOUR_MS, 5: None}
+    stats = clean_with_new_data(log, CLEAN_AT_MS + HOUR_MS - 1)
+    assert markers_of(log) == {2: CLEAN_AT_MS + HOUR_MS, 5: None}
+    assert stats.markers_removed == 0
+    # The first pass at the horizon removes it, and its .txnindex entry.
+    stats = clean_with_new_data(log, CLEAN_AT_MS + HOUR_MS)
+    assert stats.markers_removed == 1
+    assert markers_of(log) == {5: None}  # the commit's records are still there
+    assert aborted_entries(log) == []
+    assert [v for _, v in values_in(log) if v.startswith(b"committed")] == [b"committed1-3"]
+    log.close()
+    reopened = compacted_log(path)
+    assert (markers_of(reopened), aborted_entries(reopened)) == ({5: None}, [])
+    append(reopened, p1, key=b"c")  # the producer's sequence goes on
+    reopened.close()
+
+
+def test_a_crash_past_the_commit_point_of_the_pass_removing_a_marker(tmp_path, monkeypatch):
+    """Opening the log finishes the swap, and the .txnindex entry goes with the marker."""
+    path = tmp_path / "t-0"
+    log = compacted_log(path)
+    p1 = Producer(1)
+    append(log, p1, key=b"a", tag="aborted")  # 0-1
+    end_txn(log, p1, commit=False)  # 2
+    append(log, p1, key=b"b")  # 3-4
+    end_txn(log, p1, commit=True)  # 5
+    log.roll()
+    clean_with_new_data(log, CLEAN_AT_MS)
+    clean_with_new_data(log, CLEAN_AT_MS)
+    assert markers_of(log)[2] == CLEAN_AT_MS + HOUR_MS
+    real_replace = log_module.os.replace
+
+    def power_cut(source, target):
+        if str(source).endswith(log_module.SWAP_SUFFIX):
+            raise OSError("power cut")
+        real_replace(source, target)
+
+    monkeypatch.setattr(log_module.os, "replace", power_cut)
+    with pytest.raises(OSError, match="power cut"):
+        clean_with_new_data(log, CLEAN_AT_MS + HOUR_MS)
+    monkeypatch.undo()
+    log.close_handlers()
+    assert list(path.glob(f"*{log_module.SWAP_SUFFIX}"))
+    reopened = compacted_log(path)
+    assert 2 not in markers_of(reopened)
+    assert aborted_entries(reopened) == []
+    reopened.close()
+
+
+def test_a_marker_that_is_its_producers_last_word_stays_empty_for_fencing(tmp_path):
+    """An abort with a bumped epoch leaves the producer no data batch at that epoch: its marker
+    batch then stays, emptied, for the epoch, as Kafka keeps it; its .txnindex entry goes."""
+    log = compacted_log(tmp_path / "t-0")
+    append(log, Producer(1), key=b"a", tag="aborted")  # 0-1 at epoch 0
+    log.append_control_batch(1, 1, 0, False, leader_epoch=EPOCH)  # 2: aborted at epoch 1
+    log.roll()
+    for now_ms in (CLEAN_AT_MS, CLEAN_AT_MS, CLEAN_AT_MS + HOUR_MS):
+        clean_with_new_data(log, now_ms)
+    kept = [h for h in headers_of(log) if h.producer_id == 1]
+    assert [(h.base_offset, h.is_control, h.producer_epoch, h.records_count)
+            for h in kept] == [(2, True, 1, 0)]
+    assert aborted_entries(log) == []
+    with pytest.raises(InvalidProducerEpochError):
+        append(log, Producer(1, epoch=0), key=b"z")  # the zombie stays fenced
+    log.close()
+
+
+def test_a_commit_marker_goes_once_compaction_took_its_records(tmp_path):
+    log = compacted_log(tmp_path / "t-0")
+    p1 = Producer(1)
+    append(log, p1, key=b"k", tag="old")  # 0-1
+    end_txn(log, p1, commit=True)  # 2
+    append(log, p1, key=b"z")  # 3-4: the producer's last batch
+    end_txn(log, p1, commit=True)  # 5
+    append(log, Producer(-1), 1, transactional=False, key=b"k")  # 6 supersedes 0-1
+    log.roll()
+    clean_with_new_data(log, CLEAN_AT_MS)  # the records go; the marker saw them
+    assert all(not value.startswith(b"old") for _, value in values_in(log))
+    assert markers_of(log) == {2: None, 5: None}
+    clean_with_new_data(log, CLEAN_AT_MS)
+    assert markers_of(log) == {2: CLEAN_AT_MS + HOUR_MS, 5: None}
+    clean_with_new_data(log, CLEAN_AT_MS + HOUR_MS)
+    assert markers_of(log) == {5: None}
+    log.close()
+
+
+def test_a_producers_last_batch_keeps_its_aborted_transactions_marker(tmp_path):
+    """The emptied last batch of an active producer stays for its sequence numbers, so its
+    transaction is never empty and its marker never goes, as in Kafka."""
+    log = compacted_log(tmp_path / "t-0")
+    p1 = Producer(1)
+    append(log, p1, key=b"a", tag="aborted")  # 0-1
+    end_txn(log, p1, commit=False)  # 2
+    log.roll()
+    for now_ms in (CLEAN_AT_MS, CLEAN_AT_MS, CLEAN_AT_MS + 10 * HOUR_MS):
+        clean_with_new_data(log, now_ms)
+    kept = [h for h in headers_of(log) if h.producer_id == 1]
+    assert [(h.base_offset, h.is_control, h.records_count) for h in kept] == [
+        (0, False, 0), (2, True, 1)]
+    assert markers_of(log)[2] is None
+    assert aborted_entries(log) == [AbortedTxn(1, 0, 2, 3)]
+    append(log, p1, key=b"c")  # sequence 2 follows 1: idempotence survived the cleaning
+    log.close()
 
 
 def values_in(log: Log) -> list[tuple[int, bytes]]:

@@ -64,7 +64,7 @@ __all__ = [
 
 # Kafka's broker.session.timeout.ms is 9000; a local cluster on loopback fails over faster so a
 # notebook user sees the election within a few seconds of killing a broker.
-BROKER_SESSION_TIMEOUT_MS = 2000  # four heartbeats: leader SIGKILL to first acks=all write < 3 s
+BROKER_SESSION_TIMEOUT_MS = 1700  # fenced before librdkafka's second leader query (~1.9 s)
 # Brokers should heartbeat several times per session (Kafka: 2000 of 9000).
 BROKER_HEARTBEAT_INTERVAL_MS = 500
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdManager block size
@@ -252,6 +252,12 @@ class Controller:
     def _fence_records(self, broker_id: int) -> list[MetadataRecord]:
         # Kafka's order: partition changes first, so no image ever has a fenced leader.
         return [*changes_for_fence(self.image, broker_id), FenceBroker(broker_id=broker_id)]
+
+    def next_lease_expiry_ms(self) -> int | None:
+        """The earliest lease of an unfenced broker: when ``tick`` next has something to do."""
+        live = [self._lease_expiry_ms[b] for b in self.image.live_broker_ids()
+                if b in self._lease_expiry_ms]
+        return min(live, default=None)
 
     def lease_expiry_ms(self, broker_id: int) -> int | None:
         """When ``broker_id`` will be fenced unless it heartbeats (None if unknown)."""

@@ -95,7 +95,8 @@ __all__ = ["METHODS", "TICK_INTERVAL_MS", "ControllerServer", "run_controller"]
 
 log = logging.getLogger("pylog.controller")
 
-TICK_INTERVAL_MS = 100  # a lease expiry is acted on within this
+TICK_INTERVAL_MS = 100  # the tick runs at least this often; a lease at its deadline
+TICK_DELAY_MS_MIN = 1  # never a busy loop on a lease that has just expired
 FETCH_WAIT_MS_MAX = 30_000  # no long poll holds a connection longer than this
 # One metadata fetch answers at most this many records, so a new broker catches up in slices.
 READ_RECORDS_MAX = 10_000
@@ -356,7 +357,7 @@ class ControllerServer:
 
     async def _tick_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.tick_interval_ms / 1000)
+            await asyncio.sleep(self._tick_delay_ms() / 1000)
             active = self.quorum.active
             if active is None:
                 continue
@@ -368,6 +369,14 @@ class ControllerServer:
                 return
             except Exception:
                 log.exception("tick failed")
+
+    def _tick_delay_ms(self) -> int:
+        """Until the next lease expires (acted on at its deadline), at most one tick interval."""
+        active = self.quorum.active
+        expiry_ms = None if active is None else active.next_lease_expiry_ms()
+        if expiry_ms is None:
+            return self.tick_interval_ms
+        return max(TICK_DELAY_MS_MIN, min(self.tick_interval_ms, expiry_ms - self.now_ms()))
 
     def _on_step(self) -> None:
         """After every step of the quorum: say what changed, wake whoever waits."""

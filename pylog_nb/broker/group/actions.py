@@ -81,12 +81,16 @@ class CommitAnswer(Action):
 class AppendRecords(Action):
     """Append ``records`` (key, value or None for a tombstone) to ``__consumer_offsets``.
 
-    One batch, to ``partition``; then call ``on_appended(append_id, error_code)``.
+    One batch, to ``partition``; then call ``on_appended(append_id, error_code, now_ms,
+    base_offset)``. With ``producer_id`` >= 0 the batch is a transactional batch of that
+    producer and epoch (TxnOffsetCommit), so the partition counts it in the transaction.
     """
 
     append_id: int
     partition: int
     records: tuple[tuple[bytes, bytes | None], ...]
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,8 +26,11 @@ Theory of operation (Kafka's GroupCoordinator.scala, kfake's groups.go):
   id; if the group is Stable and the selected protocol would not change, no rebalance happens
   (the group record is rewritten first). The old member id is answered FENCED_INSTANCE_ID.
 - Offsets: rules in ``offsets.py``. Commits are answered (``CommitAnswer``) only after their
-  records are appended; ``load`` rebuilds everything from the partition's records after a
+  records are appended; ``load`` rebuilds everything from the partition's batches after a
   failover (``storage.py``: state as records and back).
+- Transactional offsets (TxnOffsetCommit, KIP-98/447) are appended as a transactional batch of
+  the producer and kept per producer id until the shell reports the transaction's marker in
+  this partition (``complete_txn``): COMMIT makes them committed offsets, ABORT drops them.
 
 Time only enters as ``now_ms`` arguments; every reaction returns its ``actions``.
 """
@@ -68,9 +71,10 @@ from .errors import (
     group_store_error,
     offset_store_error,
 )
-from .group import Group, GroupState, Member
+from .group import Group, GroupState, Member, TxnOffset
 from .records import OffsetCommitValue
 from .storage import (
+    OffsetsBatch,
     Record,
     group_record,
     group_tombstone,
@@ -127,11 +131,20 @@ class _OffsetStore:
 
 
 @dataclass(frozen=True, slots=True)
+class _TxnOffsetStore:
+    group_id: str
+    commit_id: int
+    producer_id: int
+    values: dict[tuple[str, int], OffsetCommitValue]
+    errors: dict[tuple[str, int], int]
+
+
+@dataclass(frozen=True, slots=True)
 class _Untracked:
     group_id: str
 
 
-_PendingAppend = _SyncStore | _StaticRejoinStore | _OffsetStore | _Untracked
+_PendingAppend = _SyncStore | _StaticRejoinStore | _OffsetStore | _TxnOffsetStore | _Untracked
 
 
 class GroupCoordinator:
@@ -162,6 +175,11 @@ class GroupCoordinator:
         self._groups: dict[str, Group] = {}
         self._pending_appends: dict[int, _PendingAppend] = {}
         self._append_id_next = 0
+        # Groups holding undecided transactional offsets, by producer id (Kafka's
+        # openGroupsForProducer): a marker visits these, not every group.
+        self._txn_groups: dict[int, set[str]] = {}
+        # Markers reported while loading: the load reads the log only up to where it started.
+        self._completed_while_loading: list[tuple[int, bool]] = []
 
     # -- introspection ---------------------------------------------------------------------------
 
@@ -688,19 +706,11 @@ class GroupCoordinator:
         actions: list[Action] = []
 
         def answer(errors: dict[tuple[str, int], int]) -> list[Action]:
-            actions.append(
-                CommitAnswer(group_id=group_id, now_ms=now_ms, commit_id=commit_id, errors=errors)
-            )
-            return actions
+            return self._commit_answer(group_id, commit_id, errors, now_ms, actions)
 
-        error: int = NONE
         group = self._groups.get(group_id)
-        if self.loading:
-            error = COORDINATOR_LOAD_IN_PROGRESS
-        elif not group_id:
-            error = INVALID_GROUP_ID
-        else:
-            error = offset_rules.check_commit(group, member_id, group_instance_id, generation)
+        error = self._commit_error(group_id) or offset_rules.check_commit(
+            group, member_id, group_instance_id, generation)
         if error != NONE:
             return answer({tp: error for tp in offsets})
         if group is None:
@@ -713,6 +723,88 @@ class GroupCoordinator:
             return answer(errors)
         store = _OffsetStore(group_id, commit_id, values, errors)
         self._append(group, store, offset_records(group_id, values), now_ms, actions)
+        return actions
+
+    def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        generation: int,
+        offsets: Mapping[tuple[str, int], OffsetTriple],
+        now_ms: int,
+        commit_id: int,
+        *,
+        group_instance_id: str | None = None,
+    ) -> list[Action]:
+        """TxnOffsetCommit: offsets written in ``producer_id``'s transaction (KIP-98, KIP-447).
+
+        Answered by a ``CommitAnswer`` like OffsetCommit. The records go out as a transactional
+        batch of the producer; the offsets stay apart until ``complete_txn``.
+        """
+        assert len(offsets) <= offset_rules.PARTITIONS_PER_COMMIT_MAX, len(offsets)
+        assert producer_id >= 0 and producer_epoch >= 0, (producer_id, producer_epoch)
+        actions: list[Action] = []
+        group = self._groups.get(group_id)
+        error = self._commit_error(group_id) or offset_rules.check_txn_commit(
+            group, member_id, group_instance_id, generation)
+        if error != NONE:
+            return self._commit_answer(group_id, commit_id, {tp: error for tp in offsets},
+                                       now_ms, actions)
+        if group is None:
+            group = self._groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
+        errors, values = offset_rules.commit_values(offsets, self.offset_metadata_bytes_max, now_ms)
+        if not values:
+            return self._commit_answer(group_id, commit_id, errors, now_ms, actions)
+        store = _TxnOffsetStore(group_id, commit_id, producer_id, values, errors)
+        self._append(group, store, offset_records(group_id, values), now_ms, actions,
+                     producer=(producer_id, producer_epoch))
+        return actions
+
+    def complete_txn(self, producer_id: int, committed: bool) -> None:
+        """The COMMIT (``committed``) or ABORT marker of ``producer_id`` is in this partition's
+        log: its transactional offsets become committed offsets, or are dropped. While loading,
+        the marker is applied once the load is done (it may lie past what the load reads)."""
+        if self.loading:
+            self._completed_while_loading.append((producer_id, committed))
+            return
+        for group_id in sorted(self._txn_groups.pop(producer_id, ())):
+            group = self._groups.get(group_id)
+            if group is not None:
+                offset_rules.complete_txn(group, producer_id, committed)
+
+    def unstable_partitions(
+        self, group_id: str, partitions: Iterable[tuple[str, int]]
+    ) -> set[tuple[str, int]]:
+        """Partitions with offsets in flight: an undecided transaction's, or a commit not yet
+        appended. OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return set()
+        appending = {
+            tp
+            for pending in self._pending_appends.values()
+            if isinstance(pending, _OffsetStore | _TxnOffsetStore) and pending.group_id == group_id
+            for tp in pending.values
+        }
+        return {tp for tp in partitions if tp in appending or group.has_pending_txn_offset(tp)}
+
+    def _commit_error(self, group_id: str) -> int:
+        if self.loading:
+            return COORDINATOR_LOAD_IN_PROGRESS
+        if not group_id:
+            return INVALID_GROUP_ID
+        return NONE
+
+    @staticmethod
+    def _commit_answer(
+        group_id: str, commit_id: int, errors: dict[tuple[str, int], int], now_ms: int,
+        actions: list[Action],
+    ) -> list[Action]:
+        actions.append(
+            CommitAnswer(group_id=group_id, now_ms=now_ms, commit_id=commit_id, errors=errors)
+        )
         return actions
 
     def fetch_offsets(
@@ -794,7 +886,7 @@ class GroupCoordinator:
             tp for tp, error in errors.items() if error == NONE and tp in group.offsets
         )
         for topic_partition in deleted:
-            del group.offsets[topic_partition]
+            group.drop_offset(topic_partition)
         if deleted:
             tombstones = offset_tombstones(group_id, deleted)
             self._append(group, _Untracked(group_id), tombstones, now_ms, actions)
@@ -815,8 +907,8 @@ class GroupCoordinator:
             expired = offset_rules.expired(group, now_ms, retention_ms)
             tombstones = offset_tombstones(group.group_id, expired)
             for topic_partition in expired:
-                del group.offsets[topic_partition]
-            if not group.offsets:
+                group.drop_offset(topic_partition)
+            if not group.offsets and not group.txn_offsets:  # Kafka's GroupMetadata.hasOffsets
                 tombstones.append(group_tombstone(group.group_id))
                 self._transition(group, S.DEAD, now_ms, "offsets expired", actions)
                 del self._groups[group.group_id]
@@ -826,25 +918,22 @@ class GroupCoordinator:
 
     # -- the log -----------------------------------------------------------------------------
 
-    def on_appended(self, append_id: int, error_code: int, now_ms: int) -> list[Action]:
-        """The shell's report on an ``AppendRecords``: NONE, or the produce error it got."""
+    def on_appended(
+        self, append_id: int, error_code: int, now_ms: int, base_offset: int = -1
+    ) -> list[Action]:
+        """The shell's report on an ``AppendRecords``: NONE and the offset the batch got in the
+        log (``base_offset``), or the produce error it got."""
+        assert error_code != NONE or base_offset >= 0, (error_code, base_offset)
         pending = self._pending_appends.pop(append_id)
         actions: list[Action] = []
         group = self._groups.get(pending.group_id)
-        if isinstance(pending, _OffsetStore):
+        if isinstance(pending, _OffsetStore | _TxnOffsetStore):
             errors = dict(pending.errors)
             for topic_partition in pending.values:
                 errors[topic_partition] = offset_store_error(error_code) if error_code else NONE
             if error_code == NONE and group is not None:
-                group.offsets.update(pending.values)
-            actions.append(
-                CommitAnswer(
-                    group_id=pending.group_id,
-                    now_ms=now_ms,
-                    commit_id=pending.commit_id,
-                    errors=errors,
-                )
-            )
+                self._offsets_stored(group, pending, base_offset)
+            self._commit_answer(pending.group_id, pending.commit_id, errors, now_ms, actions)
         elif isinstance(pending, _SyncStore):
             if (
                 group is not None
@@ -855,6 +944,18 @@ class GroupCoordinator:
         elif isinstance(pending, _StaticRejoinStore):
             self._on_static_rejoin_stored(group, pending, error_code, now_ms, actions)
         return actions
+
+    def _offsets_stored(
+        self, group: Group, store: _OffsetStore | _TxnOffsetStore, base_offset: int
+    ) -> None:
+        if isinstance(store, _OffsetStore):
+            for topic_partition, value in store.values.items():
+                group.put_offset(topic_partition, value, base_offset)
+            return
+        pending = group.txn_offsets.setdefault(store.producer_id, {})
+        for topic_partition, value in store.values.items():
+            pending[topic_partition] = TxnOffset(value, base_offset)
+        self._txn_groups.setdefault(store.producer_id, set()).add(group.group_id)
 
     def _on_sync_stored(
         self, group: Group, store: _SyncStore, error_code: int, now_ms: int, actions: list[Action]
@@ -902,15 +1003,24 @@ class GroupCoordinator:
         """The partition is being read: answer COORDINATOR_LOAD_IN_PROGRESS until ``load``."""
         self.loading = True
 
-    def load(self, records: Iterable[Record], now_ms: int) -> None:
-        """Rebuild every group and offset from the partition's records (oldest first).
+    def load(self, batches: Iterable[OffsetsBatch], now_ms: int) -> None:
+        """Rebuild every group and offset from the partition's batches (oldest first).
 
-        The latest record per key wins and tombstones delete, as compaction would. Groups with
-        members come back Stable, their sessions restarting at ``now_ms``.
+        The latest record per key wins and tombstones delete, as compaction would; offsets of
+        transactions count once their COMMIT marker is read, and those of transactions still
+        open stay apart for ``complete_txn``. Groups with members come back Stable, their
+        sessions restarting at ``now_ms``.
         """
-        self._groups = rebuild_groups(records, now_ms)
+        self._groups = rebuild_groups(batches, now_ms)
         self._pending_appends = {}
+        self._txn_groups = {}
+        for group in self._groups.values():
+            for producer_id in group.txn_offsets:
+                self._txn_groups.setdefault(producer_id, set()).add(group.group_id)
         self.loading = False
+        completed, self._completed_while_loading = self._completed_while_loading, []
+        for producer_id, committed in completed:
+            self.complete_txn(producer_id, committed)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -921,6 +1031,8 @@ class GroupCoordinator:
         records: list[Record],
         now_ms: int,
         actions: list[Action],
+        *,
+        producer: tuple[int, int] = (-1, -1),
     ) -> None:
         append_id = self._append_id_next
         self._append_id_next += 1
@@ -932,6 +1044,8 @@ class GroupCoordinator:
                 append_id=append_id,
                 partition=self.partition,
                 records=tuple(records),
+                producer_id=producer[0],
+                producer_epoch=producer[1],
             )
         )
 

@@ -10,10 +10,18 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .records import OffsetCommitValue
 
-__all__ = ["Group", "GroupState", "Member"]
+__all__ = ["Group", "GroupState", "Member", "TxnOffset"]
+
+
+class TxnOffset(NamedTuple):
+    """An offset a transaction wrote, and the base offset of the batch that holds its record."""
+
+    value: OffsetCommitValue
+    batch_offset: int
 
 
 class GroupState(enum.Enum):
@@ -94,9 +102,31 @@ class Group:
     initial_delay_remaining_ms: int = 0
     new_member_added: bool = False
     offsets: dict[tuple[str, int], OffsetCommitValue] = field(default_factory=dict)
+    # Where each committed offset's record sits in __consumer_offsets (the base offset of its
+    # batch; Kafka's CommitRecordMetadataAndOffset.appendedBatchOffset): a transaction's offset
+    # replaces a committed one only if its own record came later in the log.
+    offset_batch_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    # KIP-98: offsets written by transactions not yet decided, by producer id, each with its
+    # batch offset; invisible until the COMMIT marker (Kafka's pendingTransactionalOffsetCommits).
+    txn_offsets: dict[int, dict[tuple[str, int], TxnOffset]] = field(default_factory=dict)
 
     def is_(self, state: GroupState) -> bool:
         return self.state is state
+
+    def put_offset(
+        self, topic_partition: tuple[str, int], value: OffsetCommitValue, batch_offset: int
+    ) -> None:
+        """Make ``value`` the committed offset; its record's batch starts at ``batch_offset``."""
+        assert batch_offset >= 0, batch_offset
+        self.offsets[topic_partition] = value
+        self.offset_batch_offsets[topic_partition] = batch_offset
+
+    def drop_offset(self, topic_partition: tuple[str, int]) -> None:
+        del self.offsets[topic_partition]
+        self.offset_batch_offsets.pop(topic_partition, None)
+
+    def has_pending_txn_offset(self, topic_partition: tuple[str, int]) -> bool:
+        return any(topic_partition in pending for pending in self.txn_offsets.values())
 
     def transition(self, state: GroupState, now_ms: int) -> GroupState:
         """Move to ``state`` (asserting Kafka's table); returns the old state."""

@@ -10,6 +10,10 @@ Theory of operation (Kafka's GroupCoordinator.handleCommitOffsets / handleFetchO
   while the group has no members; it creates the group (Empty) if needed.
 - Offsets become visible to OffsetFetch only once their ``__consumer_offsets`` append succeeded;
   the coordinator keeps them aside until ``on_appended``.
+- KIP-98 / KIP-447: TxnOffsetCommit writes its offsets in the producer's transaction; they stay
+  apart (``Group.txn_offsets``) until the transaction's marker, then COMMIT applies each unless
+  a plain commit's record came later in the log, and ABORT drops them. OffsetFetch with
+  require_stable answers UNSTABLE_OFFSET_COMMIT for a partition with offsets in flight.
 - KIP-211: an offset of an Empty group expires ``retention_ms`` after the later of its commit and
   the moment the group became Empty; offsets of a group with members never expire.
 - OffsetDelete: an Empty group may lose any offset; a live ``consumer`` group only offsets of
@@ -40,6 +44,8 @@ __all__ = [
     "PARTITIONS_PER_COMMIT_MAX",
     "UNKNOWN_OFFSET",
     "check_commit",
+    "check_txn_commit",
+    "complete_txn",
     "check_member",
     "commit_values",
     "deletable",
@@ -95,6 +101,43 @@ def check_commit(
     if group.is_(GroupState.COMPLETING_REBALANCE):
         return REBALANCE_IN_PROGRESS
     return NONE
+
+
+def check_txn_commit(
+    group: Group | None, member_id: str, group_instance_id: str | None, generation: int
+) -> int:
+    """The error for a TxnOffsetCommit as a whole, NONE if its offsets may be written.
+
+    Kafka's validateTransactionalOffsetCommit: an unknown group is created (Empty) by a commit
+    of generation -1 and refuses any other (ILLEGAL_GENERATION); a commit naming no member
+    (TxnOffsetCommit v0-2, or a producer given no group metadata) is not fenced, even by a
+    group with members; one naming a member (v3+, KIP-447) must come from a current member of
+    the current generation. Unlike OffsetCommit, CompletingRebalance does not refuse it.
+    """
+    if group is None:
+        return NONE if generation < 0 else ILLEGAL_GENERATION
+    if group.is_(GroupState.DEAD):
+        return COORDINATOR_NOT_AVAILABLE
+    if generation < 0 and not member_id and group_instance_id is None:
+        return NONE
+    if generation < 0 and group.is_(GroupState.EMPTY) and not group.members:
+        return NONE
+    return check_member(group, member_id, group_instance_id, generation)
+
+
+def complete_txn(group: Group, producer_id: int, committed: bool) -> None:
+    """The marker of ``producer_id``'s transaction was written: apply or drop its offsets.
+
+    On COMMIT each offset replaces the committed one unless that one's record came later in the
+    log (a plain commit after the transactional one wins, as it would on a reload).
+    """
+    pending = group.txn_offsets.pop(producer_id, {})
+    if not committed:
+        return
+    for topic_partition, (value, batch_offset) in pending.items():
+        current = group.offset_batch_offsets.get(topic_partition)
+        if topic_partition not in group.offsets or current is None or current < batch_offset:
+            group.put_offset(topic_partition, value, batch_offset)
 
 
 def metadata_error(metadata: str | None, metadata_bytes_max: int) -> int:

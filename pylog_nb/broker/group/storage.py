@@ -6,9 +6,13 @@ Theory of operation:
   stored (or an emptied group's new generation), an OffsetCommit record per committed
   partition, and tombstones (null values) for deleted groups and expired or deleted offsets.
   Compaction keeps only the latest record per key, so the log always rebuilds the same state.
-- What a new coordinator reads: every record of the partition, oldest first; the latest record
+- What a new coordinator reads: every batch of the partition, oldest first; the latest record
   per key wins and a tombstone deletes (``rebuild_groups``). Groups with members come back
   Stable, their sessions restarting at the moment of the load.
+- Transactions (KIP-98): a TxnOffsetCommit's records sit in a transactional batch of the
+  producer; they count only once that producer's COMMIT marker follows (and only where no
+  later record of the same key came first), never after an ABORT; without a marker yet they
+  come back as the group's undecided transactional offsets.
 
 Pure functions of records and ``Group`` objects; the coordinator decides when to call them.
 """
@@ -16,8 +20,9 @@ Pure functions of records and ``Group`` objects; the coordinator decides when to
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from .group import Group, GroupState, Member
+from .group import Group, GroupState, Member, TxnOffset
 from .records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -33,11 +38,13 @@ from .records import (
 )
 
 __all__ = [
+    "OffsetsBatch",
     "Record",
     "group_record",
     "group_tombstone",
     "offset_records",
     "offset_tombstones",
+    "plain_batches",
     "rebuild_groups",
 ]
 
@@ -91,26 +98,102 @@ def offset_tombstones(group_id: str, partitions: Iterable[tuple[str, int]]) -> l
     ]
 
 
-def rebuild_groups(records: Iterable[Record], now_ms: int) -> dict[str, Group]:
-    """Every group and committed offset the records (oldest first) leave behind."""
-    latest: dict[RecordKey, RecordValue | None] = {}
-    for key_bytes, value_bytes in records:
-        decoded = decode_key(key_bytes)
-        if decoded is not None:
-            latest.pop(decoded, None)  # re-insert: keep log order of the latest records
-            latest[decoded] = decode_value(decoded, value_bytes)
-    groups: dict[str, Group] = {}
-    for key, value in latest.items():
-        if value is None:
+@dataclass(frozen=True, slots=True)
+class OffsetsBatch:
+    """One batch of ``__consumer_offsets`` as a loading coordinator reads it.
+
+    A data batch carries records; ``producer_id`` >= 0 with ``is_transactional`` makes its
+    offsets part of that producer's transaction. A control batch (``commit`` True or False: the
+    COMMIT or ABORT marker of ``producer_id``) carries no group records.
+    """
+
+    base_offset: int
+    records: tuple[Record, ...] = ()
+    producer_id: int = -1
+    is_transactional: bool = False
+    commit: bool | None = None
+
+    def __post_init__(self) -> None:
+        assert self.base_offset >= 0, self.base_offset
+        assert not self.is_transactional or self.producer_id >= 0, self
+        assert self.commit is None or (self.producer_id >= 0 and not self.records), self
+
+
+def plain_batches(records: Iterable[Record]) -> list[OffsetsBatch]:
+    """Non-transactional records as a log of one-record batches at offsets 0, 1, 2, ..."""
+    return [OffsetsBatch(offset, (record,)) for offset, record in enumerate(records)]
+
+
+_Positioned = tuple[RecordValue, int]  # a record's value, and its batch's base offset
+
+
+def rebuild_groups(batches: Iterable[OffsetsBatch], now_ms: int) -> dict[str, Group]:
+    """Every group, committed offset and undecided transactional offset the log leaves behind.
+
+    Kafka's GroupMetadataManager.loadGroupsAndOffsets: records of plain batches take effect in
+    log order; those of a transactional batch wait for their producer's marker, whose COMMIT
+    applies each offset unless a later record of the same key already did, and ABORT drops them.
+    """
+    latest: dict[RecordKey, _Positioned] = {}
+    pending: dict[int, dict[OffsetCommitKey, _Positioned | None]] = {}
+    for batch in batches:
+        if batch.commit is not None:
+            decided = pending.pop(batch.producer_id, {})
+            if batch.commit:
+                _apply_committed(latest, decided)
             continue
+        for key_bytes, value_bytes in batch.records:
+            key = decode_key(key_bytes)
+            if key is None:
+                continue
+            value = decode_value(key, value_bytes)
+            positioned = None if value is None else (value, batch.base_offset)
+            if batch.is_transactional and isinstance(key, OffsetCommitKey):
+                pending.setdefault(batch.producer_id, {})[key] = positioned
+            else:
+                latest.pop(key, None)  # re-insert: keep log order of the latest records
+                if positioned is not None:
+                    latest[key] = positioned
+    groups: dict[str, Group] = {}
+    for key, (value, batch_offset) in latest.items():
         group = groups.setdefault(key.group, Group(key.group, state_timestamp_ms=now_ms))
         if isinstance(key, OffsetCommitKey):
             assert isinstance(value, OffsetCommitValue)
-            group.offsets[(key.topic, key.partition)] = value
+            group.put_offset((key.topic, key.partition), value, batch_offset)
         else:
             assert isinstance(key, GroupMetadataKey) and isinstance(value, GroupMetadataValue)
             _restore_group(group, value, now_ms)
+    _restore_txn_offsets(groups, pending, now_ms)
     return groups
+
+
+def _apply_committed(
+    latest: dict[RecordKey, _Positioned], decided: Mapping[OffsetCommitKey, _Positioned | None]
+) -> None:
+    for key, positioned in decided.items():
+        if positioned is None:
+            continue  # Kafka: a tombstone in a transaction only cancels the transaction's offset
+        current = latest.get(key)
+        if current is None or current[1] < positioned[1]:
+            latest.pop(key, None)
+            latest[key] = positioned
+
+
+def _restore_txn_offsets(
+    groups: dict[str, Group],
+    pending: Mapping[int, Mapping[OffsetCommitKey, _Positioned | None]],
+    now_ms: int,
+) -> None:
+    """Offsets of transactions still open at the end of the log, kept apart in their groups."""
+    for producer_id, offsets in pending.items():
+        for key, positioned in offsets.items():
+            if positioned is None:
+                continue
+            value, batch_offset = positioned
+            assert isinstance(value, OffsetCommitValue)
+            group = groups.setdefault(key.group, Group(key.group, state_timestamp_ms=now_ms))
+            group.txn_offsets.setdefault(producer_id, {})[(key.topic, key.partition)] = (
+                TxnOffset(value, batch_offset))
 
 
 def _restore_group(group: Group, value: GroupMetadataValue, now_ms: int) -> None:

@@ -59,10 +59,14 @@ def _bool(text: str) -> bool:
 
 
 def _cleanup_policy(text: str) -> str:
-    """``delete``, ``compact`` or both (a comma-separated list, in any order)."""
+    """``delete``, ``compact``, both (a comma-separated list, in any order, a repeated element
+    counting once) or none: an empty list, which Kafka (KIP-1161) takes as ``delete`` with
+    infinite retention (only DeleteRecords removes records)."""
+    if not text.strip():
+        return ""
     policies = {p.strip() for p in text.split(",")}
-    if not policies or not policies <= {"delete", "compact"}:
-        raise ValueError("must be delete, compact or compact,delete")
+    if not policies <= {"delete", "compact"}:
+        raise ValueError("must be delete, compact, compact,delete or empty")
     return ",".join(sorted(policies))
 
 
@@ -111,7 +115,7 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ),
         ConfigDef("index.interval.bytes", "4096", _int_in(0, INT32_MAX), "Index density"),
         ConfigDef("cleanup.policy", "delete", _cleanup_policy,
-                  "delete: by retention; compact: the last record of each key; or both",
+                  "delete: by retention; compact: the last record of each key; both; or none",
                   is_list=True),
         ConfigDef("delete.retention.ms", "86400000", _int_in(0, INT64_MAX),
                   "How long a compacted topic keeps tombstones"),

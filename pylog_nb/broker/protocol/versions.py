@@ -41,6 +41,7 @@ ADD_PARTITIONS_TO_TXN_KEY = 24
 ADD_OFFSETS_TO_TXN_KEY = 25
 END_TXN_KEY = 26
 WRITE_TXN_MARKERS_KEY = 27
+TXN_OFFSET_COMMIT_KEY = 28
 DESCRIBE_CONFIGS_KEY = 32
 DELETE_GROUPS_KEY = 42
 OFFSET_DELETE_KEY = 47
@@ -83,6 +84,8 @@ API_VERSIONS: dict[int, ApiRange] = {
     WRITE_TXN_MARKERS_KEY: ApiRange(1, 1, 2),  # Kafka 4 removed v0; brokers send it, not clients
     DESCRIBE_TRANSACTIONS_KEY: ApiRange(0, 0, 0),
     LIST_TRANSACTIONS_KEY: ApiRange(0, 0, 1),
+    # v3 adds KIP-447's group fields (what librdkafka and Java 2.5-3.x send); v4 is KIP-890.
+    TXN_OFFSET_COMMIT_KEY: ApiRange(0, 0, 3),
     DESCRIBE_CONFIGS_KEY: ApiRange(1, 1, 4),
     ALTER_CONFIGS_KEY: ApiRange(0, 0, 2),
     CREATE_PARTITIONS_KEY: ApiRange(0, 0, 3),

@@ -27,6 +27,7 @@ from pylog_nb.broker.records import codecs
 from pylog_nb.broker.records.header import (
     CODEC_MASK,
     CONTROL_BIT,
+    DELETE_HORIZON_BIT,
     HEADER_BYTES,
     HEADER_STRUCT,
     LOG_OVERHEAD_BYTES,
@@ -192,23 +193,29 @@ def encode_batch(
     return _sealed(header_fields, body)
 
 
-def encode_retained(header: BatchHeader, records: Sequence[Record]) -> bytes:
+def encode_retained(header: BatchHeader, records: Sequence[Record], *,
+                    delete_horizon_ms: int | None = None) -> bytes:
     """The batch ``header`` describes, rewritten to hold only ``records`` (the log cleaner).
 
     Like Kafka's ``MemoryRecords.filterTo``: the base offset, last offset delta, producer id,
     epoch, base sequence, leader epoch, codec and attributes stay, so the batch still spans the
-    same offsets and sequences; each record keeps its offset delta. ``records`` may be empty
-    (a producer's last batch is kept for its sequence numbers).
+    same offsets and sequences; each record keeps its offset delta and timestamp. ``records``
+    may be empty (a producer's last batch is kept for its sequence numbers). A
+    ``delete_horizon_ms`` becomes the base timestamp, flagged by the delete horizon bit.
     """
     assert all(header.base_offset <= r.offset <= header.last_offset for r in records)
     base_timestamp = header.base_timestamp
+    attributes = header.attributes
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+        attributes |= DELETE_HORIZON_BIT
     plain = b"".join(
         _encode_record(RecordSpec(r.key, r.value, r.headers, r.timestamp_ms),
                        r.offset - header.base_offset, base_timestamp)
         for r in records)
     body = codecs.compress(header.codec, plain) if records else b""
     # An empty batch is written uncompressed, as Kafka's writeEmptyHeader does.
-    attributes = header.attributes if records else header.attributes & ~CODEC_MASK
+    attributes = attributes if records else attributes & ~CODEC_MASK
     if header.is_log_append_time or not records:
         max_timestamp = header.max_timestamp
     else:

@@ -36,6 +36,9 @@ CODEC_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08  # 1 = LogAppendTime
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+# Set by the log cleaner (KIP-534): baseTimestamp is then the delete horizon, the time after
+# which the batch (a tombstone's or a transaction marker's) may be removed.
+DELETE_HORIZON_BIT = 0x40
 
 NO_PRODUCER_ID = -1
 NO_PARTITION_LEADER_EPOCH = -1
@@ -98,6 +101,12 @@ class BatchHeader:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the cleaner may remove this batch, if a pass stamped it (Kafka's
+        ``deleteHorizonMs``)."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_BIT else None
 
     @property
     def has_producer_id(self) -> bool:

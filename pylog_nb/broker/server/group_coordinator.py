@@ -16,6 +16,10 @@ shell):
 - ``AppendRecords`` actions are written through the partition's leader like an acks=all produce
   (``offsets.commit.required.acks`` = -1) and reported back with ``on_appended`` once the ISR
   has them, or with the error that stopped them.
+- TxnOffsetCommit's records are appended as a transactional batch of the producer (so the
+  partition's LSO and aborted-transactions index count them in the transaction); the
+  WriteTxnMarkers handler calls ``complete_txn`` once the marker on a partition is committed,
+  and a loading coordinator reads the markers from the log itself.
 - A timer calls ``tick`` (session, rebalance and join timeouts) and, less often, expires the
   offsets of groups that have been empty longer than ``offsets.retention``. ``route`` applies a
   group's due deadlines before each request about it, so expiry is exact, not up to a tick late.
@@ -43,9 +47,12 @@ from ..group import (
     partition_for,
 )
 from ..group.errors import COORDINATOR_NOT_AVAILABLE, NONE
+from ..group.storage import OffsetsBatch
 from ..metadata.image import ClusterImage
 from ..metadata.topics import OFFSETS_TOPIC
-from ..records.batch import encode_batch, iter_batches_decoded
+from ..records.batch import Record, encode_batch, iter_batches_decoded
+from ..records.header import BatchHeader
+from ..storage.txn_index import decode_marker
 from .config import BrokerConfig
 from .purgatory import ProduceDone
 from .replica_manager import ACKS_ALL, Partition, ReplicaManager
@@ -57,6 +64,7 @@ log = logging.getLogger("pylog.broker")
 
 OFFSET_COMMIT_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms
 LOAD_READ_BYTES = 1024 * 1024  # one log read while loading a partition
+SEQUENCES_COUNT = 2**31  # a producer's sequence numbers wrap at int32, as Kafka's do
 # Kafka's: compacted, so a group's last commit for each partition stays and the rest go (and a
 # new coordinator replays only that).
 OFFSETS_TOPIC_POLICY = {"cleanup.policy": "compact"}
@@ -197,22 +205,35 @@ class GroupService:
     async def _load(self, partition: Partition, core: GroupCoordinator) -> None:
         """Replay the partition's log into ``core``, yielding to the loop between reads."""
         started_ms = self.now_ms()
-        records: list[tuple[bytes, bytes | None]] = []
+        batches: list[OffsetsBatch] = []
         offset, end = partition.log.log_start_offset, partition.log.log_end_offset
         while offset < end:
             data = partition.log.read(offset, LOAD_READ_BYTES).read_bytes()
             if not data:
                 break
-            for header, batch in iter_batches_decoded(data):
-                records.extend((r.key, r.value) for r in batch if r.key is not None)
-                offset = header.base_offset + header.last_offset_delta + 1
+            for header, records in iter_batches_decoded(data):
+                batch = _offsets_batch(header, records)
+                if batch is not None:
+                    batches.append(batch)
+                offset = header.next_offset
             await asyncio.sleep(0)
             if self.cores.get(partition.index) is not core:
                 return  # lost the leadership meanwhile
-        core.load(records, self.now_ms())
-        log.info("group coordinator of %s-%d loaded %d records (%d groups) in %d ms",
-                 OFFSETS_TOPIC, partition.index, len(records), len(core.groups),
+        core.load(batches, self.now_ms())
+        log.info("group coordinator of %s-%d loaded %d batches (%d groups) in %d ms",
+                 OFFSETS_TOPIC, partition.index, len(batches), len(core.groups),
                  self.now_ms() - started_ms)
+
+    # == transactions ============================================================================
+
+    def complete_txn(self, partition_index: int, producer_id: int, committed: bool) -> None:
+        """The COMMIT (``committed``) or ABORT marker of ``producer_id`` is appended and
+        committed on ``__consumer_offsets`` partition ``partition_index``: make the
+        transaction's offsets visible, or drop them. A no-op unless this broker coordinates
+        that partition (a successor reads the marker from the log when it loads)."""
+        core = self.cores.get(partition_index)
+        if core is not None:
+            core.complete_txn(producer_id, committed)
 
     # == parked requests =========================================================================
 
@@ -254,29 +275,55 @@ class GroupService:
     def _append(self, coordinator: Coordinator, action: AppendRecords) -> None:
         assert action.partition == coordinator.partition, action
         now_ms = self.now_ms()
-        batch = encode_batch([(key, value, (), now_ms) for key, value in action.records])
+        records = [(key, value, (), now_ms) for key, value in action.records]
+        if action.producer_id >= 0:
+            batch = encode_batch(
+                records, producer_id=action.producer_id, producer_epoch=action.producer_epoch,
+                base_sequence=self._next_sequence(action), is_transactional=True)
+        else:
+            batch = encode_batch(records)
         result, produce_id = self.append(
             OFFSETS_TOPIC, action.partition, batch, ACKS_ALL, OFFSET_COMMIT_TIMEOUT_MS)
+        base_offset = result["base_offset"]
         if produce_id is None:
-            self._appended(coordinator, action.append_id, result["error_code"])
+            self._appended(coordinator, action.append_id, result["error_code"], base_offset)
             return
         assert self.watch is not None  # the node sets it on construction
         waiting = self.watch([produce_id])
         if waiting.done():  # an ISR of one: committed already, answer without a task
-            self._appended(coordinator, action.append_id, _error_code(waiting.result()))
+            self._appended(coordinator, action.append_id, _error_code(waiting.result()),
+                           base_offset)
         else:
-            self._spawn(self._await_append(coordinator, action.append_id, waiting))
+            self._spawn(self._await_append(coordinator, action.append_id, waiting, base_offset))
+
+    def _next_sequence(self, action: AppendRecords) -> int:
+        """The sequence that continues the producer's batches on this partition.
+
+        Only the coordinator writes this producer's batches here, so it numbers them itself
+        (Kafka skips the sequence check for coordinator appends; our log does not, so the
+        numbers must continue). A new producer or epoch starts at 0.
+        """
+        partition = self.replicas.partitions.get((OFFSETS_TOPIC, action.partition))
+        if partition is None:
+            return 0
+        entry = partition.log.producer_state.producers.get(action.producer_id)
+        if entry is None or entry.producer_epoch != action.producer_epoch:
+            return 0
+        return (entry.last_seq + 1) % SEQUENCES_COUNT
 
     async def _await_append(
-        self, coordinator: Coordinator, append_id: int, waiting: asyncio.Future
+        self, coordinator: Coordinator, append_id: int, waiting: asyncio.Future,
+        base_offset: int,
     ) -> None:
-        self._appended(coordinator, append_id, _error_code(await waiting))
+        self._appended(coordinator, append_id, _error_code(await waiting), base_offset)
 
-    def _appended(self, coordinator: Coordinator, append_id: int, error_code: int) -> None:
+    def _appended(
+        self, coordinator: Coordinator, append_id: int, error_code: int, base_offset: int
+    ) -> None:
         if self.cores.get(coordinator.partition) is not coordinator.core:
             return  # a successor reloads the log; this core's parked requests were answered
         self.run(coordinator, coordinator.core.on_appended(append_id, error_code,
-                                                           self.now_ms()))
+                                                           self.now_ms(), base_offset))
 
     # == timers ==================================================================================
 
@@ -308,6 +355,20 @@ class GroupService:
             task.cancel()
         for index in list(self.cores):
             self._resign(index)
+
+
+def _offsets_batch(header: BatchHeader, records: list[Record]) -> OffsetsBatch | None:
+    """A log batch as the core loads it; None for a control record other than a marker."""
+    if header.is_control:
+        marker = decode_marker(records[0].key, records[0].value) if records else None
+        if marker is None:
+            return None
+        return OffsetsBatch(header.base_offset, producer_id=header.producer_id,
+                            commit=marker.commit)
+    return OffsetsBatch(header.base_offset,
+                        tuple((r.key, r.value) for r in records if r.key is not None),
+                        producer_id=header.producer_id,
+                        is_transactional=header.is_transactional)
 
 
 def _error_code(done: ProduceDone) -> int:

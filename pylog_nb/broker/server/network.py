@@ -74,8 +74,9 @@ class BrokerServer:
     async def _clean(self) -> None:
         for name, stats in await self.node.replicas.clean(self.node.now_ms()):
             log.info("cleaned %s: kept %d of %d records (%d of %d bytes), %d tombstone(s) "
-                     "removed", name, stats.records_kept, stats.records_read, stats.bytes_kept,
-                     stats.bytes_read, stats.tombstones_removed)
+                     "and %d transaction marker(s) removed", name, stats.records_kept,
+                     stats.records_read, stats.bytes_kept, stats.bytes_read,
+                     stats.tombstones_removed, stats.markers_removed)
 
     async def _every(self, interval_ms: int, action) -> None:
         while True:

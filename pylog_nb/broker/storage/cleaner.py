@@ -16,10 +16,14 @@ Theory of operation (Kafka's LogCleaner, for one log, one pass at a time):
   offsets, producer id and sequence numbers (``encode_retained``); a batch left empty is
   dropped, unless it is the last batch of its producer, which idempotent de-duplication needs.
 - Transactions (Kafka's ``CleanedTransactionMetadata``): cleaning stops at the last stable
-  offset, so every transaction it sees is decided; records of aborted transactions (found in
-  the ``.txnindex`` files) neither enter the map nor survive the filter; commit and abort
-  markers are kept as they are. Left for later: Kafka removes a marker once it was cleaned and
-  is older than ``delete.retention.ms``; here markers stay (a few bytes each).
+  offset, so every transaction it sees is decided. The filter walks the log in offset order
+  with the aborted transactions of the ``.txnindex`` files (``TxnCleaning``): records of
+  aborted transactions neither enter the map nor survive; a marker (control batch) whose
+  transaction left no data batch behind is stamped by the first pass that sees it so with a
+  *delete horizon* (now + ``delete.retention.ms``, in the batch's base timestamp, KIP-534) and
+  removed by the first pass after it, so consumers get that long to see it. A producer's last
+  batch stays even when emptied (its sequence numbers and epoch), and so keeps its marker. An
+  aborted transaction's ``.txnindex`` entry goes with its marker (``Log.replace_segments``).
 - Offsets never move: a consumer sees gaps, exactly as with Kafka. Small segments are merged
   into one while they fit ``segment.bytes``. The ``Log`` swaps each group's filtered copy in
   crash-safely (``Log.replace_segments``).
@@ -30,16 +34,23 @@ Theory of operation (Kafka's LogCleaner, for one log, one pass at a time):
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from pylog_nb.broker.records.batch import RecordKey, decode_batch, decode_keys, encode_retained
+from pylog_nb.broker.records.batch import (
+    Record,
+    RecordKey,
+    decode_batch,
+    decode_keys,
+    encode_retained,
+)
 from pylog_nb.broker.records.header import BatchHeader, iter_batches
 
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .index import INT32_MAX
-from .txn_index import AbortedTxn
+from .txn_index import AbortedTxn, decode_marker
 
 if TYPE_CHECKING:
     from .log import Log
@@ -95,9 +106,9 @@ def clean_steps(log: Log, now_ms: int, *,
 def _pass(log: Log, now_ms: int, keys_max: int) -> Generator[None, None, FilterStats | None]:
     segments = log.cleanable_segments()
     first_dirty = log.first_dirty_offset
-    aborted = AbortedBatches(log.collect_aborted_transactions(
-        segments[0][0].base_offset, segments[-1][1])) if segments else AbortedBatches([])
-    offset_map = OffsetMap(keys_max, aborted)
+    aborted_txns = log.collect_aborted_transactions(
+        segments[0][0].base_offset, segments[-1][1]) if segments else []
+    offset_map = OffsetMap(keys_max, AbortedBatches(aborted_txns))
     for segment, end_offset in segments:
         if end_offset <= first_dirty:
             continue
@@ -109,10 +120,14 @@ def _pass(log: Log, now_ms: int, keys_max: int) -> Generator[None, None, FilterS
         offset_map.end_offset = end_offset
     if offset_map.end_offset <= first_dirty:
         return None
-    producers_last = {e.last_offset for e in log.producer_state.producers.values()}
+    rules = FilterRules(
+        producers_last={pid: LastBatch(e.last_offset, e.producer_epoch)
+                        for pid, e in log.producer_state.producers.items()},
+        txns=TxnCleaning(aborted_txns), now_ms=now_ms,
+        delete_retention_ms=log.config.delete_retention_ms)
     stats = FilterStats()
     for group, end_offset in _groups(log, segments, offset_map.end_offset):
-        yield from _write_cleaned(log, group, end_offset, offset_map, producers_last, stats,
+        yield from _write_cleaned(log, group, end_offset, offset_map, rules, stats,
                                   lambda s: _tombstone_horizon(s, first_dirty, now_ms, log.config))
         if log.replace_segments(group, end_offset) is None:
             raise LogChangedError(f"segments from {group[0].base_offset} changed")
@@ -122,7 +137,7 @@ def _pass(log: Log, now_ms: int, keys_max: int) -> Generator[None, None, FilterS
 
 
 def _write_cleaned(log: Log, group: list[LogSegment], end_offset: int, offset_map: OffsetMap,
-                   producers_last: set[int], stats: FilterStats,
+                   rules: FilterRules, stats: FilterStats,
                    horizon: Callable[[LogSegment], int]) -> Iterator[None]:
     """Write and fsync the filtered copy of ``group`` where ``replace_segments`` expects it."""
     ends = [*(s.base_offset for s in group[1:]), end_offset]
@@ -133,8 +148,7 @@ def _write_cleaned(log: Log, group: list[LogSegment], end_offset: int, offset_ma
             for segment, segment_end in zip(group, ends, strict=True):
                 for data in _chunks(log, segment, segment_end):
                     kept, chunk_stats = filter_batches(
-                        data, offset_map, drop_tombstones_below=horizon(segment),
-                        producers_last_offsets=producers_last, aborted=offset_map.aborted)
+                        data, offset_map, drop_tombstones_below=horizon(segment), rules=rules)
                     out.write(kept)
                     stats.add(chunk_stats)
                     yield
@@ -253,50 +267,147 @@ class FilterStats:
     bytes_read: int = 0
     bytes_kept: int = 0
     tombstones_removed: int = 0
+    markers_removed: int = 0
     segments_rewritten: list[int] = field(default_factory=list)
 
     def add(self, other: FilterStats) -> None:
         for name in ("batches_read", "records_read", "records_kept", "bytes_read", "bytes_kept",
-                     "tombstones_removed"):
+                     "tombstones_removed", "markers_removed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.segments_rewritten += other.segments_rewritten
 
 
+class TxnCleaning:
+    """Which transactional batches a pass may empty, seen in offset order from the log start
+    (Kafka's ``CleanedTransactionMetadata``): those of aborted transactions, and markers whose
+    transaction has no data batch left."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        self._pending = deque(sorted(aborted, key=lambda txn: txn.first_offset))
+        self._aborted: dict[int, bool] = {}  # producer id -> a data batch of it was seen
+        self._committed: set[int] = set()  # producers with a data batch seen since a marker
+
+    def _start_up_to(self, offset: int) -> None:
+        while self._pending and self._pending[0].first_offset <= offset:
+            self._aborted.setdefault(self._pending.popleft().producer_id, False)
+
+    def on_data_batch(self, header: BatchHeader) -> bool:
+        """True when the batch belongs to an aborted transaction: its records all go."""
+        self._start_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        if header.producer_id in self._aborted:
+            self._aborted[header.producer_id] = True
+            return True
+        self._committed.add(header.producer_id)
+        return False
+
+    def on_control_batch(self, header: BatchHeader, records: list[Record]) -> bool:
+        """True when no data batch of the transaction this marker ends is left."""
+        self._start_up_to(header.last_offset)
+        if not records:  # emptied by an earlier pass
+            return True
+        marker = decode_marker(records[0].key, records[0].value)
+        if marker is None:  # a control record of another kind: kept
+            return False
+        if marker.commit:
+            seen = header.producer_id in self._committed
+            self._committed.discard(header.producer_id)
+            return not seen
+        return not self._aborted.pop(header.producer_id, False)
+
+
+class LastBatch(NamedTuple):
+    """A producer's last data batch (Kafka's ``LastRecord``): its last offset (-1: none) and
+    the producer's epoch."""
+
+    data_offset: int
+    epoch: int
+
+
+@dataclass(slots=True)
+class FilterRules:
+    """What a pass keeps besides the latest record of each key."""
+
+    producers_last: Mapping[int, LastBatch] = field(default_factory=dict)
+    txns: TxnCleaning = field(default_factory=lambda: TxnCleaning([]))
+    now_ms: int = 0
+    delete_retention_ms: int = 0
+
+    def keeps_producer_state(self, header: BatchHeader) -> bool:
+        """The batch holds what idempotence and fencing need of an active producer: its last
+        data batch (sequence numbers), or, if it has none, its marker of the current epoch."""
+        last = self.producers_last.get(header.producer_id) if header.has_producer_id else None
+        if last is None:
+            return False
+        if last.data_offset >= 0:
+            return header.last_offset == last.data_offset
+        return header.is_control and header.producer_epoch == last.epoch
+
+
 def filter_batches(data: bytes, offset_map: OffsetMap, *, drop_tombstones_below: int,
-                   producers_last_offsets: Iterable[int],
-                   aborted: AbortedBatches | None = None) -> tuple[bytes, FilterStats]:
-    """The batches of one segment with superseded records (and old tombstones) removed.
+                   rules: FilterRules) -> tuple[bytes, FilterStats]:
+    """The batches of one segment with superseded records (and old tombstones, aborted
+    transactions and expired markers) removed.
 
     ``drop_tombstones_below``: tombstones at lower offsets may go (-1: keep them all).
-    ``producers_last_offsets``: the last offset of each producer's last batch in the log.
-    ``aborted``: batches of aborted transactions, whose records all go.
-    Only a batch that loses records is decoded whole and rewritten; the rest are copied.
+    Only a batch that loses records (or gets a delete horizon) is decoded whole and rewritten;
+    the rest are copied.
     """
-    keep_empty = set(producers_last_offsets)
     stats = FilterStats(bytes_read=len(data))
     kept: list[bytes] = []
     for pos, header in iter_batches(data):
         stats.batches_read += 1
-        raw = bytes(data[pos:pos + header.size_bytes])
-        if header.is_control:  # transaction markers: not written by this broker, kept as is
-            kept.append(raw)
-            continue
-        keys = decode_keys(data, pos)
-        if aborted is not None and header in aborted:
-            retained: set[int] = set()
+        if header.is_control:
+            batch = _filter_marker(data, pos, header, rules, stats)
         else:
-            retained = {k.offset for k in keys
-                        if _retained(k, offset_map, drop_tombstones_below, stats)}
-        stats.records_read += len(keys)
-        stats.records_kept += len(retained)
-        if len(retained) == len(keys):
-            kept.append(raw)
-        elif retained or header.last_offset in keep_empty:
-            records = [r for r in decode_batch(data, pos)[1] if r.offset in retained]
-            kept.append(encode_retained(header, records))
+            batch = _filter_data(data, pos, header, offset_map, drop_tombstones_below, rules,
+                                 stats)
+        if batch is not None:
+            kept.append(batch)
     out = b"".join(kept)
     stats.bytes_kept = len(out)
     return out, stats
+
+
+def _filter_marker(data: bytes, pos: int, header: BatchHeader, rules: FilterRules,
+                   stats: FilterStats) -> bytes | None:
+    """A control batch stays until a pass after its delete horizon finds its transaction's
+    data gone; the first pass that finds it so stamps the horizon."""
+    records = decode_batch(data, pos)[1]
+    stats.records_read += len(records)
+    if not rules.txns.on_control_batch(header, records):
+        stats.records_kept += len(records)
+        return bytes(data[pos:pos + header.size_bytes])
+    horizon_ms = header.delete_horizon_ms
+    if horizon_ms is None:
+        stats.records_kept += len(records)
+        return encode_retained(header, records,
+                               delete_horizon_ms=rules.now_ms + rules.delete_retention_ms)
+    if horizon_ms > rules.now_ms:
+        stats.records_kept += len(records)
+        return bytes(data[pos:pos + header.size_bytes])
+    stats.markers_removed += len(records)
+    return encode_retained(header, []) if rules.keeps_producer_state(header) else None
+
+
+def _filter_data(data: bytes, pos: int, header: BatchHeader, offset_map: OffsetMap,
+                 drop_tombstones_below: int, rules: FilterRules,
+                 stats: FilterStats) -> bytes | None:
+    keys = decode_keys(data, pos)
+    if rules.txns.on_data_batch(header):
+        retained: set[int] = set()
+    else:
+        retained = {k.offset for k in keys
+                    if _retained(k, offset_map, drop_tombstones_below, stats)}
+    stats.records_read += len(keys)
+    stats.records_kept += len(retained)
+    if len(retained) == len(keys):
+        return bytes(data[pos:pos + header.size_bytes])
+    if retained or rules.keeps_producer_state(header):
+        records = [r for r in decode_batch(data, pos)[1] if r.offset in retained]
+        return encode_retained(header, records)
+    return None
 
 
 def _retained(record: RecordKey, offset_map: OffsetMap, drop_tombstones_below: int,

@@ -22,7 +22,7 @@ INDEX_MIN_BYTES = 24
 MESSAGE_MAX_BYTES_DEFAULT = 1 * MIB + 12
 
 TimestampType = Literal["CreateTime", "LogAppendTime"]
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,7 +45,8 @@ class LogConfig:
     # calls finish on the old data (Kafka's file.delete.delay.ms).
     file_delete_delay_ms: int = 60_000
     # "delete": retention by time and size; "compact": keep the last record of every key (the
-    # cleaner, cleaner.py); "compact,delete": both.
+    # cleaner, cleaner.py); "compact,delete": both; "": neither (records stay until DeleteRecords
+    # moves the log start offset, as in Kafka with an empty list).
     cleanup_policy: str = "delete"
     delete_retention_ms: int = DAY_MS  # how long a compacted topic keeps a tombstone
     min_cleanable_dirty_ratio: float = 0.5  # clean once this share of the log is dirty

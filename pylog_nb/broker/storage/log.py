@@ -38,6 +38,7 @@ from pylog_nb.broker.records.batch import (
     recompress_batches,
 )
 from pylog_nb.broker.records.header import (
+    HEADER_BYTES,
     BatchHeader,
     InvalidRecordError,
     batch_size_at,
@@ -116,6 +117,19 @@ def _validated_headers(buf) -> Iterator[tuple[int, BatchHeader]]:
         header = read_header(buf, pos)
         yield pos, header
         pos += header.size_bytes
+
+
+def _control_batch_offsets(path: Path) -> set[int]:
+    """Base offsets of the control batches that still hold their marker in the (fsynced, whole)
+    segment file at ``path``, reading only batch headers."""
+    offsets = set()
+    with path.open("rb") as segment_file:
+        while len(data := segment_file.read(HEADER_BYTES)) == HEADER_BYTES:
+            header = read_header(data)
+            if header.is_control and header.records_count > 0:
+                offsets.add(header.base_offset)
+            segment_file.seek(header.size_bytes - HEADER_BYTES, os.SEEK_CUR)
+    return offsets
 
 
 def _marker_of(buf, pos: int) -> Marker | None:
@@ -953,11 +967,18 @@ class Log:
         """Put ``<base>.log.<end>.swap`` in place of the segments in [base, end)."""
         # The group's aborted transactions move into the first segment's .txnindex, replaced
         # atomically and de-duplicated, so a crash anywhere here and a second run lose none.
+        # An entry whose marker the cleaner removed goes: no record of it is left, and a
+        # read_committed consumer would take a later transaction of its producer for it.
+        log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX)
+        swap = log_path.with_name(f"{log_path.name}.{end_offset}{SWAP_SUFFIX}")
         aborted: list[AbortedTxn] = []
         for path in self.directory.iterdir():
             base = parse_segment_base_offset(path.name, TXN_INDEX_SUFFIX)
             if base is not None and base_offset <= base < end_offset:
                 aborted += TransactionIndex(path).entries()
+        if aborted:
+            markers = _control_batch_offsets(swap)
+            aborted = [entry for entry in aborted if entry.last_offset in markers]
         TransactionIndex(self.directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX)
                          ).rewrite(aborted)
         # Old files first: a crash after the rename then leaves a segment without indexes,
@@ -969,8 +990,7 @@ class Log:
                         suffix not in (LOG_SUFFIX, TXN_INDEX_SUFFIX) or base != base_offset):
                     path.unlink()
         fsync_dir(self.directory)
-        log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX)
-        os.replace(log_path.with_name(f"{log_path.name}.{end_offset}{SWAP_SUFFIX}"), log_path)
+        os.replace(swap, log_path)
         fsync_dir(self.directory)
         segment = LogSegment(self.directory, base_offset, self.config, created_ms=self._now_ms())
         segment.recover()

@@ -14,7 +14,8 @@ Theory of operation (Kafka's EndTransactionMarker, ``AbortedTxn`` and ``Transact
 - The entries are not kept in memory (aborted transactions are rare, the file small):
   ``collect`` reads the file, and remembers only that a segment has none (most segments). It
   is rebuilt on recovery from the log and the producer state (``Log``), cut on truncation,
-  fsynced with its segment and deleted with it. A torn last entry is ignored.
+  fsynced with its segment and deleted with it; compaction merges the entries of the segments
+  it merges and drops those whose marker it removed. A torn last entry is ignored.
 """
 
 from __future__ import annotations

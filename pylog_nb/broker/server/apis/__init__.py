@@ -33,6 +33,7 @@ from .groups import (
     handle_offset_delete,
     handle_offset_fetch,
     handle_sync_group,
+    handle_txn_offset_commit,
 )
 from .metadata import handle_api_versions, handle_describe_cluster, handle_metadata
 from .offsets import (
@@ -88,5 +89,6 @@ HANDLERS: dict[int, Handler] = {
     v.WRITE_TXN_MARKERS_KEY: handle_write_txn_markers,
     v.DESCRIBE_TRANSACTIONS_KEY: handle_describe_transactions,
     v.LIST_TRANSACTIONS_KEY: handle_list_transactions,
+    v.TXN_OFFSET_COMMIT_KEY: handle_txn_offset_commit,
 }
 assert set(HANDLERS) == set(v.API_VERSIONS), "every advertised API has a handler"

@@ -5,7 +5,9 @@ scan in storage) within the request's byte budgets. If fewer than ``min_bytes`` 
 client allowed a wait, the handler parks on the partitions' wake-up lists until an append moves a
 HW or ``max_wait_ms`` passes, then reads again. ``isolation_level`` read_committed (librdkafka's
 default) reads below the last stable offset and gets the aborted transactions overlapping what
-it read (``ReplicaManager.read_for_fetch``); read_uncommitted reads below the HW.
+it read (``ReplicaManager.read_for_fetch``); read_uncommitted reads below the HW. A request
+version older than zstd (v10, KIP-110) gets UNSUPPORTED_COMPRESSION_TYPE for a partition whose
+topic ``compression.type`` is zstd, as Kafka's ``maybeConvertFetchedData`` answers.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from dataclasses import dataclass
 from ... import errors
 from ...protocol.codec import ZERO_UUID, Request, duration_ms
 from ...protocol.fetch_response import FileRange, encode_fetch_response
+from ...records.codecs import CODEC_ZSTD
 from ..node import BrokerNode
 from ..replica_manager import CONSUMER_REPLICA_ID, NO_EPOCH, READ_UNCOMMITTED, FetchTarget
 
 FETCH_SESSION_NONE = 0
 SENDFILE_MIN_BYTES = 64 * 1024  # below this a copy is cheaper than the sendfile round trip
 FETCH_SESSION_FULL_EPOCH = -1
+FETCH_ZSTD_VERSION_MIN = 10  # the first Fetch version whose clients can read zstd (KIP-110)
 
 
 @dataclass(slots=True)
@@ -31,6 +35,7 @@ class _Target:
     fetch: FetchTarget
     topic_id: object
     max_bytes: int
+    zstd_allowed: bool
 
 
 async def handle_fetch(node: BrokerNode, request: Request) -> list:
@@ -39,7 +44,7 @@ async def handle_fetch(node: BrokerNode, request: Request) -> list:
     if session_id != FETCH_SESSION_NONE:
         body = {"error_code": errors.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
         return _encode(request, body)
-    targets = _targets(node, body)
+    targets = _targets(node, body, request.header.api_version >= FETCH_ZSTD_VERSION_MIN)
     wait_ms = min(duration_ms(body.max_wait), node.config.fetch_wait_max_ms)
     deadline = time.monotonic() + wait_ms / 1000
     while True:
@@ -70,7 +75,7 @@ def _pin(data) -> bytes | FileRange | None:
     return FileRange(os.dup(data.fd), data.position, data.size_bytes)
 
 
-def _targets(node: BrokerNode, body) -> list[_Target]:
+def _targets(node: BrokerNode, body, zstd_allowed: bool) -> list[_Target]:
     targets = []
     image = node.image
     replica_id = _replica_id(body)
@@ -86,7 +91,7 @@ def _targets(node: BrokerNode, body) -> list[_Target]:
                                  getattr(p, "current_leader_epoch", NO_EPOCH),
                                  getattr(p, "last_fetched_epoch", NO_EPOCH), replica_id,
                                  isolation_level)
-            targets.append(_Target(target, topic_id, p.partition_max_bytes))
+            targets.append(_Target(target, topic_id, p.partition_max_bytes, zstd_allowed))
     return targets
 
 
@@ -111,12 +116,19 @@ def _read_all(node: BrokerNode, targets: list[_Target], max_bytes: int):
 
 def _read_one(node: BrokerNode, target: _Target, budget: int, min_one: bool) -> dict:
     if target.fetch.topic is None:
-        return {"partition_index": target.fetch.index, "high_watermark": -1,
-                "last_stable_offset": -1, "log_start_offset": -1, "records": None,
-                "error_code": errors.UNKNOWN_TOPIC_ID}
+        return _refused(target, errors.UNKNOWN_TOPIC_ID)
+    partition = node.replicas.partitions.get((target.fetch.topic, target.fetch.index))
+    if not target.zstd_allowed and partition is not None and partition.codec == CODEC_ZSTD:
+        return _refused(target, errors.Errors.UNSUPPORTED_COMPRESSION_TYPE)
     response, actions = node.replicas.read_for_fetch(target.fetch, budget, min_one)
     node.on_actions(actions)
     return response
+
+
+def _refused(target: _Target, code: int) -> dict:
+    return {"partition_index": target.fetch.index, "high_watermark": -1,
+            "last_stable_offset": -1, "log_start_offset": -1, "records": None,
+            "error_code": code}
 
 
 async def _wait_for_data(node: BrokerNode, targets: list[_Target], timeout_s: float) -> None:

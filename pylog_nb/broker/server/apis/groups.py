@@ -2,17 +2,17 @@
 
 Each handler routes the group to this broker's coordinator for it (NOT_COORDINATOR when another
 broker leads the group's ``__consumer_offsets`` partition), calls the sans-IO core, and for
-JoinGroup, SyncGroup and OffsetCommit awaits the answer the core returns later (see
+JoinGroup, SyncGroup, OffsetCommit and TxnOffsetCommit awaits the answer the core returns later (see
 ``group_coordinator.py``). Version differences are confined to reading requests and shaping
 responses; the answers themselves are the same dicts for every version.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from ...errors import INVALID_REQUEST
-from ...group import CommitAnswer, JoinAnswer, SyncAnswer
+from ...errors import INVALID_PRODUCER_ID_MAPPING, INVALID_REQUEST, UNSTABLE_OFFSET_COMMIT
+from ...group import CommitAnswer, GroupCoordinator, JoinAnswer, SyncAnswer
 from ...group.coordinator import PROTOCOLS_PER_MEMBER_MAX
 from ...group.errors import (
     GROUP_ID_NOT_FOUND,
@@ -189,6 +189,39 @@ def handle_leave_group(node: BrokerNode, request: Request) -> dict:
 
 async def handle_offset_commit(node: BrokerNode, request: Request) -> dict:
     body = request.body
+
+    def commit(core: GroupCoordinator, offsets: dict, now_ms: int, request_id: int) -> list:
+        return core.commit_offsets(
+            body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets, now_ms,
+            request_id, group_instance_id=getattr(body, "group_instance_id", None))
+
+    return await _commit_topics(node, body, commit)
+
+
+async def handle_txn_offset_commit(node: BrokerNode, request: Request) -> dict:
+    """TxnOffsetCommit (KIP-98; v3 adds the KIP-447 group fields): offsets in a transaction.
+
+    Kafka also asks the partition leader whether the producer added the group's offsets
+    partition to its transaction (AddOffsetsToTxn); this broker does not check that here.
+    """
+    body = request.body
+    if body.producer_id < 0 or body.producer_epoch < 0:
+        return _topics_response(body, lambda _: INVALID_PRODUCER_ID_MAPPING)
+
+    def commit(core: GroupCoordinator, offsets: dict, now_ms: int, request_id: int) -> list:
+        return core.commit_txn_offsets(
+            body.group_id, body.producer_id, body.producer_epoch,
+            getattr(body, "member_id", ""), getattr(body, "generation_id", -1), offsets, now_ms,
+            request_id, group_instance_id=getattr(body, "group_instance_id", None))
+
+    return await _commit_topics(node, body, commit)
+
+
+CommitCall = Callable[[GroupCoordinator, dict, int, int], list]
+
+
+async def _commit_topics(node: BrokerNode, body, commit: CommitCall) -> dict:
+    """OffsetCommit or TxnOffsetCommit of ``body.topics``: an error code per partition."""
     wanted = [(t.name, p) for t in body.topics for p in t.partitions]
     errors: dict[tuple[str, int], int] = {}
     offsets = {}
@@ -206,23 +239,21 @@ async def handle_offset_commit(node: BrokerNode, request: Request) -> dict:
         code = NOT_COORDINATOR if coordinator is None else INVALID_COMMIT_OFFSET_SIZE
         errors.update({tp: code for tp in offsets})
     elif offsets:
-        errors.update(await _commit(node, coordinator, body, offsets))
+        errors.update(await _commit(node, coordinator, offsets, commit))
+    return _topics_response(body, lambda tp: errors[tp])
+
+
+def _topics_response(body, error_of: Callable[[tuple[str, int]], int]) -> dict:
+    wanted = [(t.name, p) for t in body.topics for p in t.partitions]
     return {"topics": _by_topic(
         wanted, lambda t, p: {"partition_index": p.partition_index,
-                              "error_code": errors[(t, p.partition_index)]})}
+                              "error_code": error_of((t, p.partition_index))})}
 
 
-async def _commit(node: BrokerNode, coordinator: Coordinator, body, offsets: dict) -> dict:
+async def _commit(node: BrokerNode, coordinator: Coordinator, offsets: dict,
+                  commit: CommitCall) -> dict:
     request_id, future = node.groups.park(coordinator)
-    node.groups.run(coordinator, coordinator.core.commit_offsets(
-        body.group_id,
-        body.member_id,
-        body.generation_id_or_member_epoch,
-        offsets,
-        node.now_ms(),
-        request_id,
-        group_instance_id=getattr(body, "group_instance_id", None),
-    ))
+    node.groups.run(coordinator, commit(coordinator.core, offsets, node.now_ms(), request_id))
     answer = await node.groups.wait(request_id, future)
     if answer is None:
         return {tp: NOT_COORDINATOR for tp in offsets}
@@ -241,9 +272,11 @@ def _by_topic(items: Iterable[tuple[str, object]], shape) -> list[dict]:
 def handle_offset_fetch(node: BrokerNode, request: Request) -> dict:
     body = request.body
     version = request.header.api_version
+    require_stable = getattr(body, "require_stable", False)  # v7+ (KIP-447)
     if version >= 8:
-        return {"groups": [_fetch_group(node, g.group_id, g.topics) for g in body.groups]}
-    answer = _fetch_group(node, body.group_id, body.topics)
+        return {"groups": [_fetch_group(node, g.group_id, g.topics, require_stable)
+                           for g in body.groups]}
+    answer = _fetch_group(node, body.group_id, body.topics, require_stable)
     if version < 2 and answer["error_code"] != NONE:  # v0-1: errors only per partition
         for topic in answer["topics"]:
             for partition in topic["partitions"]:
@@ -251,20 +284,27 @@ def handle_offset_fetch(node: BrokerNode, request: Request) -> dict:
     return answer
 
 
-def _fetch_group(node: BrokerNode, group_id: str, topics) -> dict:
+def _fetch_group(node: BrokerNode, group_id: str, topics, require_stable: bool) -> dict:
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
     coordinator = node.groups.route(group_id)
     error_code: int
     found: dict[tuple[str, int], tuple[int, int, str]]
+    unstable: set[tuple[str, int]] = set()
     if coordinator is None:
         error_code, found = NOT_COORDINATOR, {}
     else:
         error_code, found = coordinator.core.fetch_offsets(group_id, wanted)
     listed = wanted if wanted is not None else sorted(found)
+    if coordinator is not None and require_stable and error_code == NONE:
+        unstable = coordinator.core.unstable_partitions(group_id, listed)
 
     def shape(topic: str, partition: int) -> dict:
+        if (topic, partition) in unstable:  # Kafka: no offset, retry once the commit settles
+            return {"partition_index": partition, "committed_offset": -1,
+                    "committed_leader_epoch": -1, "metadata": "",
+                    "error_code": UNSTABLE_OFFSET_COMMIT}
         offset, leader_epoch, metadata = found.get((topic, partition), (-1, -1, ""))
         return {"partition_index": partition, "committed_offset": offset,
                 "committed_leader_epoch": leader_epoch, "metadata": metadata,
