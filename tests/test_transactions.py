@@ -217,6 +217,48 @@ def test_kafka_python_and_aiokafka_transactions_commit_and_abort(cluster):
         committed + aborted)
 
 
+def test_consume_transform_produce_commits_offsets_with_the_output_or_neither(cluster):
+    """Exactly-once: the group's offsets go in the transaction (AddOffsetsToTxn,
+    TxnOffsetCommit) and become visible with its records on commit, or not at all on abort."""
+    bootstrap = cluster.bootstrap_servers
+    source = create_replicated(bootstrap, unique("source"), 1)
+    sink = create_replicated(bootstrap, unique("sink"), 1)
+    producer = transactional_producer(bootstrap, unique("transformer"))
+    producer.begin_transaction()
+    inputs = send(producer, source, "first") + send(producer, source, "second")  # offsets 0-3
+    producer.commit_transaction(TIMEOUT_S)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("transformers"),
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(source[0].topic, 0, 0)])
+    try:
+        for outcome in ("committed", "aborted"):
+            values = [poll_value(consumer) for _ in range(2)]
+            producer.begin_transaction()
+            for value in values:
+                producer.produce(sink[0].topic, value.upper(), partition=0)
+            producer.send_offsets_to_transaction(
+                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(),
+                TIMEOUT_S)
+            if outcome == "committed":
+                producer.commit_transaction(TIMEOUT_S)
+            else:
+                producer.abort_transaction(TIMEOUT_S)
+        (committed,) = consumer.committed([TopicPartition(source[0].topic, 0)], TIMEOUT_S)
+    finally:
+        consumer.close()
+    assert committed.offset == 2  # the aborted transaction's offset 4 never took effect
+    outputs = sorted(value.upper() for value in inputs)
+    assert read_everything(bootstrap, sink, "read_committed") == sorted(
+        value.upper() for value in inputs[:2])
+    assert read_everything(bootstrap, sink, "read_uncommitted") == outputs
+
+
+def poll_value(consumer: Consumer) -> bytes:
+    message = consumer.poll(TIMEOUT_S)
+    assert message is not None and not message.error(), message and message.error()
+    return message.value()
+
+
 # == fencing ======================================================================================
 
 
