@@ -26,7 +26,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from txn import TxnProducer, end_txn, leader_address, plain, stopped_log
+from txn import TxnProducer, end_txn, interleaved, leader_address, plain, stopped_log
 
 from pylog_nb import LocalCluster
 from pylog_nb.spark import SparkSourceError, local_spark, to_spark
@@ -350,22 +350,16 @@ def _transactions(cluster, topic: str) -> tuple[list[bytes], list[bytes]]:
     """One partition holding plain records, an aborted, a committed and an open transaction,
     with the markers at 9 and 10; (the values read_committed sees, every value)."""
     with wire.connect(leader_address(cluster, topic)) as sock:
-        aborter, committer = TxnProducer(sock, "aborted"), TxnProducer(sock, "committed")
-        plain(sock, topic, [b"plain-0"])  # 0
-        aborted = aborter.send(sock, topic, 3)  # 1-3
-        committed = committer.send(sock, topic, 2)  # 4-5
-        aborted += aborter.send(sock, topic, 2)  # 6-7
-        plain(sock, topic, [b"plain-1"])  # 8
+        txns = interleaved(sock, topic)  # 0-8
     with stopped_log(cluster, _leader(cluster, topic), topic) as log:
-        end_txn(log, aborter, commit=False)  # 9
-        end_txn(log, committer, commit=True)  # 10
-    wait_for(lambda: _leader(cluster, topic) >= 0, "the partition led again")
+        end_txn(log, txns.aborter, commit=False)  # 9
+        end_txn(log, txns.committer, commit=True)  # 10
     with wire.connect(leader_address(cluster, topic)) as sock:
         still_open = TxnProducer(sock, "open").send(sock, topic, 2)  # 11-12: the LSO stays at 11
         plain(sock, topic, [b"plain-2"])  # 13
-    visible = [b"plain-0", *committed, b"plain-1"]
-    return visible, [*visible[:1], *aborted[:3], *committed, *aborted[3:], b"plain-1",
-                     *still_open, b"plain-2"]
+    visible = [b"plain-0", *txns.committed, b"plain-1"]
+    return visible, [*visible[:1], *txns.aborted[:3], *txns.committed, *txns.aborted[3:],
+                     b"plain-1", *still_open, b"plain-2"]
 
 
 def test_read_committed_reads_to_the_lso_skipping_aborted_records_with_real_offsets(

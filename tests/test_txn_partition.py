@@ -16,7 +16,16 @@ import wire
 from clients import TIMEOUT_S, admin, create_topic, wait_for
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from txn import FETCH, PRODUCE, TxnProducer, end_txn, leader_row, plain, stopped_log
+from txn import (
+    FETCH,
+    PRODUCE,
+    TxnProducer,
+    end_txn,
+    interleaved,
+    leader_row,
+    plain,
+    stopped_log,
+)
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.records.batch import encode_batch
@@ -68,12 +77,9 @@ def test_read_committed_sees_committed_records_up_to_the_lso_across_restarts(
         bootstrap = cluster.bootstrap_servers
         create_topic(bootstrap, topic_name)
         with wire.connect(bootstrap) as sock:
-            aborter, committer = TxnProducer(sock, "aborted"), TxnProducer(sock, "committed")
-            plain(sock, topic_name, [b"plain-0"])  # 0
-            aborted = aborter.send(sock, topic_name, 3)  # 1-3
-            committed = committer.send(sock, topic_name, 2)  # 4-5
-            aborted += aborter.send(sock, topic_name, 2)  # 6-7
-            plain(sock, topic_name, [b"plain-1"])  # 8
+            txns = interleaved(sock, topic_name)  # 0-8
+            aborter, committer = txns.aborter, txns.committer
+            aborted, committed = txns.aborted, txns.committed
             # Transactional records without a transactional id: refused whole, as Kafka does.
             stray = encode_batch([(None, b"stray", (), 1)], producer_id=aborter.producer_id,
                                  producer_epoch=aborter.epoch, base_sequence=aborter.seq,
