@@ -4,9 +4,11 @@ what the widget draws (broker nodes, replica bars, groups, timeline), kills the 
 partition from the view while a cell keeps the kernel busy (the click shows pending at once and
 acts when the cell ends: the broker goes down and another replica leads), kills the active
 controller by a click (another controller becomes active, the dead one stays drawn with what it
-last said, its leadership marked stale), steps back in the timeline, and checks that a hostile
-group id stays text. Screenshots of the view, in the light
-and the dark theme, are saved in the test's temporary directory (the path is printed).
+last said, its leadership marked stale), shows an open transaction's LSO mark below the HW and
+its disappearance once the commit marker is written (while the view's kill holds the broker
+down), steps back in the timeline, and checks that a hostile group id stays text. Screenshots
+of the view, in the light and the dark theme, are saved in the test's temporary directory (the
+path is printed).
 
 Chromium comes from Debian (``/usr/bin/chromium``) and Playwright from the ``test`` extra, both
 installed by ``scripts/setup.sh``; without them this test fails, it never skips.
@@ -15,9 +17,11 @@ installed by ``scripts/setup.sh``; without them this test fails, it never skips.
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
+import wire
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from lab import (
@@ -30,6 +34,7 @@ from lab import (
     running_lab,
     write_notebook,
 )
+from txn import TxnProducer, end_txn, partition_log, plain
 
 try:
     from playwright.sync_api import expect, sync_playwright
@@ -44,6 +49,7 @@ MORE_RECORDS = 30  # written after the kill, in the new leader's epoch
 WIDE = "wide"  # a topic of many partitions: the grid, the pages, the focus
 WIDE_PARTITIONS = 100
 COMPACTED = "facts"
+TXN_TOPIC = "txn"  # one replica: its log is written to while its broker is down
 VIEWPORT = {"width": 1400, "height": 2200}  # the whole view at once, for the screenshots
 
 
@@ -278,6 +284,55 @@ def produce_more(root: Path, partition: int, count: int) -> None:
     for n in range(count):
         producer.produce(TOPIC, f"more-{n}", partition=partition)
     assert producer.flush(WAIT_S) == 0, "records not acknowledged"
+
+
+def test_an_open_transaction_shows_the_lso_until_its_marker_is_written(page, view, lab,
+                                                                       artifacts):
+    """Needs the kernel free (the view's buttons act only then): after the leader kill test."""
+    _url, root = lab
+    bootstrap = bootstrap_of(root / "data")
+    create_topics(bootstrap, [NewTopic(TXN_TOPIC, 1, 1)])
+    leader, address = leader_address_of(bootstrap, TXN_TOPIC)
+    with wire.connect(address) as sock:
+        plain(sock, TXN_TOPIC, [b"before"])  # 0
+        producer = TxnProducer(sock, "open")
+        producer.send(sock, TXN_TOPIC, 2)  # 1-2
+        plain(sock, TXN_TOPIC, [b"after"])  # 3
+    view.locator("select.pylog-focus-topic").select_option(TXN_TOPIC)
+    row = view.locator(f'.pylog-partition[data-partition="{TXN_TOPIC}-0"] .pylog-replica')
+    expect(row.locator(".pylog-lso")).to_have_attribute("data-offset", "1", timeout=WAIT_MS)
+    expect(row.locator(".pylog-open-txn")).to_have_attribute("data-first", "1")
+    shows(view, row, "HW 4 · LSO 1 · LEO 4")
+    shows(view, row, "1 open transaction")
+    expect(view.locator(".pylog-legend")).to_contain_text("LSO (last stable offset)")
+    view.screenshot(path=str(artifacts / "open-transaction.png"))
+    # The commit marker, written as WriteTxnMarkers will, while the view's kill holds it down.
+    node = view.locator(f'.pylog-node[data-broker="{leader}"]')
+    node.click()
+    view.locator('button.pylog-action[data-action="kill"]').click()
+    shows(view, view.locator(".pylog-actions"), f"kill broker {leader}: done")
+    with partition_log(root / "data" / f"broker-{leader}", TXN_TOPIC) as log:
+        end_txn(log, producer, commit=True)  # 4
+    view.locator('button.pylog-action[data-action="restart"]').click()
+    shows(view, view.locator(".pylog-actions"), f"restart broker {leader}: done")
+    shows(view, row, "HW 5 · LEO 5")
+    expect(row.locator(".pylog-lso")).to_have_count(0)
+    expect(row.locator(".pylog-open-txn")).to_have_count(0)
+    expect(row).not_to_contain_text("open transaction")
+    view.locator("select.pylog-focus-topic").select_option("")
+
+
+def leader_address_of(bootstrap: str, topic: str) -> tuple[int, str]:
+    """The partition 0 leader's id and host:port, once it has one."""
+    client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    for _attempt in range(WAIT_S):
+        metadata = client.list_topics(topic, timeout=WAIT_S)
+        leader = metadata.topics[topic].partitions[0].leader
+        if leader >= 0:
+            broker = metadata.brokers[leader]
+            return leader, f"{broker.host}:{broker.port}"
+        time.sleep(1)
+    raise AssertionError(f"{topic}-0 has no leader after {WAIT_S} s")
 
 
 def test_killing_the_active_controller_from_the_view_shows_another_one_active(view, artifacts):

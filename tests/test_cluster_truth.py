@@ -23,7 +23,8 @@ def replica(role: str, epoch: int, leader: int, isr: list[int], topic: str = TOP
     """A /v1/partitions row as a broker reports it."""
     return {"topic": topic, "partition": partition, "leader": leader, "leader_epoch": epoch,
             "replicas": [3, 2, 1], "isr": isr, "log_start_offset": 0, "high_watermark": leo,
-            "log_end_offset": leo, "size_bytes": 100, "cleanup_policy": "delete",
+            "last_stable_offset": leo, "open_transactions": [], "log_end_offset": leo,
+            "size_bytes": 100, "cleanup_policy": "delete",
             "first_dirty_offset": 0, "segments": [{"base_offset": 0}], "role": role,
             "followers": []}
 

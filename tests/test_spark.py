@@ -12,6 +12,7 @@ import time
 import uuid
 
 import pytest
+import wire
 from clients import (
     TIMEOUT_S,
     admin,
@@ -25,6 +26,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from txn import TxnProducer, end_txn, interleaved, leader_address, plain, stopped_log
 
 from pylog_nb import LocalCluster
 from pylog_nb.spark import SparkSourceError, local_spark, to_spark
@@ -342,6 +344,48 @@ def test_a_batch_read_after_the_leader_is_killed_still_gets_every_record(spark, 
         assert _offsets(_read(spark, three, subscribe=topic)) == [(0, o) for o in range(500)]
     finally:
         three.restart(leader)
+
+
+def _transactions(cluster, topic: str) -> tuple[list[bytes], list[bytes]]:
+    """One partition holding plain records, an aborted, a committed and an open transaction,
+    with the markers at 9 and 10; (the values read_committed sees, every value)."""
+    with wire.connect(leader_address(cluster, topic)) as sock:
+        txns = interleaved(sock, topic)  # 0-8
+    with stopped_log(cluster, _leader(cluster, topic), topic) as log:
+        end_txn(log, txns.aborter, commit=False)  # 9
+        end_txn(log, txns.committer, commit=True)  # 10
+    with wire.connect(leader_address(cluster, topic)) as sock:
+        still_open = TxnProducer(sock, "open").send(sock, topic, 2)  # 11-12: the LSO stays at 11
+        plain(sock, topic, [b"plain-2"])  # 13
+    visible = [b"plain-0", *txns.committed, b"plain-1"]
+    return visible, [*visible[:1], *txns.aborted[:3], *txns.committed, *txns.aborted[3:],
+                     b"plain-1", *still_open, b"plain-2"]
+
+
+def test_read_committed_reads_to_the_lso_skipping_aborted_records_with_real_offsets(
+        spark, three, topic, tmp_path):
+    _topic(three, topic)
+    visible, every = _transactions(three, topic)
+
+    def rows(frame) -> list[tuple[int, bytes]]:
+        return sorted((r.offset, bytes(r.value)) for r in frame.select("offset", "value").collect())
+
+    committed = [(0, visible[0]), (4, visible[1]), (5, visible[2]), (8, visible[3])]
+    uncommitted = list(zip([*range(9), 11, 12, 13], every, strict=True))  # markers: 9, 10
+    level = {"kafka.isolation.level": "read_committed"}
+    assert rows(_read(spark, three, subscribe=topic)) == uncommitted  # Spark's default
+    for options in ({}, {"minPartitions": "5"}):  # any split: ranges of aborted records only
+        assert rows(_read(spark, three, subscribe=topic, **level, **options)) == committed
+    with pytest.raises(SparkSourceError, match=rf"ending offset 12 of {topic}-0 is past its "
+                       "end: its last stable offset is 11"):
+        to_spark(three, topic, spark=spark, ending={0: 12}, **level)
+    query = (spark.readStream.format("pylog").option("bootstrap.servers", three.bootstrap_servers)
+             .option("subscribe", topic).option("startingOffsets", "earliest").options(**level)
+             .load().writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(STREAM_WAIT_S) and query.exception() is None
+    assert rows(spark.read.parquet(str(tmp_path / "out"))) == committed
 
 
 def test_the_log_spark_magic_gives_a_dataframe_and_one_line_errors(spark, three, topic):

@@ -35,14 +35,27 @@ def test_defaults_follow_sparks_kafka_source():
     assert (batch.starting.kind, batch.ending.kind) == ("earliest", "latest")
     assert stream.starting.kind == "latest"
     assert batch.fail_on_data_loss and not batch.include_headers
-    assert batch.client == {"bootstrap.servers": "127.0.0.1:9092"}
+    # Spark's source names no isolation level: the Java consumer's default, read_uncommitted
+    # (librdkafka's own default would be read_committed)
+    assert batch.client == {"bootstrap.servers": "127.0.0.1:9092",
+                            "isolation.level": "read_uncommitted"}
+
+
+@pytest.mark.parametrize("level", ["READ_COMMITTED", "committed", ""])
+def test_an_isolation_level_other_than_kafkas_two_is_refused_in_one_line(level):
+    with pytest.raises(SparkSourceError, match=r"^option kafka.isolation.level must be "
+                       rf"read_uncommitted or read_committed, not '{level}'$"):
+        _read(**{"kafka.isolation.level": level})
+    assert _read(**{"kafka.isolation.level": "read_committed"}).client["isolation.level"] == \
+        "read_committed"
 
 
 def test_option_names_are_case_insensitive_and_kafka_prefixed_settings_reach_the_client():
     options = parse_read_options({"KAFKA.bootstrap.servers": "h:1", "kafka.client.id": "me",
                                   "SubScribe": "a, b", "INCLUDEHEADERS": "true"},
                                  streaming=False)
-    assert options.client == {"bootstrap.servers": "h:1", "client.id": "me"}
+    assert options.client == {"bootstrap.servers": "h:1", "client.id": "me",
+                              "isolation.level": "read_uncommitted"}
     assert options.topics.topics == ("a", "b") and options.include_headers
 
 

@@ -16,42 +16,21 @@ import wire
 from clients import TIMEOUT_S, admin, create_topic, wait_for
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from txn import (
+    FETCH,
+    PRODUCE,
+    TxnProducer,
+    end_txn,
+    interleaved,
+    leader_row,
+    plain,
+    stopped_log,
+)
 
 from pylog_nb import LocalCluster
-from pylog_nb.broker.metadata import topic_config
 from pylog_nb.broker.records.batch import encode_batch
-from pylog_nb.broker.storage import Log
 
-PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-TXN_ID = "tx-partition-test"
-
-
-class TxnProducer:
-    """One producer id's transactional batches, numbered like a client numbers them."""
-
-    def __init__(self, sock, tag: str) -> None:
-        answer = wire.call(sock, INIT_PRODUCER_ID, 1,
-                           {"transactional_id": None, "transaction_timeout": 60_000})
-        assert answer.error_code == 0
-        self.producer_id, self.epoch = answer.producer_id, answer.producer_epoch
-        self.tag, self.seq = tag, 0
-
-    def send(self, sock, topic: str, count: int) -> list[bytes]:
-        values = [f"{self.tag}-{self.seq + i}".encode() for i in range(count)]
-        records = encode_batch([(None, v, (), 1_700_000_000_000) for v in values],
-                               producer_id=self.producer_id, producer_epoch=self.epoch,
-                               base_sequence=self.seq, is_transactional=True)
-        self.seq += count
-        body = {**wire.produce_body(topic, records, acks=-1), "transactional_id": TXN_ID}
-        response = wire.call(sock, PRODUCE, 7, body)
-        assert response.responses[0].partition_responses[0].error_code == 0
-        return values
-
-
-def plain(sock, topic: str, values: list[bytes]) -> None:
-    response = wire.call(sock, PRODUCE, 7, wire.produce_body(topic, wire.batch(values), acks=-1))
-    assert response.responses[0].partition_responses[0].error_code == 0
 
 
 def read_all(bootstrap: str, topic: str, isolation: str) -> tuple[list[bytes], int]:
@@ -98,12 +77,9 @@ def test_read_committed_sees_committed_records_up_to_the_lso_across_restarts(
         bootstrap = cluster.bootstrap_servers
         create_topic(bootstrap, topic_name)
         with wire.connect(bootstrap) as sock:
-            aborter, committer = TxnProducer(sock, "aborted"), TxnProducer(sock, "committed")
-            plain(sock, topic_name, [b"plain-0"])  # 0
-            aborted = aborter.send(sock, topic_name, 3)  # 1-3
-            committed = committer.send(sock, topic_name, 2)  # 4-5
-            aborted += aborter.send(sock, topic_name, 2)  # 6-7
-            plain(sock, topic_name, [b"plain-1"])  # 8
+            txns = interleaved(sock, topic_name)  # 0-8
+            aborter, committer = txns.aborter, txns.committer
+            aborted, committed = txns.aborted, txns.committed
             # Transactional records without a transactional id: refused whole, as Kafka does.
             stray = encode_batch([(None, b"stray", (), 1)], producer_id=aborter.producer_id,
                                  producer_epoch=aborter.epoch, base_sequence=aborter.seq,
@@ -112,18 +88,11 @@ def test_read_committed_sees_committed_records_up_to_the_lso_across_restarts(
             assert response.responses[0].partition_responses[0].error_code == \
                 TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         # The markers, as WriteTxnMarkers will write them, on the partition's leader log.
-        cluster.kill(1)
-        directory = tmp_path / "broker-1" / f"{topic_name}-0"
-        log = Log.open(directory, topic_config.log_config({}))
-        assert log.producer_state.ongoing_txns == {aborter.producer_id: 1,
-                                                   committer.producer_id: 4}
-        epoch = log.latest_epoch
-        log.append_control_batch(aborter.producer_id, aborter.epoch, 0, False,
-                                 leader_epoch=epoch)  # 9
-        log.append_control_batch(committer.producer_id, committer.epoch, 0, True,
-                                 leader_epoch=epoch)  # 10
-        log.close()
-        cluster.restart(1)
+        with stopped_log(cluster, 1, topic_name) as log:
+            assert log.producer_state.ongoing_txns == {aborter.producer_id: 1,
+                                                       committer.producer_id: 4}
+            end_txn(log, aborter, commit=False)  # 9
+            end_txn(log, committer, commit=True)  # 10
         with wire.connect(bootstrap) as sock:
             still_open = TxnProducer(sock, "open")
             still_open.send(sock, topic_name, 2)  # 11-12: never decided
@@ -139,13 +108,6 @@ def test_read_committed_sees_committed_records_up_to_the_lso_across_restarts(
                 14, 11, [(aborter.producer_id, 1)]), round_
             cluster.kill(1)
             cluster.restart(1)
-
-
-def leader_row(cluster: LocalCluster, topic: str) -> dict:
-    rows = [row for rows in cluster.describe().values() for row in rows
-            if row["topic"] == topic and row["role"] == "leader"]
-    assert len(rows) == 1, rows
-    return rows[0]
 
 
 def led_by_another(cluster: LocalCluster, topic: str, old: int) -> bool:

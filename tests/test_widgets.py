@@ -21,11 +21,14 @@ import zlib
 from pathlib import Path
 
 import pytest
-from clients import TIMEOUT_S, admin, wait_for
+import wire
+from clients import TIMEOUT_S, admin, create_topic, wait_for
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from txn import TxnProducer, end_txn, plain, stopped_log
 
 from pylog_nb import LocalCluster, widgets
+from pylog_nb.client import partitions_frame
 from pylog_nb.client.io import produce
 from pylog_nb.cluster import ClusterError
 from pylog_nb.widgets import ClusterView, SnapshotHistory, delta, take_snapshot
@@ -47,7 +50,8 @@ def replica_row(broker_id: int, leader: int, leo: int, epoch: int = 0,
     """A /v1/partitions row as broker ``broker_id`` reports it."""
     return {"topic": TOPIC, "partition": 0, "leader": leader, "leader_epoch": epoch,
             "replicas": [1, 2, 3], "isr": [1, 2, 3], "log_start_offset": 0,
-            "high_watermark": leo, "log_end_offset": leo, "size_bytes": 10 * leo,
+            "high_watermark": leo, "last_stable_offset": leo, "open_transactions": [],
+            "log_end_offset": leo, "size_bytes": 10 * leo,
             "cleanup_policy": "delete", "first_dirty_offset": 0, "segments": [],
             "epochs": [{"epoch": e, "start_offset": min(e * 2, leo)} for e in range(epoch + 1)],
             "role": "leader" if broker_id == leader else "follower",
@@ -769,6 +773,38 @@ def test_snapshot_merges_every_replica_of_a_partition(three, topic_name):
     assert not any(p["topic"].startswith("__") for p in snapshot["partitions"])
     assert not any(e["kind"] == "HighWatermarkAdvanced" for e in snapshot["events"])
     json.dumps(snapshot)  # what the view syncs must be plain JSON
+
+
+def _only_replica(cluster, topic: str) -> tuple[dict, str]:
+    """The one replica of ``topic`` in a fresh snapshot, and the partitions' HTML."""
+    snapshot = take_snapshot(cluster)
+    [partition] = [p for p in snapshot["partitions"] if p["topic"] == topic]
+    [replica] = partition["replicas"].values()
+    return replica, render_partitions({**snapshot, "partitions": [partition]})
+
+
+def test_an_open_transaction_shows_the_lso_below_the_hw_until_its_marker(tmp_path, topic_name):
+    with LocalCluster(brokers=1, data_dir=tmp_path) as cluster:
+        create_topic(cluster.bootstrap_servers, topic_name)
+        with wire.connect(cluster.bootstrap_servers) as sock:
+            plain(sock, topic_name, [b"before"])  # 0
+            producer = TxnProducer(sock, "open")
+            producer.send(sock, topic_name, 2)  # 1-2
+            plain(sock, topic_name, [b"after"])  # 3
+        replica, html = _only_replica(cluster, topic_name)
+        assert (replica["high_watermark"], replica["last_stable_offset"]) == (4, 1)
+        assert replica["open_transactions"] == [[producer.producer_id, 1]]
+        assert 'class="pylog-lso-mark"' in html and "LSO 1</span> · 1 open transaction" in html
+        [row] = partitions_frame(cluster).query("topic == @topic_name").to_dict("records")
+        assert (row["high_watermark"], row["last_stable_offset"], row["open_transactions"]) == (
+            4, 1, 1)
+        with stopped_log(cluster, 1, topic_name) as log:
+            end_txn(log, producer, commit=True)  # 4: the commit marker
+        wait_for(lambda: _only_replica(cluster, topic_name)[0]["high_watermark"] == 5,
+                 "the marker under the HW")
+        replica, html = _only_replica(cluster, topic_name)
+        assert (replica["last_stable_offset"], replica["open_transactions"]) == (5, [])
+        assert "pylog-lso-mark" not in html and "LSO" not in html and "open transaction" not in html
 
 
 def test_a_compacted_topic_shows_how_far_each_replicas_cleaner_got(three, topic_name):

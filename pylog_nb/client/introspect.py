@@ -28,8 +28,8 @@ from ..cluster import ClusterError, LocalCluster
 PARTITION_COLUMNS = [
     "broker", "topic", "partition", "role", "leader", "leader_epoch", "isr",
     "controller_leader", "controller_leader_epoch", "controller_isr", "disagreement",
-    "log_start_offset", "high_watermark", "log_end_offset", "size_bytes", "segments",
-    "first_dirty_offset", "max_follower_lag_records",
+    "log_start_offset", "high_watermark", "last_stable_offset", "open_transactions",
+    "log_end_offset", "size_bytes", "segments", "first_dirty_offset", "max_follower_lag_records",
 ]
 EVENT_COLUMNS = ["time", "source", "kind", "topic", "partition"]
 QUORUM_COLUMNS = ["controller", "state", "role", "active", "epoch", "leader", "committed_offset",
@@ -65,6 +65,8 @@ class Authority:
 def partitions_frame(cluster: LocalCluster) -> pd.DataFrame:
     """One row per (broker, partition replica): offsets, the epoch and ISR this broker acts on,
     the controller's leader, epoch and ISR beside them, and what differs in ``disagreement``.
+    ``last_stable_offset`` is where read_committed consumers stop (below the first record of the
+    oldest open transaction, else the HW); ``open_transactions`` counts the open transactions.
 
     With the controller unreachable the controller columns are empty and ``disagreement``
     compares with the newest leader epoch any broker reports.
@@ -79,6 +81,7 @@ def partitions_frame(cluster: LocalCluster) -> pd.DataFrame:
             shown = known if truth.source != "newest claim" else None
             rows.append({
                 **p, "broker": broker_id, "segments": len(p["segments"]),
+                "open_transactions": len(p["open_transactions"]),
                 "max_follower_lag_records": _max_lag(p["followers"]),
                 "controller_leader": None if shown is None else shown.leader,
                 "controller_leader_epoch": None if shown is None else shown.leader_epoch,

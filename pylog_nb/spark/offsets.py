@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..client.io import client_config
-from .options import Bound, SparkSourceError, TopicSpec
+from .options import ISOLATION_LEVEL, READ_COMMITTED, Bound, SparkSourceError, TopicSpec
 from .planning import TopicPartition, Watermarks
 
 METADATA_TIMEOUT_S = 30.0  # for one question, retries included
@@ -27,15 +27,20 @@ RETRIABLE = (KafkaError._TIMED_OUT, KafkaError.LEADER_NOT_AVAILABLE,
 
 
 class ClusterOffsets:
-    """Partition lists and offsets, asked of the cluster named by the client settings."""
+    """Partition lists and offsets, asked of the cluster named by the client settings.
+
+    With ``isolation.level`` read_committed the latest offset is the last stable offset (LSO),
+    where a read_committed consumer stops: below the first record of an open transaction."""
 
     def __init__(self, client: Mapping[str, str]) -> None:
         self._settings = dict(client)
+        committed = self._settings.pop(ISOLATION_LEVEL, None) == READ_COMMITTED  # a consumer's
+        self._isolation = (IsolationLevel.READ_COMMITTED if committed
+                           else IsolationLevel.READ_UNCOMMITTED)
         self._admin = self._new_admin()
 
     def _new_admin(self) -> AdminClient:
         settings = dict(self._settings)
-        settings.pop("isolation.level", None)  # a consumer setting
         return AdminClient(client_config(settings.pop("bootstrap.servers"), **settings))
 
     def partitions(self, spec: TopicSpec, *, missing_ok: bool) -> list[TopicPartition]:
@@ -56,8 +61,10 @@ class ClusterOffsets:
 
     def watermarks(self, tps: Iterable[TopicPartition]) -> Watermarks:
         tps = list(tps)
+        committed = self._isolation == IsolationLevel.READ_COMMITTED
         return Watermarks(low=self._list(tps, OffsetSpec.earliest()),
-                          high=self._list(tps, OffsetSpec.latest()))
+                          high=self._list(tps, OffsetSpec.latest()),
+                          end_name="last stable offset" if committed else "high watermark")
 
     def by_time(self, bound: Bound, tps: Iterable[TopicPartition]) -> dict[TopicPartition,
                                                                            int | None]:
@@ -107,6 +114,7 @@ class ClusterOffsets:
     def _try_list(self, tps: list[TopicPartition], spec: OffsetSpec,
                   by_time: bool) -> tuple[dict, str | None]:
         futures = self._admin.list_offsets({KafkaTopicPartition(t, p): spec for t, p in tps},
+                                           isolation_level=self._isolation,
                                            request_timeout=ATTEMPT_TIMEOUT_S)
         no_record = NO_OFFSET if by_time else None
         offsets = {}

@@ -21,6 +21,10 @@ OWNED_CLIENT_SETTINGS = ("auto.offset.reset", "enable.auto.commit", "key.deseria
                          "value.deserializer", "enable.partition.eof")
 POLL_TIMEOUT_MS_DEFAULT = 120_000  # Spark's kafkaConsumer.pollTimeoutMs (spark.network.timeout)
 TOPIC_SPECS = ("assign", "subscribe", "subscribepattern")
+ISOLATION_LEVEL = "isolation.level"  # kafka.isolation.level: which transactional records show
+READ_UNCOMMITTED = "read_uncommitted"  # Spark's Kafka source sets none: the consumer's default
+READ_COMMITTED = "read_committed"  # up to the last stable offset (LSO), aborted records skipped
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
 
 
 class SparkSourceError(ValueError):
@@ -81,7 +85,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> Source
     if ending.kind == "earliest" or EARLIEST in ending.offsets.values():
         raise SparkSourceError("endingOffsets cannot be earliest (-2): the read would be empty")
     return SourceOptions(
-        client=client_settings(lowered), topics=_topic_spec(lowered),
+        client=_isolated(client_settings(lowered)), topics=_topic_spec(lowered),
         starting=starting, ending=ending,
         include_headers=_flag(lowered, "includeheaders", False),
         min_partitions=_positive(lowered, "minpartitions"),
@@ -102,6 +106,16 @@ def client_settings(lowered: Mapping[str, str]) -> dict[str, str]:
     owned = sorted(set(settings) & set(OWNED_CLIENT_SETTINGS))
     if owned:
         raise SparkSourceError(f"option kafka.{owned[0]} is not supported: the source manages it")
+    return settings
+
+
+def _isolated(settings: dict[str, str]) -> dict[str, str]:
+    """The client settings with ``isolation.level`` always named (librdkafka's own default is
+    read_committed; the Java consumer's, which Spark's source keeps, is read_uncommitted)."""
+    level = settings.setdefault(ISOLATION_LEVEL, READ_UNCOMMITTED)
+    if level not in ISOLATION_LEVELS:
+        raise SparkSourceError(f"option kafka.isolation.level must be read_uncommitted or "
+                               f"read_committed, not {level!r}")
     return settings
 
 

@@ -34,10 +34,12 @@ class OffsetRange:
 
 @dataclass(frozen=True)
 class Watermarks:
-    """Each partition's log start offset and high watermark, read at one moment."""
+    """Each partition's log start offset and end, read at one moment: the end is the high
+    watermark, or for a read_committed read the last stable offset (``end_name`` says which)."""
 
     low: Mapping[TopicPartition, int]
     high: Mapping[TopicPartition, int]
+    end_name: str = "high watermark"
 
 
 def resolve_start(bound: Bound, marks: Watermarks, by_time: Mapping[TopicPartition, int | None],
@@ -55,7 +57,7 @@ def resolve_end(bound: Bound, marks: Watermarks,
     for tp, offset in offsets.items():
         if offset > marks.high[tp]:
             raise SparkSourceError(f"ending offset {offset} of {_name(tp)} is past its end: "
-                                   f"its high watermark is {marks.high[tp]}")
+                                   f"its {marks.end_name} is {marks.high[tp]}")
     return offsets
 
 
@@ -88,7 +90,7 @@ def _checked_start(tp: TopicPartition, offset: int, marks: Watermarks,
     low, high = marks.low[tp], marks.high[tp]
     if offset > high:
         raise SparkSourceError(f"starting offset {offset} of {_name(tp)} is past its end: its "
-                               f"high watermark is {high}")
+                               f"{marks.end_name} is {high}")
     return skip_lost(tp, offset, low, fail_on_data_loss)
 
 

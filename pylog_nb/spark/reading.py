@@ -3,8 +3,11 @@
 The consumer is assigned the range's partition at its start offset (no group, nothing
 committed) and stops at the range's end, so a task reads exactly its range, whatever arrives
 later. Gaps in offsets (transaction markers, compacted records) are fine: the partition-EOF
-event at or past the end closes the range. Records deleted under the range (retention, or a
-truncation after an unclean election) fail the task with ``failOnDataLoss``, else are skipped.
+event at or past the end closes the range. Under ``isolation.level`` read_committed the range
+ends at most at the last stable offset and the consumer drops aborted records itself (from the
+aborted transactions the broker sends), so the rows keep their real offsets. Records deleted
+under the range (retention, or a truncation after an unclean election) fail the task with
+``failOnDataLoss``, else are skipped.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..client.io import client_config
-from .options import SourceOptions, SparkSourceError
+from .options import ISOLATION_LEVEL, ISOLATION_LEVELS, SourceOptions, SparkSourceError
 from .planning import OffsetRange, skip_lost
 
 READER_GROUP = "pylog-spark-reader"  # never joins or commits: partitions are assigned
@@ -59,7 +62,7 @@ def read_range(options: SourceOptions, offsets: OffsetRange) -> Iterator[pa.Reco
 def _consumer(options: SourceOptions) -> Consumer:
     settings = dict(options.client)
     bootstrap = settings.pop("bootstrap.servers")
-    settings.setdefault("isolation.level", "read_uncommitted")  # as Spark's Kafka source
+    assert settings[ISOLATION_LEVEL] in ISOLATION_LEVELS  # parse_read_options named it
     return Consumer(client_config(bootstrap, **settings, **{
         "group.id": READER_GROUP, "enable.auto.commit": False, "auto.offset.reset": "error",
         "enable.partition.eof": True}))

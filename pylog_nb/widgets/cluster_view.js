@@ -61,6 +61,7 @@ const CATEGORY_HELP = {
   topic: "topic or partition created, deleted or reconfigured",
   other: "anything else",
 };
+const LSO_HELP = "the last stable offset: read_committed consumers read only below it. The first record of the oldest open transaction holds it there until that transaction's commit or abort marker is written; with no open transaction it is the HW";
 let viewCount = 0; // per page: each view's SVG pattern ids are its own
 
 // A kernel patch applied to a snapshot (delta.py: apply); returns the new value.
@@ -736,6 +737,7 @@ function render({ model, el }) {
       notes.push(h("span", { class: "pylog-truncated-note" },
         `✂ truncated [${cut.to_offset}, ${cut.from_offset}) ${ago} s ago (${cut.reason})`));
     }
+    if (r.open_transactions.length) notes.push(openTransactionsNote(r));
     if (r.disagreement) notes.push(h("span", { class: "pylog-disagreement" }, `⚠ ${r.disagreement}`));
     const uncommitted = r.log_end_offset - r.high_watermark;
     return h("div", { class: classes.filter(Boolean).join(" "), data: { broker: String(id) } },
@@ -743,7 +745,7 @@ function render({ model, el }) {
       h("span", { class: "pylog-r-role" }, roleText(p, id, r), " ", epochChip(r.leader_epoch)),
       bar(r, low, high, inIsr),
       h("span", { class: "pylog-r-nums" },
-        `HW ${r.high_watermark} · LEO ${r.log_end_offset}`,
+        `HW ${r.high_watermark}`, lsoNote(r), ` · LEO ${r.log_end_offset}`,
         uncommitted > 0 && r.role === "leader" ? h("span", { class: "pylog-uncommitted" }, ` (+${uncommitted} uncommitted)`) : "",
         uncommitted > 0 && r.role !== "leader" ? h("span", { class: "pylog-uncommitted",
           title: "a follower learns the leader's HW with its next fetch; these may be committed already" },
@@ -751,6 +753,19 @@ function render({ model, el }) {
         r.log_start_offset > 0 ? h("span", { class: "pylog-dim" }, ` · starts at ${r.log_start_offset}`) : "",
         " ", lagNote(p, id, r)),
       notes.length ? h("div", { class: "pylog-r-notes" }, notes) : null);
+  }
+
+  // " · LSO n" where open transactions hold the last stable offset below the HW.
+  function lsoNote(r) {
+    if (!lsoBelowHw(r)) return "";
+    return h("span", { class: "pylog-lso-text", title: LSO_HELP }, ` · LSO ${r.last_stable_offset}`);
+  }
+
+  function openTransactionsNote(r) {
+    const count = r.open_transactions.length;
+    const each = r.open_transactions.map(([producerId, first]) => `producer ${producerId} from offset ${first}`);
+    return h("span", { class: "pylog-tag pylog-open-txns", title: `open (neither committed nor aborted): ${each.join("; ")}` },
+      `${plural(count, "open transaction")}`);
   }
 
   // Offset ranges [from, to) and the leader epoch that wrote each, from the replica's
@@ -801,13 +816,25 @@ function render({ model, el }) {
       svg.append(s("rect", { class: `pylog-outline ${inIsr ? "" : "dashed"}`, x: start, y: 2, width: end - start, height: 12 }));
       svg.append(s("line", { class: "pylog-hw-tick", x1: hw, y1: 0, x2: hw, y2: 16 }));
     }
+    for (const [producerId, first] of r.open_transactions) { // a band over what each holds back
+      const a = at(Math.max(first, r.log_start_offset));
+      svg.append(s("rect", { class: "pylog-open-txn", x: a, y: 0, width: Math.max(end - a, 2), height: 2,
+        data: { producer: String(producerId), first: String(first) } },
+      tip(`open transaction of producer ${producerId}, from offset ${first}: its records, and every record after, are held back from read_committed consumers until its commit or abort marker is written`)));
+    }
+    if (lsoBelowHw(r)) {
+      const lso = x(Math.max(r.last_stable_offset, r.log_start_offset));
+      svg.append(s("line", { class: "pylog-lso", x1: lso, y1: 0, x2: lso, y2: 16, data: { offset: String(r.last_stable_offset) } },
+        tip(`LSO ${r.last_stable_offset}: ${LSO_HELP}`)));
+    }
     for (const cut of r.truncated || []) {
       const a = x(cut.to_offset), b = Math.max(x(cut.from_offset), a + 2);
       svg.append(s("rect", { class: "pylog-truncated", x: a, y: 1, width: b - a, height: 14,
         style: `fill:url(#${page.uid}-hatch)` },
       tip(`truncated: offsets ${cut.to_offset} to ${cut.from_offset - 1} removed at ${clock(cut.now_ms)} (${cut.reason})`)));
     }
-    svg.append(tip(`offsets ${r.log_start_offset} to ${r.log_end_offset}: committed below HW ${r.high_watermark}`));
+    svg.append(tip(`offsets ${r.log_start_offset} to ${r.log_end_offset}: committed below HW ${r.high_watermark}` +
+      (lsoBelowHw(r) ? `; read_committed consumers read below LSO ${r.last_stable_offset}` : "")));
     return svg;
   }
 
@@ -1060,6 +1087,11 @@ function render({ model, el }) {
 
 // The hatching of a truncated range and the gaps of a compacted one, defined once per view
 // (bars refer to them by id).
+// Open transactions hold the LSO below the HW (a follower's HW may lag its leader's: the same).
+function lsoBelowHw(r) {
+  return r.last_stable_offset < r.high_watermark;
+}
+
 function hatchPattern(uid) {
   return s("svg", { class: "pylog-defs", width: 0, height: 0, "aria-hidden": "true" },
     s("defs", {}, s("pattern", { id: `${uid}-hatch`, patternUnits: "userSpaceOnUse", width: 6, height: 6,
@@ -1090,6 +1122,15 @@ function legend(uid) {
     s("rect", { class: "pylog-track", x: 0, y: 1, width: 40, height: 12 }),
     s("rect", { x: 0, y: 1, width: 40, height: 12, style: "fill:var(--pylog-epoch-0)" }),
     s("rect", { class: "pylog-compaction-gap", x: 0, y: 1, width: 40, height: 12, style: `fill:url(#${uid}-gaps);opacity:0.8` }));
+  const lsoSwatch = s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 16" },
+    s("rect", { class: "pylog-track", x: 0, y: 2, width: 40, height: 12 }),
+    s("rect", { x: 0, y: 2, width: 34, height: 12, style: "fill:var(--pylog-epoch-0)" }),
+    s("line", { class: "pylog-lso", x1: 20, y1: 0, x2: 20, y2: 16 }),
+    s("line", { class: "pylog-hw-tick", x1: 34, y1: 0, x2: 34, y2: 16 }));
+  const openTxnSwatch = s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 16" },
+    s("rect", { class: "pylog-track", x: 0, y: 2, width: 40, height: 12 }),
+    s("rect", { x: 0, y: 2, width: 40, height: 12, style: "fill:var(--pylog-epoch-0)" }),
+    s("rect", { class: "pylog-open-txn", x: 20, y: 0, width: 20, height: 2 }));
   const cell = (state) => h("span", { class: `pylog-cell health-${state}` }, h("span", { class: "pylog-cell-p" }, "7"), h("span", { class: "pylog-cell-l" }, "★2"));
   const spark = s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 14" },
     s("polyline", { class: "pylog-spark-line line-0", points: "0,12 12,9 24,6 40,2" }),
@@ -1123,6 +1164,8 @@ function legend(uid) {
         item(epochBar, "bar colours: the leader epoch that wrote each offset range (the replica's leader-epoch cache); a new colour starts where a new leader began writing"),
         item(epochs, "chip: the leader epoch a replica (or, in the partition's head, the controller) is at"),
         item(hatched, "hatched, with ✂: a range the follower truncated (removed) in the last 30 s, to match its leader"),
+        item(lsoSwatch, "orange tick: the LSO (last stable offset), shown where it is below the HW. read_committed consumers read only below it: an open transaction holds it at its first record until the transaction's commit or abort marker is written; read_uncommitted consumers read up to the HW"),
+        item(openTxnSwatch, "orange line above the bar: an open transaction, from its first record (hover: its producer id); \"1 open transaction\" counts them"),
         item(gaps, "striped: a compacted range; the more stripes, the more offsets compaction emptied (hover: how many records it kept)"),
         item(h("span", { class: "pylog-lag" }, "lag 120 records"), "a follower's distance from the leader's LEO; \"behind 3.2 s\": how long it has not been caught up"),
         item(spark, "sparkline: a partition's HW (solid) and LEO (dashed) over the recorded changes, with the write rate; in groups, total lag"),

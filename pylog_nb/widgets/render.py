@@ -10,6 +10,7 @@ BAR_WIDTH_PX = 120
 STATE_COLOURS = {"up": "#2e7d32", "paused": "#f9a825", "isolated": "#ef6c00", "down": "#c62828"}
 WARNING_COLOUR = "#b71c1c"  # a replica's own view contradicts the controller's
 STALE_COLOUR = "#999"
+LSO_COLOUR = "#ff9800"  # the LSO mark (as the live view): where read_committed consumers stop
 NOTE_WIDTH_PX = 2 * BAR_WIDTH_PX  # a warning wraps at this width instead of widening its column
 # Inline styles (a pane's HTML must not restyle the rest of the page): padded cells, top-aligned,
 # and numbers that never break across lines.
@@ -92,22 +93,46 @@ def _role(partition: dict, broker_id: int, replica: dict) -> str:
 
 def _replica_cell(replica: dict, top: int, role: str, state: str = "up",
                   out_of_isr: bool = False) -> str:
-    """A bar: filled up to the HW, lighter up to the LEO; the numbers beside it; any
-    disagreement with the controller; greyed when it is the broker's last known state."""
+    """A bar: filled up to the HW, lighter up to the LEO, an orange mark at the LSO when open
+    transactions hold it below the HW; the numbers beside it; any disagreement with the
+    controller; greyed when it is the broker's last known state."""
     hw_px = BAR_WIDTH_PX * replica["high_watermark"] // top
     leo_px = BAR_WIDTH_PX * replica["log_end_offset"] // top
     bar = (f'<div style="position:relative;width:{BAR_WIDTH_PX}px;height:8px;background:#eee">'
            f'<div style="position:absolute;width:{leo_px}px;height:8px;background:#90caf9"></div>'
            f'<div style="position:absolute;width:{hw_px}px;height:8px;background:#1565c0"></div>'
-           f"</div>")
+           f"{_lso_mark(replica, top)}</div>")
     outside = f'<span style="color:{STALE_COLOUR}"> · out of ISR</span>' if out_of_isr else ""
-    text = (f"{bar}<small>{NOWRAP}{_e(role)} · HW {_e(replica['high_watermark'])} · "
-            f"LEO {_e(replica['log_end_offset'])}{outside}</span>{_compaction(replica)}"
+    text = (f"{bar}<small>{NOWRAP}{_e(role)} · HW {_e(replica['high_watermark'])}"
+            f"{_transactions(replica)} · LEO {_e(replica['log_end_offset'])}{outside}</span>"
+            f"{_compaction(replica)}"
             f"{_disagreement(replica.get('disagreement', ''))}</small>")
     if not replica.get("last_known"):
         return text
     return (f'<div style="opacity:0.45" title="last known state: the broker does not answer">'
             f"{text}<br><small>last known · broker {_e(state)}</small></div>")
+
+
+def _lso_below_hw(replica: dict) -> bool:
+    return bool(replica["last_stable_offset"] < replica["high_watermark"])
+
+
+def _lso_mark(replica: dict, top: int) -> str:
+    if not _lso_below_hw(replica):
+        return ""
+    lso_px = BAR_WIDTH_PX * replica["last_stable_offset"] // top
+    return (f'<div class="pylog-lso-mark" title="LSO {_e(replica["last_stable_offset"])}: '
+            f'read_committed consumers stop here, at the first record of an open transaction" '
+            f'style="position:absolute;left:{lso_px}px;top:-2px;width:2px;height:12px;'
+            f'background:{LSO_COLOUR}"></div>')
+
+
+def _transactions(replica: dict) -> str:
+    """`` · LSO n`` where open transactions hold it below the HW, and their count."""
+    count = len(replica["open_transactions"])
+    lso = (f' · <span style="color:{LSO_COLOUR}">LSO {_e(replica["last_stable_offset"])}</span>'
+           if _lso_below_hw(replica) else "")
+    return lso + (f" · {count} open transaction{'s' if count != 1 else ''}" if count else "")
 
 
 def _disagreement(text: str) -> str:

@@ -14,6 +14,11 @@ follower's lag is its lag in records and the time it has been behind *since*
 browser turns that into seconds. A truncation is shown on its replica for
 ``TRUNCATED_SHOWN_MS`` after it happened; the snapshot changes once more when it expires.
 
+Each replica carries its last stable offset (``last_stable_offset``: where read_committed
+consumers stop) and its open transactions (``open_transactions``: ``[producer_id,
+first_offset]`` pairs, oldest first); the LSO is below the HW exactly while an open transaction
+begins below the HW.
+
 Each replica carries its leader-epoch cache (``epochs``: ``[epoch, start_offset]`` pairs, which
 leader epoch wrote which offsets), so its bar can be coloured by epoch per offset range; a
 replica of a compacted topic carries the segments its cleaner went through (``cleaned``:
@@ -301,6 +306,10 @@ def _replica(row: dict) -> dict:
         "role": row["role"], "leader": row["leader"], "leader_epoch": row["leader_epoch"],
         "isr": list(row["isr"]), "log_start_offset": row["log_start_offset"],
         "high_watermark": row["high_watermark"], "log_end_offset": row["log_end_offset"],
+        "last_stable_offset": row["last_stable_offset"],
+        # [producer id, first offset], oldest first: at most one per producer writing to it
+        "open_transactions": [[t["producer_id"], t["first_offset"]]
+                              for t in row["open_transactions"]],
         "epochs": epochs[-EPOCHS_SHOWN_MAX:], "compacted": compacted,
         "first_dirty_offset": row["first_dirty_offset"], "last_known": False}
     if compacted:  # shown only for compacted topics; elsewhere it would change with every batch
