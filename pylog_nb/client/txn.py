@@ -77,6 +77,12 @@ class Transaction:
         self._results.append(None)
         _send(self.producer, topic, len(self._results) - 1, key, value, partition, self._results)
 
+    def flush(self) -> pd.DataFrame:
+        """Wait until every record sent so far is acknowledged: it is in the logs, still
+        uncommitted, holding the LSO of its partition. Returns ``records``."""
+        self._flush()
+        return self.records
+
     @property
     def records(self) -> pd.DataFrame:
         """Every record sent, with the partition and offset it got, in order of sending."""
