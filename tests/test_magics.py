@@ -17,6 +17,7 @@ from pylog_nb.client import controller_faults, probe
 from pylog_nb.client.introspect import QUORUM_COLUMNS
 from pylog_nb.client.io import LogClientError
 from pylog_nb.client.status import waiting
+from pylog_nb.client.txn import transaction
 from pylog_nb.magics import log_magics
 
 # Behaviour contracts, not benchmarks: generous on a loaded machine, far below the 10-30 s that
@@ -440,3 +441,81 @@ def test_a_one_broker_cluster_runs_under_one_controller(shell):
     assert set(frame.state) == {"up"}
     with pytest.raises(UsageError, match=r"^controller 2 does not exist; controllers are \[1\]$"):
         line(shell, "log_cluster", "kill controller 2")
+
+
+# == %%log_txn and transaction() ================================================================
+
+
+def last_line(capsys) -> str:
+    """What a cell printed last (a wait's status line may come first, outside a notebook)."""
+    return capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def values(shell, topic: str, isolation: str) -> list[str]:
+    return list(line(shell, "log_consume", f"{topic} --isolation {isolation}").value)
+
+
+def test_log_txn_commits_a_cell_across_two_topics_and_says_so(shell, topic_name, capsys):
+    audit, txn_id = f"{topic_name}-audit", f"shop-{topic_name}"
+    written = shell.run_cell_magic("log_txn", f"{topic_name} --id {txn_id} -s :",
+                                   "alice:book\nbob:pen\n\n[" + audit + "]\nalice:ordered\n")
+    summary = last_line(capsys)
+    assert re.fullmatch(rf"committed 3 records to {topic_name}, {audit} "
+                        r"\(producer id \d+, epoch 0\)", summary), summary
+    assert list(written[["topic", "offset", "key", "value"]].itertuples(index=False)) == [
+        (topic_name, 0, "alice", "book"), (topic_name, 1, "bob", "pen"),
+        (audit, 0, "alice", "ordered")]
+    consumed = line(shell, "log_consume", topic_name)  # read_committed, the default
+    assert list(consumed.value) == ["book", "pen"]
+    assert values(shell, audit, "read_committed") == ["ordered"]
+    shell.run_cell_magic("log_txn", f"{topic_name} --id {txn_id}", "after\n")
+    assert re.fullmatch(rf"committed 1 record to {topic_name} \(producer id \d+, epoch 1\)",
+                        last_line(capsys))  # a new producer: the next epoch
+    # offset 2 is the first transaction's commit marker: no reader gets it
+    assert list(line(shell, "log_consume", topic_name).offset) == [0, 1, 3]
+
+
+def test_log_txn_abort_leaves_records_only_read_uncommitted_sees(shell, topic_name, capsys):
+    written = shell.run_cell_magic("log_txn", f"{topic_name} --abort --id a-{topic_name}",
+                                   "never\nseen\n")
+    assert re.fullmatch(rf"aborted 2 records to {topic_name} \(producer id \d+, epoch 0\)",
+                        last_line(capsys))
+    assert list(written.offset) == [0, 1]
+    assert values(shell, topic_name, "read_committed") == []
+    assert values(shell, topic_name, "read_uncommitted") == ["never", "seen"]
+
+
+def test_log_txn_aborts_the_whole_cell_when_a_record_fails(shell, topic_name):
+    with pytest.raises(UsageError, match=r"^aborted, nothing committed: 1 of 2 records failed: "
+                                         r"Broker: Invalid topic$"):
+        shell.run_cell_magic("log_txn", f"{topic_name} --id f-{topic_name}",
+                             "written\n[bad/name]\nrefused\n")
+    assert values(shell, topic_name, "read_committed") == []
+    assert values(shell, topic_name, "read_uncommitted") == ["written"]
+
+
+def test_transaction_commits_at_the_end_of_its_block_and_aborts_on_an_exception(shell,
+                                                                                 topic_name):
+    bootstrap = shell.magics_manager.registry["LogMagics"]._target()
+    with transaction(bootstrap, f"cm-{topic_name}") as txn:
+        txn.produce(topic_name, "kept", key="k")
+    assert txn.outcome == "committed"
+    with pytest.raises(ZeroDivisionError), transaction(bootstrap, f"cm-{topic_name}") as failed:
+        failed.produce(topic_name, "dropped")
+        _ = 1 / 0
+    assert failed.outcome == "aborted"
+    with pytest.raises(LogClientError, match="the transaction is aborted: open a new one"):
+        failed.produce(topic_name, "late")
+    assert values(shell, topic_name, "read_committed") == ["kept"]
+    assert values(shell, topic_name, "read_uncommitted") == ["kept", "dropped"]
+
+
+def test_a_bad_log_txn_cell_writes_nothing(shell, topic_name):
+    with pytest.raises(UsageError, match="^name a topic"):
+        shell.run_cell_magic("log_txn", "--id bad", "orphan\n")
+    with pytest.raises(UsageError, match="has no separator"):
+        shell.run_cell_magic("log_txn", f"{topic_name} -s :", "a:1\nno separator\n")
+    with pytest.raises(UsageError, match="^no records"):
+        shell.run_cell_magic("log_txn", topic_name, "\n")
+    shell.run_cell_magic("log_produce", topic_name, "plain\n")
+    assert values(shell, topic_name, "read_uncommitted") == ["plain"]

@@ -26,6 +26,7 @@ from pylog_nb.broker.errors import Errors
 from pylog_nb.broker.group.records import partition_for as group_partition_for
 from pylog_nb.broker.server.config import OFFSETS_TOPIC_PARTITIONS, TRANSACTION_STATE_PARTITIONS
 from pylog_nb.broker.txn import partition_for
+from pylog_nb.client.txn import transaction_coordinator
 
 PRODUCE, LIST_OFFSETS, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 2, 10, 22
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 24, 25, 26
@@ -473,3 +474,12 @@ def test_transaction_is_all_or_nothing_when_its_coordinator_is_sigkilled(tmp_pat
         producer.commit_transaction(TIMEOUT_S)
         assert read_everything(survivors, partitions, "read_committed") == sorted(
             expected + later)
+
+
+def test_transaction_coordinator_names_the_broker_find_coordinator_answers(cluster):
+    """The notebooks' helper (the leader of the id's ``__transaction_state`` partition, as the
+    active controller has it) agrees with the brokers' FindCoordinator."""
+    transactional_ids = [unique("where") for _ in range(6)]
+    for transactional_id in transactional_ids:
+        coordinator, _ = find_coordinator(cluster.bootstrap_servers, transactional_id)
+        assert transaction_coordinator(cluster, transactional_id) == coordinator

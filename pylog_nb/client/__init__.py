@@ -4,7 +4,8 @@ from .browse import browse
 from .groups import groups_frame, lag_frame
 from .introspect import events_frame, partitions_frame, quorum_frame
 from .io import LogClientError, consume, create_topic, delete_topic, produce, topics_frame
+from .txn import Transaction, transaction, transaction_coordinator
 
-__all__ = ["LogClientError", "browse", "consume", "create_topic", "delete_topic", "events_frame",
-           "groups_frame", "lag_frame", "partitions_frame", "produce", "quorum_frame",
-           "topics_frame"]
+__all__ = ["LogClientError", "Transaction", "browse", "consume", "create_topic", "delete_topic",
+           "events_frame", "groups_frame", "lag_frame", "partitions_frame", "produce",
+           "quorum_frame", "topics_frame", "transaction", "transaction_coordinator"]

@@ -34,6 +34,7 @@ RECORDS_PER_CALL_MAX = 1_000_000  # a notebook cell is not a bulk loader
 PRODUCED_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value"]
 CONSUMED_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
 ACKS = ("0", "1", "all", "-1")
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")  # librdkafka's default is the first
 FAILOVER_WAIT_S = 20.0  # a leader or coordinator election takes about 3 s here
 FAILOVER_BACKOFF_S = 0.25
 # Answers that mean "ask again in a moment" while a leader or a group coordinator moves, and
@@ -122,20 +123,28 @@ def _produced_row(message) -> dict:
 
 def consume(bootstrap: str, topic: str, *, count: int | None = None,
             start: str | int = "earliest", partitions: Sequence[int] | None = None,
-            group: str | None = None, timeout_s: float = CONSUME_TIMEOUT_S) -> pd.DataFrame:
+            group: str | None = None, timeout_s: float = CONSUME_TIMEOUT_S,
+            isolation_level: str = "read_committed") -> pd.DataFrame:
     """Read records of ``topic``: ``count`` of them, or every one up to the HW at the call.
 
     ``start`` is "earliest", "latest" or an offset. With ``group`` the consumer subscribes, the
     group's committed offsets win over ``start``, and what was read is committed. Reading from
     "latest" with a ``count`` waits (up to ``timeout_s`` between records) for new ones.
+    ``isolation_level`` read_committed (the default, as librdkafka's) skips the records of
+    aborted transactions and stops before open ones (at the LSO); read_uncommitted reads all.
+    Offsets may have gaps: a transaction's commit or abort marker takes one, and no reader
+    gets it.
     """
+    if isolation_level not in ISOLATION_LEVELS:
+        raise LogClientError(f"isolation level must be {' or '.join(ISOLATION_LEVELS)}, "
+                             f"not {isolation_level!r}")
     if count is not None:
         _check_count(count)
     if start not in ("earliest", "latest") and not (isinstance(start, int) and start >= 0):
         raise LogClientError(f"start must be earliest, latest or an offset >= 0, not {start!r}")
     if group is not None and partitions is not None:
         raise LogClientError("choose partitions or a group: a group's coordinator assigns them")
-    consumer = _consumer(bootstrap, group, start)
+    consumer = _consumer(bootstrap, group, start, isolation_level)
     try:
         if group is None:
             _assign(consumer, topic, partitions, start)
@@ -159,11 +168,13 @@ def waits_for_new_records(start: str | int, count: int | None) -> bool:
     return start == "latest" and count is not None
 
 
-def _consumer(bootstrap: str, group: str | None, start: str | int) -> Consumer:
+def _consumer(bootstrap: str, group: str | None, start: str | int,
+              isolation_level: str) -> Consumer:
     reset = start if start in ("earliest", "latest") else "earliest"
     return Consumer(client_config(bootstrap, **{
         "group.id": group or "pylog-nb-reader", "enable.auto.commit": False,
-        "auto.offset.reset": reset, "fetch.wait.max.ms": 100}))
+        "auto.offset.reset": reset, "fetch.wait.max.ms": 100,
+        "isolation.level": isolation_level, "enable.partition.eof": True}))
 
 
 def _topic_metadata(consumer: Consumer, topic: str):
@@ -210,6 +221,9 @@ class _Reading:
         self.grouped = grouped
         self.ends: dict[int, int] = {}  # partition -> HW when first assigned
         self.next_offsets: dict[int, int] = {}  # partition -> next offset to read
+        # Partitions whose fetch position reached their end: a read_committed reader stops at
+        # the LSO, and a transaction's last marker sits past the last record any reader gets.
+        self.at_eof: set[int] = set()
 
     def run(self, count: int | None, timeout_s: float, stop_at_end: bool) -> list:
         messages: list = []
@@ -218,10 +232,16 @@ class _Reading:
             if stop_at_end and self._at_end():
                 break
             message = self.consumer.poll(POLL_S)
-            if message is None or message.error() is not None:
+            if message is None:
                 continue
+            error, partition = message.error(), message.partition()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF and partition is not None:
+                    self.at_eof.add(partition)
+                continue
+            self.at_eof.discard(partition)
             messages.append(message)
-            partition, offset = message.partition(), message.offset()
+            offset = message.offset()
             assert partition is not None and offset is not None  # a record without error has both
             self.next_offsets[partition] = offset + 1
             deadline = time.monotonic() + timeout_s
@@ -230,7 +250,8 @@ class _Reading:
     def _at_end(self) -> bool:
         assigned = [tp.partition for tp in self.consumer.assignment()]
         self._learn([p for p in assigned if p not in self.ends])
-        return bool(assigned) and all(self.next_offsets[p] >= self.ends[p] for p in assigned)
+        return bool(assigned) and all(p in self.at_eof or self.next_offsets[p] >= self.ends[p]
+                                      for p in assigned)
 
     def _learn(self, partitions: list[int]) -> None:
         """Where each newly assigned partition starts and ends (its HW now)."""

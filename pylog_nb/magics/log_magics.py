@@ -24,7 +24,7 @@ import sys
 
 from confluent_kafka import KafkaError, KafkaException
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..client import events_frame, groups_frame, lag_frame, partitions_frame, quorum_frame
@@ -34,6 +34,7 @@ from ..client.browse import browse
 from ..client.controller_faults import controller_fault
 from ..client.io import (
     CONSUME_TIMEOUT_S,
+    ISOLATION_LEVELS,
     LogClientError,
     consume,
     create_topic,
@@ -44,9 +45,11 @@ from ..client.io import (
 )
 from ..client.probe import CONNECT_TIMEOUT_S, check_cluster
 from ..client.status import waiting
+from ..client.txn import Transaction
 from ..cluster import ClusterError, LocalCluster
 
 DEFAULT_BROKERS = 3
+DEFAULT_TRANSACTIONAL_ID = "pylog-nb"
 FAULTS = ("kill", "restart", "pause", "resume", "isolate", "heal")
 TARGET_ACTIONS = ("start", "stop", "connect", "disconnect")  # choose what the magics act on
 CLUSTER_ACTIONS = (*TARGET_ACTIONS, "status", "events", *FAULTS)
@@ -299,6 +302,48 @@ class LogMagics(Magics):
         return produce(self._target(), args.topic, records, acks=args.acks,
                        partition=args.partition, compression=args.compression)
 
+    # -- %%log_txn -----------------------------------------------------------------------------
+
+    @cell_magic
+    @magic_arguments()
+    @argument("topic", nargs="?", help="where the lines go until a [TOPIC] line names another")
+    @argument("--id", dest="transactional_id", default=DEFAULT_TRANSACTIONAL_ID,
+              help=f"the transactional.id (default {DEFAULT_TRANSACTIONAL_ID})")
+    @argument("-s", "--separator", help="split each line into key<SEP>value")
+    @argument("-p", "--partition", type=int, help="write to this partition")
+    @argument("--abort", action="store_true", help="write the records, then abort")
+    @_one_line_errors
+    def log_txn(self, line: str, cell: str):
+        """Write the cell's lines as one transaction: all committed, or (--abort, or any
+        failure) all aborted. Prints what happened; returns each record's partition and offset.
+
+        A line [TOPIC] sends the lines after it to TOPIC, so one transaction spans topics:
+
+            %%log_txn orders --id shop -s :
+            alice:book
+            [audit]
+            alice:ordered a book
+
+        A new producer with the --id starts each cell: its epoch fences older producers of the
+        same id, and the coordinator aborts what they left open.
+        """
+        args = parse_argstring(self.log_txn, line)
+        records = _txn_records(cell, args.topic, args.separator)  # a bad cell writes nothing
+        target = self._target()
+        with waiting(f"writing {_count(len(records), 'record')} in a transaction of "
+                     f"{args.transactional_id}…"):
+            txn = Transaction(target, args.transactional_id)
+            try:
+                with txn:  # commits at the end, aborts on an exception
+                    for topic, (key, value) in records:
+                        txn.produce(topic, value, key=key, partition=args.partition)
+                    if args.abort:
+                        txn.abort()
+            except LogClientError as error:
+                raise LogClientError(f"aborted, nothing committed: {error}") from None
+        print(txn.summary())
+        return txn.records
+
     # -- %log_consume ---------------------------------------------------------------------------
 
     @line_magic
@@ -311,6 +356,9 @@ class LogMagics(Magics):
     @argument("-g", "--group", help="read as a member of this group, and commit")
     @argument("--timeout", type=float, default=CONSUME_TIMEOUT_S,
               help="seconds to wait for a record")
+    @argument("--isolation", choices=ISOLATION_LEVELS, default=ISOLATION_LEVELS[0],
+              help="read_committed (default): skip aborted transactions, stop before open "
+                   "ones; read_uncommitted: every record")
     @_one_line_errors
     def log_consume(self, line: str):
         """Read records into a DataFrame: all up to the high watermark, or --count of them."""
@@ -318,7 +366,7 @@ class LogMagics(Magics):
         start = int(args.start) if args.start.isdigit() else args.start
         read = functools.partial(consume, self._target(), args.topic, count=args.count,
                                  start=start, partitions=args.partition, group=args.group,
-                                 timeout_s=args.timeout)
+                                 timeout_s=args.timeout, isolation_level=args.isolation)
         waits = waits_for_new_records(start, args.count)
         if not waits and args.group is None:
             return read()  # up to each partition's HW, known now: nothing to wait for
@@ -478,6 +526,24 @@ def _configs(pairs: list[str]) -> dict[str, str]:
             raise UsageError(f"config {pair!r} is not KEY=VALUE")
         configs[key] = value
     return configs
+
+
+def _txn_records(cell: str, topic: str | None, separator: str | None
+                 ) -> list[tuple[str, tuple[str | None, str]]]:
+    """(topic, (key, value)) for each line of a %%log_txn cell; [TOPIC] lines switch topics."""
+    records = []
+    for text in cell.splitlines():
+        if not text:
+            continue
+        if len(text) > 2 and text[0] == "[" and text[-1] == "]":
+            topic = text[1:-1]
+        elif topic is None:
+            raise UsageError("name a topic: %%log_txn TOPIC, or a [TOPIC] line first")
+        else:
+            records.append((topic, _split(text, separator)))
+    if not records:
+        raise UsageError("no records: one per line of the cell")
+    return records
 
 
 def _split(text: str, separator: str | None) -> tuple[str | None, str]:
