@@ -214,17 +214,18 @@ def read_all(bootstrap: str, topic: str, isolation_level: str) -> list[bytes]:
                          "enable.auto.commit": False, "enable.partition.eof": True,
                          "isolation.level": isolation_level})  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])
-    values = []
+    values: list[bytes] = []
     try:
         while True:
             message = consumer.poll(CALL_TIMEOUT_S)
             if message is None:
                 raise TimeoutError(f"{isolation_level}: no end of partition in {CALL_TIMEOUT_S} s")
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     return values
-                raise KafkaException(message.error())
-            values.append(message.value())
+                raise KafkaException(error)
+            values.append(message.value() or b"")
     finally:
         consumer.close()
 
@@ -347,27 +348,38 @@ def run_target(target: str, args: argparse.Namespace) -> TargetResult:
 # --------------------------------------------------------------------------- report
 
 
-def rate_cell(result: TargetResult, metric: str) -> str:
-    if metric in result.failures:
-        return f"n/a ({result.failures[metric]})"
+def median_rate(result: TargetResult, metric: str) -> float | None:
     rates = result.rates.get(metric)
-    if not rates:
-        return "–"
-    rate = statistics.median(rates)
+    return statistics.median(rates) if rates and metric not in result.failures else None
+
+
+def latency_percentiles_ms(result: TargetResult, metric: str) -> tuple[float, float] | None:
+    samples = sorted(s * MS_PER_S for s in result.latencies_s.get(metric, []))
+    if not samples or metric in result.failures:
+        return None
+    return base.percentile(samples, 0.5), base.percentile(samples, 0.99)
+
+
+def format_ratio(ratio: float) -> str:
+    return f"{ratio:.3f}x" if ratio < 0.1 else f"{ratio:.2f}x"
+
+
+def rate_cell(result: TargetResult, metric: str) -> str:
+    rate = median_rate(result, metric)
+    if rate is None:
+        return f"n/a ({result.failures[metric]})" if metric in result.failures else "–"
     mb_s = rate * base.VALUE_SIZE_BYTES / base.BYTES_PER_MB
     cell = f"{rate / 1e3:,.1f}k rec/s, {mb_s:.1f} MB/s"
     if metric in result.ratios:
-        cell += f", {statistics.median(result.ratios[metric]):.2f}x idempotent"
+        cell += f", {format_ratio(statistics.median(result.ratios[metric]))} idempotent"
     return cell + (" (capped)" if metric in result.capped else "")
 
 
 def latency_cell(result: TargetResult, metric: str) -> str:
-    if metric in result.failures:
-        return f"n/a ({result.failures[metric]})"
-    samples = sorted(s * MS_PER_S for s in result.latencies_s.get(metric, []))
-    if not samples:
-        return "–"
-    return f"{base.percentile(samples, 0.5):.2f} / {base.percentile(samples, 0.99):.2f}"
+    percentiles = latency_percentiles_ms(result, metric)
+    if percentiles is None:
+        return f"n/a ({result.failures[metric]})" if metric in result.failures else "–"
+    return f"{percentiles[0]:.2f} / {percentiles[1]:.2f}"
 
 
 def isolation_cell(result: TargetResult) -> str:
@@ -376,22 +388,43 @@ def isolation_cell(result: TargetResult) -> str:
     return result.isolation or "–"
 
 
+def ours_over_tansu(results: dict[str, TargetResult], kind: str, metric: str) -> str:
+    """Our single broker's figure over Tansu's: records/s, or p50 / p99 latency."""
+    ours, tansu = results["ours"], results["tansu"]
+    if kind == "rate":
+        ours_rate, tansu_rate = median_rate(ours, metric), median_rate(tansu, metric)
+        if ours_rate is None or not tansu_rate:
+            return "–"
+        return format_ratio(ours_rate / tansu_rate)
+    if kind == "latency":
+        ours_ms = latency_percentiles_ms(ours, metric)
+        tansu_ms = latency_percentiles_ms(tansu, metric)
+        if ours_ms is None or tansu_ms is None:
+            return "–"
+        return " / ".join(format_ratio(o / t) for o, t in zip(ours_ms, tansu_ms, strict=True))
+    return "–"
+
+
 def markdown_table(results: dict[str, TargetResult], args: argparse.Namespace) -> str:
     small = f"{SMALL_TXN_RECORDS}-record txns"
-    rows = [(f"idempotent produce ({args.records:,} records, acks=all)",
-             lambda r: rate_cell(r, IDEMPOTENT))]
+    rows = [(f"idempotent produce ({args.records:,} records, acks=all)", "rate", IDEMPOTENT)]
     rows += [(f"transactional, {size:,} records per transaction "
-              f"({run_records(args, size):,} records)",
-              lambda r, s=size: rate_cell(r, txn_label(s))) for size in TXN_SIZES]
-    rows += [(f"{COMMIT_CALL} p50 / p99 ms ({small})", lambda r: latency_cell(r, COMMIT_CALL)),
-             (f"{BEGIN_TO_COMMIT} p50 / p99 ms ({small})",
-              lambda r: latency_cell(r, BEGIN_TO_COMMIT)),
+              f"({run_records(args, size):,} records)", "rate", txn_label(size))
+             for size in TXN_SIZES]
+    rows += [(f"{COMMIT_CALL} p50 / p99 ms ({small})", "latency", COMMIT_CALL),
+             (f"{BEGIN_TO_COMMIT} p50 / p99 ms ({small})", "latency", BEGIN_TO_COMMIT),
              (f"abort {CHECK_RECORDS} records, then commit {CHECK_RECORDS}: what is read",
-              isolation_cell)]
+              "isolation", ISOLATION)]
+    cells = {"rate": rate_cell, "latency": latency_cell,
+             "isolation": lambda result, _metric: isolation_cell(result)}
+    compared = "ours" in results and "tansu" in results
     header = ["metric (median)", *(TARGET_TITLES[t] for t in results)]
+    header += ["ours 1 / Tansu"] if compared else []
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for name, cell in rows:
-        lines.append("| " + " | ".join([name, *(cell(r) for r in results.values())]) + " |")
+    for name, kind, metric in rows:
+        row = [name, *(cells[kind](r, metric) for r in results.values())]
+        row += [ours_over_tansu(results, kind, metric)] if compared else []
+        lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
