@@ -340,7 +340,7 @@ def run_target(target: str, args: argparse.Namespace) -> TargetResult:
                 run_repeat(broker, args, target, result)
             result.isolation = base.attempt(result, target, (ISOLATION,),
                                             lambda: check_isolation(broker))
-    except (KafkaException, RuntimeError, TimeoutError, OSError) as exc:
+    except (KafkaException, RuntimeError, TimeoutError, OSError, ImportError) as exc:
         result.fail(ALL_METRICS, exc)
     return result
 
