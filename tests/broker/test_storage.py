@@ -469,6 +469,28 @@ def test_flush_persists_the_recovery_point_and_high_watermark(log_dir):
     assert reopened.high_watermark == 12
 
 
+def test_an_idle_log_flushes_without_fsync_but_still_persists_the_high_watermark(
+        log_dir, monkeypatch):
+    log = Log.open(log_dir, small_config())
+    fill(log, 10)
+    log.flush()
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
+    log.flush()  # nothing appended since: no segment or index is fsynced
+    assert fsyncs == []
+    log.high_watermark = 20
+    log.flush()  # the checkpoint is written (atomically, so fsynced), the segment is not
+    checkpoint_fsyncs = len(fsyncs)
+    fill(log, 1)
+    log.flush()
+    assert len(fsyncs) >= checkpoint_fsyncs + 4  # the segment, its offset, time and txn indexes
+    assert log.recovery_point == log.log_end_offset
+    monkeypatch.undo()
+    log.close_handlers()
+    assert Log.open(log_dir, small_config()).high_watermark == 20
+
+
 def test_flush_messages_policy_fsyncs_every_n_messages(log_dir):
     log = Log.open(log_dir, small_config(flush_messages=6))
     fill(log, 1)

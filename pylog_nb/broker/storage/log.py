@@ -849,9 +849,14 @@ class Log:
         return segment
 
     def flush(self) -> None:
-        """fsync the active segment and persist recovery point, HW and log start offset."""
+        """fsync the active segment and persist recovery point, HW and log start offset.
+
+        A log with nothing appended since its last flush skips the fsyncs (four files per
+        partition): the broker flushes every partition each second, most of them idle, and each
+        fsync stalls the event loop."""
         self._check_open()
-        self._active.flush()
+        if self._unflushed_message_count or self._recovery_point != self._log_end_offset:
+            self._active.flush()
         self._recovery_point = self._log_end_offset
         self._recovery_point_checkpoint.write(self._recovery_point)
         self._high_watermark_checkpoint.write(self._high_watermark)
