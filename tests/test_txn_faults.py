@@ -1,19 +1,19 @@
 """Transactions under process faults between EndTxn and the markers (issue 12).
 
-Each test stops a real broker process at the point where the coordinator has written its
-decision (PrepareCommit or PrepareAbort) to ``__transaction_state`` but the markers have not
-landed on the data partition yet: the data partition's leader is SIGSTOPped before the client
-ends the transaction, so no marker can land on it, then a broker is SIGKILLed.
+Each test stops or cuts off a real broker process so that the coordinator has written its
+decision (PrepareCommit or PrepareAbort) to ``__transaction_state`` but the markers cannot land
+on the data partition yet, then SIGKILLs a broker or heals it.
 
-- The data partition's leader killed: the markers land on the partition's new leader, its last
-  stable offset reaches its high watermark, read_committed consumers see the transaction; the
-  killed broker comes back as a follower, takes the marker, and as leader again serves the
-  same last stable offset.
-- The transaction coordinator killed mid-abort (the stopped broker holding the data partition's
-  only replica, so the abort cannot finish before it is back): the coordinator that takes over its
-  ``__transaction_state`` partition reads PrepareAbort from the log and finishes the abort; no
-  record of the transaction ever reaches a read_committed consumer, and the next transaction
-  of the same producer commits after it.
+- The data partition's leader SIGSTOPped before the commit and SIGKILLed after it, or isolated
+  from its peers and the controller before the commit: the markers land on the partition's new
+  leader, its last stable offset reaches its high watermark, read_committed consumers see the
+  transaction; the old leader comes back as a follower, takes the marker, and as leader again
+  serves the same last stable offset.
+- The transaction coordinator SIGKILLed mid-abort or mid-commit (the data partition's only
+  replica is on a SIGSTOPped broker, so the markers cannot land before it is back): the
+  coordinator that takes over the ``__transaction_state`` partition reads PrepareAbort
+  (PrepareCommit) from its log and finishes the transaction; no record of an aborted one ever
+  reaches a read_committed consumer, and the next transaction of the producer commits after it.
 
 The brokers run with a 2 s ``replica.lag.time.max.ms`` so the stopped broker leaves the ISR
 (and acks=all appends go on without it) within the test's waits.
@@ -21,6 +21,7 @@ The brokers run with a 2 s ``replica.lag.time.max.ms`` so the stopped broker lea
 
 from __future__ import annotations
 
+import pytest
 import wire
 from clients import TIMEOUT_S, admin, wait_for
 from confluent_kafka import TopicPartition
@@ -102,7 +103,27 @@ def stable(cluster: LocalCluster, topic: str) -> bool:
     return lso == high
 
 
-def test_commit_markers_land_on_the_new_leader_when_the_data_leader_is_killed(tmp_path):
+def _leave_it(cluster: LocalCluster, broker_id: int) -> None:
+    """Nothing more to do to the broker."""
+
+
+# The faults on the data partition's leader: what is done to it before the commit is asked
+# for, right after the commit returned, and to undo it once the markers landed elsewhere.
+LEADER_FAULTS = {
+    # SIGSTOPped, then SIGKILLed: it never sees a marker; restarted, it recovers and follows.
+    "kill": (LocalCluster.pause, LocalCluster.kill, LocalCluster.restart),
+    # Cut off from its peers and the controller: a marker it takes while it still thinks it
+    # leads never commits (no follower can fetch it) and is cut when it heals.
+    "isolate": (LocalCluster.isolate, _leave_it, LocalCluster.heal),
+}
+# An isolated leader holds a marker until its acks=all append times out (30 s), then the
+# coordinator writes it through the new leader.
+MARKERS_ELSEWHERE_WAIT_S = 90
+
+
+@pytest.mark.parametrize("fault", sorted(LEADER_FAULTS))
+def test_commit_markers_land_on_the_new_leader_when_the_data_leader_fails(tmp_path, fault):
+    before_commit, after_commit, restore = LEADER_FAULTS[fault]
     with LocalCluster(brokers=3, data_dir=tmp_path, broker_args=BROKER_ARGS) as cluster:
         bootstrap = cluster.bootstrap_servers
         partitions = create_replicated(bootstrap, unique("committed"), 1)
@@ -113,13 +134,14 @@ def test_commit_markers_land_on_the_new_leader_when_the_data_leader_is_killed(tm
         producer.begin_transaction()
         written = send(producer, partitions, "committed")
 
-        cluster.pause(data_leader)  # no marker can land on it
+        before_commit(cluster, data_leader)  # no marker can land on it for good
         producer.commit_transaction(TIMEOUT_S)  # PrepareCommit is durable
-        cluster.kill(data_leader)
+        after_commit(cluster, data_leader)
         others = survivors(cluster, data_leader)
         wait_for(lambda: controller_leader(cluster, topic)["leader"] != data_leader,
                  "a new leader for the data partition")
-        wait_for(lambda: stable(cluster, topic), "the LSO to reach the HW on the new leader")
+        wait_for(lambda: stable(cluster, topic), "the LSO to reach the HW on the new leader",
+                 timeout_s=MARKERS_ELSEWHERE_WAIT_S)
         lso, high = end_offsets(cluster, topic)
         assert lso == high == len(written) + 1  # the records and the commit marker
         assert read_everything(others, partitions, "read_committed") == sorted(written)
@@ -128,7 +150,7 @@ def test_commit_markers_land_on_the_new_leader_when_the_data_leader_is_killed(tm
             "CompleteCommit"
 
         # Back as a follower it takes the marker; leading again it serves the same LSO.
-        cluster.restart(data_leader)
+        restore(cluster, data_leader)
         wait_for(lambda: data_leader in controller_leader(cluster, topic)["isr"],
                  "the restarted broker back in the ISR")
         cluster.elect_preferred_leaders()
@@ -143,45 +165,63 @@ def test_commit_markers_land_on_the_new_leader_when_the_data_leader_is_killed(tm
             written + later)
 
 
-def test_abort_completes_from_the_log_when_the_coordinator_is_killed_mid_abort(tmp_path):
+def single_replica_topic(bootstrap: str, broker_id: int) -> list[TopicPartition]:
+    """A new topic of one partition whose only replica is on ``broker_id``."""
+    topic = unique("single")
+    only_replica = NewTopic(topic, num_partitions=1, replication_factor=-1,
+                            replica_assignment=[[broker_id]])
+    client = admin(bootstrap)
+    client.create_topics([only_replica])[topic].result(TIMEOUT_S)
+    return [TopicPartition(topic, 0)]
+
+
+@pytest.mark.parametrize("ending", ["abort", "commit"])
+def test_end_completes_from_the_log_when_the_coordinator_is_killed_before_the_markers(
+        tmp_path, ending):
     """The data partition has one replica, so while its broker is stopped it has no leader at
-    all and the abort stays in PrepareAbort, whatever the timing, until the broker is back."""
+    all and the transaction stays in PrepareAbort (PrepareCommit), whatever the timing, until
+    the broker is back; by then the coordinator that decided is dead."""
     with LocalCluster(brokers=3, data_dir=tmp_path, broker_args=BROKER_ARGS) as cluster:
         bootstrap = cluster.bootstrap_servers
         data_leader = min(cluster.brokers)
-        topic = unique("aborted")
-        only_replica = NewTopic(topic, num_partitions=1, replication_factor=-1,
-                                replica_assignment=[[data_leader]])
-        client = admin(bootstrap)
-        client.create_topics([only_replica])[topic].result(TIMEOUT_S)
-        partitions = [TopicPartition(topic, 0)]
+        partitions = single_replica_topic(bootstrap, data_leader)
+        topic = partitions[0].topic
         transactional_id, coordinator = coordinated_elsewhere(bootstrap, data_leader)
         producer = transactional_producer(bootstrap, transactional_id)
         producer.begin_transaction()
-        aborted = send(producer, partitions, "aborted")
+        written = send(producer, partitions, ending)
 
-        cluster.pause(data_leader)  # the abort markers cannot land on it
-        producer.abort_transaction(TIMEOUT_S)  # PrepareAbort is durable
+        cluster.pause(data_leader)  # the markers cannot land on it
+        if ending == "abort":
+            producer.abort_transaction(TIMEOUT_S)  # PrepareAbort is durable
+        else:
+            producer.commit_transaction(TIMEOUT_S)  # PrepareCommit is durable
+        prepared, complete = {"abort": ("PrepareAbort", "CompleteAbort"),
+                              "commit": ("PrepareCommit", "CompleteCommit")}[ending]
         assert describe(address(cluster, coordinator), transactional_id
-                        ).transaction_state == "PrepareAbort"
+                        ).transaction_state == prepared
         cluster.kill(coordinator)
         cluster.resume(data_leader)
         others = survivors(cluster, coordinator)
-        assert read_everything(others, partitions, "read_committed") == []
+        if ending == "abort":
+            assert read_everything(others, partitions, "read_committed") == []
 
-        def aborted_by_the_new_coordinator() -> bool:
+        def completed_by_the_new_coordinator() -> bool:
             successor, successor_address = find_coordinator(others, transactional_id)
             return successor != coordinator and describe(
-                successor_address, transactional_id).transaction_state == "CompleteAbort"
-        wait_for(aborted_by_the_new_coordinator, "the new coordinator to finish the abort")
-        wait_for(lambda: stable(cluster, topic), "the LSO to pass the aborted transaction")
-        assert read_everything(others, partitions, "read_committed") == []
-        assert read_everything(others, partitions, "read_uncommitted") == sorted(aborted)
+                successor_address, transactional_id).transaction_state == complete
+        wait_for(completed_by_the_new_coordinator, "the new coordinator to finish the "
+                 f"{ending} from its log")
+        wait_for(lambda: stable(cluster, topic), "the LSO to pass the transaction")
+        visible = written if ending == "commit" else []
+        assert read_everything(others, partitions, "read_committed") == sorted(visible)
+        assert read_everything(others, partitions, "read_uncommitted") == sorted(written)
 
         producer.begin_transaction()
-        committed = send(producer, partitions, "committed")
+        later = send(producer, partitions, "later")
         producer.commit_transaction(TIMEOUT_S)
         cluster.restart(coordinator)
-        assert read_everything(bootstrap, partitions, "read_committed") == sorted(committed)
+        assert read_everything(bootstrap, partitions, "read_committed") == sorted(
+            visible + later)
         assert read_everything(bootstrap, partitions, "read_uncommitted") == sorted(
-            aborted + committed)
+            written + later)

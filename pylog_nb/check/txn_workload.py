@@ -33,10 +33,11 @@ from .txn_history import Isolation, ReaderEnd, Txn, TxnHistory, TxnRead, TxnReco
 
 PARTITIONS_PER_TOPIC = 2  # each transaction: 2 partitions of each topic, 4 records
 ABORT_SHARE = 0.3  # of transactions aborted on purpose
-# Past the longest fault (a 20 s pause): a transaction the coordinator aborts for its age is one
-# a fault really stalled. librdkafka takes message.timeout.ms from it.
-TXN_TIMEOUT_MS = 30_000
-CALL_TIMEOUT_S = 40.0  # init, commit, abort: past the transaction timeout
+# Shorter than a long pause (11-20 s): a transaction a long pause stalls is aborted by its
+# coordinator, so some transactions fail under faults and their producers are fenced (Kafka's
+# answer to a timed-out producer). librdkafka takes message.timeout.ms from it.
+TXN_TIMEOUT_MS = 10_000
+CALL_TIMEOUT_S = 40.0  # init, commit, abort: past the transaction timeout and a long pause
 COMMIT_ATTEMPTS = 3  # a retriable commit error is retried (librdkafka: call it again)
 TXN_GAP_S = 0.02  # between transactions: a few dozen a second per producer
 REQUEST_TIMEOUT_MS = 10_000
