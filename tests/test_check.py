@@ -19,15 +19,19 @@ from pylog_nb.check import (
     LeaderSample,
     PartitionRead,
     Read,
+    ReaderEnd,
     Send,
+    Txn,
+    TxnHistory,
+    TxnRead,
+    TxnRecord,
     analyze,
+    analyze_txns,
     plan,
     run_check,
+    run_txn_check,
 )
 from pylog_nb.check.__main__ import main
-from pylog_nb.check.txn_analysis import analyze_txns
-from pylog_nb.check.txn_history import ReaderEnd, Txn, TxnHistory, TxnRead, TxnRecord
-from pylog_nb.check.txn_run import run_txn_check
 
 # Over 25 s, seed 433 plays a short pause, a 12 s pause (past the session timeout and the
 # replica lag time), a kill and an isolation.
