@@ -163,6 +163,7 @@ def test_commit_markers_land_on_the_new_leader_when_the_data_leader_fails(tmp_pa
         producer.commit_transaction(TIMEOUT_S)
         assert read_everything(bootstrap, partitions, "read_committed") == sorted(
             written + later)
+        del producer  # destroyed before the cluster stops: no reconnect noise at exit
 
 
 def single_replica_topic(bootstrap: str, broker_id: int) -> list[TopicPartition]:
@@ -225,3 +226,4 @@ def test_end_completes_from_the_log_when_the_coordinator_is_killed_before_the_ma
             visible + later)
         assert read_everything(bootstrap, partitions, "read_uncommitted") == sorted(
             written + later)
+        del producer  # destroyed before the cluster stops: no reconnect noise at exit

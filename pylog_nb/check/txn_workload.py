@@ -40,6 +40,7 @@ TXN_TIMEOUT_MS = 10_000
 CALL_TIMEOUT_S = 40.0  # init, commit, abort: past the transaction timeout and a long pause
 COMMIT_ATTEMPTS = 3  # a retriable commit error is retried (librdkafka: call it again)
 TXN_GAP_S = 0.02  # between transactions: a few dozen a second per producer
+REPLACE_BACKOFF_S = 0.5  # before a new instance: a producer failing at once does not spin
 REQUEST_TIMEOUT_MS = 10_000
 JOIN_TIMEOUT_S = 3 * CALL_TIMEOUT_S
 POLL_S = 0.2
@@ -99,6 +100,7 @@ class _TxnProducerLoop(threading.Thread):
                 self.history.notes.append(f"transactional producer {self.index} incarnation "
                                           f"{self.incarnation}: {why}; replaced")
                 self.incarnation += 1
+                time.sleep(REPLACE_BACKOFF_S)
 
     def _ready_producer(self) -> Producer:
         producer = Producer(self.config)
