@@ -244,6 +244,10 @@ def test_unknown_fault_is_refused():
     with pytest.raises(ValueError, match="unknown faults partition"):
         plan(1, ("kill", "partition"), [1, 2, 3], 10.0)
     assert main(["--faults", "kill,partition", "--seconds", "1"]) == 2
+    assert main(["--workload", "txn", "--faults", "kill,partition", "--seconds", "1"]) == 2
+    with pytest.raises(SystemExit) as refused:
+        main(["--workload", "transactions"])
+    assert refused.value.code == 2
 
 
 def test_run_seed_plays_every_broker_fault_with_one_long_pause():

@@ -112,12 +112,13 @@ def _leave_it(cluster: LocalCluster, broker_id: int) -> None:
 LEADER_FAULTS = {
     # SIGSTOPped, then SIGKILLed: it never sees a marker; restarted, it recovers and follows.
     "kill": (LocalCluster.pause, LocalCluster.kill, LocalCluster.restart),
-    # Cut off from its peers and the controller: a marker it takes while it still thinks it
-    # leads never commits (no follower can fetch it) and is cut when it heals.
+    # Cut off from its peers and the controller, still running and answering clients, and
+    # believing it leads until it heals: the markers must reach the leader elected instead
+    # (one it took meanwhile could not commit, no follower fetching from it, and is cut).
     "isolate": (LocalCluster.isolate, _leave_it, LocalCluster.heal),
 }
-# An isolated leader holds a marker until its acks=all append times out (30 s), then the
-# coordinator writes it through the new leader.
+# Should the coordinator reach the isolated leader before it is fenced, that marker waits for
+# its acks=all append to time out (30 s) before it is written through the new leader.
 MARKERS_ELSEWHERE_WAIT_S = 90
 
 
