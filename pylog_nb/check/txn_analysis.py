@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 
 import pandas as pd
 
-from .txn_history import Txn, TxnHistory
+from .txn_history import ISOLATION_LEVELS, Txn, TxnHistory
 
 TXN_ANOMALY_KINDS = ("aborted-read", "lost-write", "nonatomic-read", "duplicate",
                      "incomplete-read")
@@ -59,7 +59,7 @@ def aborted_reads(history: TxnHistory) -> list[dict]:
 
 def lost_writes(history: TxnHistory) -> list[dict]:
     rows = []
-    for isolation in ("read_committed", "read_uncommitted"):
+    for isolation in ISOLATION_LEVELS:
         seen = {read.value for read in _seen(history, isolation)}
         complete = {(end.topic, end.partition) for end in history.reader_ends
                     if end.isolation == isolation and end.complete}
@@ -95,7 +95,7 @@ def nonatomic_reads(history: TxnHistory) -> list[dict]:
 
 def duplicates(history: TxnHistory) -> list[dict]:
     rows = []
-    for isolation in ("read_committed", "read_uncommitted"):
+    for isolation in ISOLATION_LEVELS:
         places: dict[str, set[tuple[str, int, int]]] = defaultdict(set)
         for read in _seen(history, isolation):
             places[read.value].add((read.topic, read.partition, read.offset))
@@ -110,7 +110,7 @@ def duplicates(history: TxnHistory) -> list[dict]:
 def incomplete_reads(history: TxnHistory) -> list[dict]:
     ends = {(end.isolation, end.topic, end.partition): end for end in history.reader_ends}
     rows = []
-    for isolation in ("read_committed", "read_uncommitted"):
+    for isolation in ISOLATION_LEVELS:
         for topic, partitions in sorted(history.topics.items()):
             for partition in range(partitions):
                 end = ends.get((isolation, topic, partition))

@@ -28,7 +28,7 @@ from pylog_nb.cluster import LocalCluster
 
 from .nemesis import FAULTS, Nemesis, heal_all, plan
 from .observe import wait_topics_settled
-from .run import BROKERS, MIN_INSYNC_REPLICAS, PARTITIONS, REPLICATION_FACTOR, _clock
+from .run import BROKERS, MIN_INSYNC_REPLICAS, PARTITIONS, REPLICATION_FACTOR, run_clock
 from .txn_analysis import TXN_ANOMALY_KINDS, analyze_txns
 from .txn_history import TxnHistory
 from .txn_workload import TXN_TIMEOUT_MS, TxnReader, TxnWorkload, high_watermarks
@@ -101,7 +101,7 @@ def check_txn_cluster(cluster: LocalCluster, *, seconds: float, seed: int = 0,
                TxnReader(bootstrap, history, "read_uncommitted")]
     for reader in readers:
         reader.start()
-    clock = _clock()
+    clock = run_clock()
     workload = TxnWorkload(bootstrap, history, clock, run_name=run_name, seed=seed,
                            producers=producers)
     workload.start()
