@@ -19,10 +19,17 @@ from pylog_nb.check import (
     LeaderSample,
     PartitionRead,
     Read,
+    ReaderEnd,
     Send,
+    Txn,
+    TxnHistory,
+    TxnRead,
+    TxnRecord,
     analyze,
+    analyze_txns,
     plan,
     run_check,
+    run_txn_check,
 )
 from pylog_nb.check.__main__ import main
 
@@ -237,6 +244,10 @@ def test_unknown_fault_is_refused():
     with pytest.raises(ValueError, match="unknown faults partition"):
         plan(1, ("kill", "partition"), [1, 2, 3], 10.0)
     assert main(["--faults", "kill,partition", "--seconds", "1"]) == 2
+    assert main(["--workload", "txn", "--faults", "kill,partition", "--seconds", "1"]) == 2
+    with pytest.raises(SystemExit) as refused:
+        main(["--workload", "transactions"])
+    assert refused.value.code == 2
 
 
 def test_run_seed_plays_every_broker_fault_with_one_long_pause():
@@ -263,3 +274,149 @@ def test_short_run_against_real_brokers_finds_no_anomaly(tmp_path):
     assert result.summary.startswith(f"seed {SEED}, 25 s, faults kill,pause,isolate,long-pause: ")
     assert f"{counts['acked']:,} acked" in result.summary
     assert "; 4 faults" in result.summary
+
+
+# -- the transactional workload: hand-built histories ----------------------------------------
+def _txn_history() -> TxnHistory:
+    return TxnHistory({"a": 2, "b": 1})
+
+
+def _txn(history: TxnHistory, outcome: str, *places: tuple[str, int, int],
+         intent: str = "commit") -> Txn:
+    """A transaction with one record at each (topic, partition, offset), ended ``outcome``."""
+    seq = len(history.txns)
+    txn = Txn(0, 0, seq, intent, [TxnRecord(topic, partition, f"v{seq}-{topic}{partition}",
+                                            offset) for topic, partition, offset in places],
+              started_s=float(seq))
+    txn.commit_requested = outcome in ("committed", "unknown")
+    txn.end(outcome, now_s=float(seq) + 0.5)
+    history.txns.append(txn)
+    return txn
+
+
+def _txn_read(history: TxnHistory, isolation: str, *records: TxnRecord,
+              ends: dict[tuple[str, int], int] | None = None) -> None:
+    """``records`` read at ``isolation``; every partition read to its end in ``ends``
+    (default: one past the last record read there, or 0)."""
+    history.reads += [TxnRead(isolation, r.topic, r.partition, r.offset, r.value)
+                      for r in records]
+    reached = ends or {}
+    for topic, partitions in history.topics.items():
+        for partition in range(partitions):
+            end = reached.get((topic, partition), max(
+                (r.offset + 1 for r in records if (r.topic, r.partition) == (topic, partition)),
+                default=0))
+            history.reader_ends.append(ReaderEnd(isolation, topic, partition, end, end, True))
+
+
+def _txn_kinds(history: TxnHistory) -> dict[str, int]:
+    frame, counts = analyze_txns(history)
+    assert len(frame) == sum(counts.values())
+    return {kind: count for kind, count in counts.items() if count}
+
+
+def _everything(history: TxnHistory) -> list[TxnRecord]:
+    return [record for txn in history.txns for record in txn.records]
+
+
+def test_txn_history_read_as_its_outcomes_say_has_no_anomaly():
+    history = _txn_history()
+    committed = _txn(history, "committed", ("a", 0, 0), ("b", 0, 0))
+    aborted = _txn(history, "aborted", ("a", 1, 0), ("b", 0, 1), intent="abort")
+    _txn(history, "unknown", ("a", 0, 1), ("a", 1, 1))  # all or nothing: nothing
+    _txn_read(history, "read_committed", *committed.records,
+              ends={("a", 0): 3, ("a", 1): 3, ("b", 0): 3})
+    _txn_read(history, "read_uncommitted", *_everything(history))
+    assert aborted.records[0].value not in {r.value for r in history.reads
+                                            if r.isolation == "read_committed"}
+    assert _txn_kinds(history) == {}
+
+
+def test_read_committed_returning_an_aborted_record_is_an_aborted_read():
+    history = _txn_history()
+    aborted = _txn(history, "aborted", ("a", 0, 0), ("b", 0, 0), intent="abort")
+    _txn_read(history, "read_committed", aborted.records[1])
+    _txn_read(history, "read_uncommitted", *aborted.records)
+    frame, _ = analyze_txns(history)
+    assert _txn_kinds(history) == {"aborted-read": 1}
+    assert frame.iloc[0]["value"] == aborted.records[1].value
+
+
+def test_aborted_records_read_uncommitted_are_no_anomaly():
+    history = _txn_history()
+    aborted = _txn(history, "aborted", ("a", 0, 0), intent="abort")
+    _txn_read(history, "read_committed", ends={("a", 0): 2})
+    _txn_read(history, "read_uncommitted", *aborted.records)
+    assert _txn_kinds(history) == {}
+
+
+def test_committed_record_missing_from_a_complete_read_is_lost_and_the_read_nonatomic():
+    history = _txn_history()
+    committed = _txn(history, "committed", ("a", 0, 0), ("a", 1, 0))
+    _txn_read(history, "read_committed", committed.records[0], ends={("a", 1): 2})
+    _txn_read(history, "read_uncommitted", *committed.records)
+    frame, _ = analyze_txns(history)
+    assert _txn_kinds(history) == {"lost-write": 1, "nonatomic-read": 1}
+    assert set(frame["value"]) == {committed.records[1].value}
+
+
+def test_unknown_outcome_partly_visible_is_a_nonatomic_read():
+    history = _txn_history()
+    unknown = _txn(history, "unknown", ("a", 0, 0), ("b", 0, 0))
+    _txn_read(history, "read_committed", unknown.records[0], ends={("b", 0): 2})
+    _txn_read(history, "read_uncommitted", *unknown.records)
+    assert _txn_kinds(history) == {"nonatomic-read": 1}
+
+
+def test_rest_of_a_transaction_beyond_the_readers_position_is_not_nonatomic():
+    """A reader that has not reached a partition yet cannot have skipped what lies there."""
+    history = _txn_history()
+    committed = _txn(history, "committed", ("a", 0, 0), ("a", 1, 5))
+    history.reads.append(TxnRead("read_committed", "a", 0, 0, committed.records[0].value))
+    history.reader_ends.append(ReaderEnd("read_committed", "a", 1, 9, 5, False))
+    kinds = _txn_kinds(history)
+    assert "nonatomic-read" not in kinds and "lost-write" not in kinds
+    assert kinds["incomplete-read"] >= 1
+
+
+def test_value_read_at_two_offsets_is_a_duplicate_but_one_offset_twice_is_not():
+    history = _txn_history()
+    committed = _txn(history, "committed", ("a", 0, 0))
+    (record,) = committed.records
+    _txn_read(history, "read_committed", record, ends={("a", 0): 2})
+    history.reads.append(TxnRead("read_committed", "a", 0, 1, record.value))
+    _txn_read(history, "read_uncommitted", record, record)
+    assert _txn_kinds(history) == {"duplicate": 1}
+
+
+# -- the transactional workload: real processes ----------------------------------------------
+TXN_RUN_S = 12.0
+TXN_SEED = 1  # over 12 s: broker 2 killed at 1.3 s for 2.6 s, broker 3 at 5.3 s for 5 s
+
+
+@pytest.mark.timeout(600)
+def test_transactions_under_broker_kills_show_no_anomaly_and_a_planted_one_is_caught(tmp_path):
+    assert [f.fault for f in plan(TXN_SEED, ("kill",), [1, 2, 3], TXN_RUN_S)] == ["kill", "kill"]
+    result = run_txn_check(seconds=TXN_RUN_S, seed=TXN_SEED, faults=("kill",), data_dir=tmp_path)
+    history, counts = result.history, result.counts
+    assert result.ok, f"{result.summary}\n{result.anomalies.head(20).to_string()}"
+    assert [op.fault for op in history.nemesis] == ["kill", "kill"]
+    assert counts["committed"] > 0 and counts["aborted-on-purpose"] > 0
+    assert counts["transactions"] == sum(counts[o] for o in ("committed", "aborted", "unknown",
+                                                             "open"))
+    seen = {(r.isolation, r.value) for r in history.reads}
+    committed = [r.value for t in history.txns if t.outcome == "committed" for r in t.records]
+    aborted = [r.value for t in history.txns if t.intent == "abort" for r in t.records]
+    assert all(("read_committed", v) in seen for v in committed)
+    assert not any(("read_committed", v) in seen for v in aborted)
+    assert sum(("read_uncommitted", v) in seen for v in aborted) > 0
+    assert {t.topic for t in history.txns[0].records} == set(history.topics)
+    assert f"{counts['committed']:,} committed" in result.summary
+
+    # The same history with one aborted record planted in the read_committed reads.
+    planted = next(r for t in history.txns if t.intent == "abort" for r in t.records
+                   if r.offset is not None)
+    history.reads.append(TxnRead("read_committed", planted.topic, planted.partition,
+                                 planted.offset, planted.value))
+    _, planted_counts = analyze_txns(history)
+    assert planted_counts["aborted-read"] == 1

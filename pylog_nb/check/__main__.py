@@ -1,9 +1,10 @@
 """``python -m pylog_nb.check``: run one check, print its summary and anomalies, exit 1 on any.
 
-Theory of operation: arguments become one ``run_check`` call on a fresh 3-broker cluster on
-127.0.0.1; stdout gets the one-line summary, the counts and the anomalies (the first
-``--rows``); stderr gets the plan and the notes. Exit status 0 means no anomaly of any kind,
-1 means at least one, 2 a usage error. Long runs are the point: ``--seconds 600``.
+Theory of operation: arguments become one ``run_check`` call (``run_txn_check`` with
+``--workload txn``) on a fresh 3-broker cluster on 127.0.0.1; stdout gets the one-line
+summary, the counts and the anomalies (the first ``--rows``); stderr gets the plan and the
+notes. Exit status 0 means no anomaly of any kind, 1 means at least one, 2 a usage error.
+Long runs are the point: ``--seconds 600``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from .history import FaultLog
 from .nemesis import FAULTS
 from .run import SECONDS_DEFAULT, CheckResult, run_check
+from .txn_run import TXN_PRODUCERS, TxnCheckResult, run_txn_check
 from .workload import RATE_PER_S
 
+PRODUCERS_DEFAULT = 2
 ROWS_DEFAULT = 10  # of each kind
 SECONDS_MAX = 24 * 3600.0  # a day: past that, split the run into seeds
 
@@ -36,8 +40,16 @@ def main(argv: list[str] | None = None) -> int:
           file=sys.stderr)
     # SIGTERM unwinds like Ctrl+C: paused brokers are resumed and every process stopped.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
+    if args.workload == "txn":
+        txn_result = run_txn_check(seconds=args.seconds, seed=args.seed, faults=faults,
+                                   data_dir=args.data_dir,
+                                   producers=args.producers or TXN_PRODUCERS)
+        _report_txn(txn_result, args.rows)
+        if args.save is not None:
+            _save(txn_result, args.save)
+        return 0 if txn_result.ok else 1
     result = run_check(seconds=args.seconds, seed=args.seed, faults=faults,
-                       data_dir=args.data_dir, producers=args.producers,
+                       data_dir=args.data_dir, producers=args.producers or PRODUCERS_DEFAULT,
                        rate_per_s=args.rate)
     _report(result, args.rows)
     if args.save is not None:
@@ -55,7 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="names the fault schedule")
     parser.add_argument("--faults", default=",".join(FAULTS),
                         help=f"comma-separated, from {','.join(FAULTS)}")
-    parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--workload", choices=("records", "txn"), default="records",
+                        help="records: idempotent producers; txn: transactional producers "
+                             "across two topics, read_committed and read_uncommitted readers")
+    parser.add_argument("--producers", type=int, default=None,
+                        help=f"default {PRODUCERS_DEFAULT} (records), {TXN_PRODUCERS} (txn)")
     parser.add_argument("--rate", type=int, default=RATE_PER_S,
                         help="records per second per producer")
     parser.add_argument("--data-dir", default=None,
@@ -68,15 +84,31 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _report(result: CheckResult, rows: int) -> None:
-    for op in result.history.nemesis:
-        where = "controller" if op.broker is None else f"broker {op.broker}"
-        print(f"fault: {op.fault} {where} {op.start_s:.1f}-{op.end_s:.1f} s"
-              + (f" ({op.error})" if op.error else ""), file=sys.stderr)
-    for note in result.history.notes:
-        print(f"note: {note}", file=sys.stderr)
+    _report_faults(result.history)
     errors = result.history.sends_frame()["error"].value_counts()
     for error, count in errors.items():
         print(f"failed sends: {count:,} with {error}", file=sys.stderr)
+    _report_anomalies(result, rows)
+
+
+def _report_txn(result: TxnCheckResult, rows: int) -> None:
+    _report_faults(result.history)
+    errors = result.history.txns_frame()["error"].value_counts()
+    for error, count in errors.items():
+        print(f"transactions ended by: {count:,} with {error}", file=sys.stderr)
+    _report_anomalies(result, rows)
+
+
+def _report_faults(history: FaultLog) -> None:
+    for op in history.nemesis:
+        where = "controller" if op.broker is None else f"broker {op.broker}"
+        print(f"fault: {op.fault} {where} {op.start_s:.1f}-{op.end_s:.1f} s"
+              + (f" ({op.error})" if op.error else ""), file=sys.stderr)
+    for note in history.notes:
+        print(f"note: {note}", file=sys.stderr)
+
+
+def _report_anomalies(result: CheckResult | TxnCheckResult, rows: int) -> None:
     print(result.summary)
     counts = pd.Series(result.counts, name="count")
     print(counts.to_string())
@@ -89,11 +121,15 @@ def _report(result: CheckResult, rows: int) -> None:
               f"(at most {rows} of each kind shown)")
 
 
-def _save(result: CheckResult, directory: Path) -> None:
-    """sends.csv, nemesis.csv, reads.csv, anomalies.csv and summary.txt in ``directory``."""
+def _save(result: CheckResult | TxnCheckResult, directory: Path) -> None:
+    """sends.csv (or txns.csv), nemesis.csv, reads.csv, anomalies.csv and summary.txt in
+    ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     history = result.history
-    history.sends_frame().to_csv(directory / "sends.csv", index=False)
+    if isinstance(result, TxnCheckResult):
+        result.history.txns_frame().to_csv(directory / "txns.csv", index=False)
+    else:
+        result.history.sends_frame().to_csv(directory / "sends.csv", index=False)
     history.nemesis_frame().to_csv(directory / "nemesis.csv", index=False)
     history.reads_frame().to_csv(directory / "reads.csv", index=False)
     result.anomalies.to_csv(directory / "anomalies.csv", index=False)

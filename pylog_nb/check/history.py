@@ -20,6 +20,7 @@ history built by hand exercises the same analysis as one recorded from real proc
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from typing import Protocol
 
 import pandas as pd
 
@@ -108,6 +109,14 @@ class History:
 
     def reads_frame(self) -> pd.DataFrame:
         return _frame(self.reads, Read)
+
+
+class FaultLog(Protocol):
+    """What the nemesis and the settling write to: a check's history of either workload."""
+
+    nemesis: list[NemesisOp]
+    notes: list[str]
+    settled: bool
 
 
 def _frame(rows: list, kind: type) -> pd.DataFrame:

@@ -42,7 +42,7 @@ from functools import partial
 from pylog_nb.broker.controller.controller import BROKER_SESSION_TIMEOUT_MS
 from pylog_nb.cluster import LocalCluster
 
-from .history import History, NemesisOp
+from .history import FaultLog, NemesisOp
 
 FAULTS = ("kill", "pause", "long-pause", "isolate", "controller-restart", "controller-pause",
           "controller-isolate")
@@ -104,7 +104,7 @@ def plan(seed: int, faults: tuple[str, ...], brokers: list[int],
 class Nemesis:
     """Plays a plan against ``cluster``; logs every fault in ``history.nemesis``."""
 
-    def __init__(self, cluster: LocalCluster, history: History,
+    def __init__(self, cluster: LocalCluster, history: FaultLog,
                  clock: Callable[[], float]) -> None:
         self.cluster = cluster
         self.history = history
@@ -156,7 +156,7 @@ def _controller_actions(cluster: LocalCluster,
     return lambda: victims.append(stop()), lambda: undo(victims[0])
 
 
-def heal_all(cluster: LocalCluster, history: History) -> None:
+def heal_all(cluster: LocalCluster, history: FaultLog) -> None:
     """Resume, restart and heal every broker and controller; failures go to the notes."""
     steps: list[tuple[str, Callable[[], None]]] = [
         (f"resume controller {c}", partial(_resume_controller_if_paused, cluster, c))

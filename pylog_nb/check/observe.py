@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pylog_nb.broker.controller.rpc import ControllerRpcError
 from pylog_nb.cluster import LocalCluster
 
-from .history import History, LeaderSample
+from .history import FaultLog, History, LeaderSample
 
 SETTLE_TIMEOUT_S = 60.0  # a broker back from a long pause catches up and rejoins the ISR
 SETTLE_POLL_S = 0.5
@@ -34,13 +34,20 @@ UNREACHABLE = (OSError, ValueError, ControllerRpcError)
 def wait_settled(cluster: LocalCluster, history: History,
                  timeout_s: float = SETTLE_TIMEOUT_S) -> bool:
     """Wait until every partition of the topic has a leader and a full ISR; True if it did."""
+    return wait_topics_settled(cluster, {history.topic: history.partitions}, history, timeout_s)
+
+
+def wait_topics_settled(cluster: LocalCluster, topics: dict[str, int], log: FaultLog,
+                        timeout_s: float = SETTLE_TIMEOUT_S) -> bool:
+    """``wait_settled`` for several topics (name -> partitions); sets ``log.settled``."""
     deadline_s = time.monotonic() + timeout_s
     while time.monotonic() < deadline_s:
-        if _settled(_controller_partitions(cluster, history.topic), history.partitions):
-            history.settled = True
+        if all(_settled(_controller_partitions(cluster, topic), partitions)
+               for topic, partitions in topics.items()):
+            log.settled = True
             return True
         time.sleep(SETTLE_POLL_S)
-    history.notes.append(f"the cluster did not settle within {timeout_s:.0f} s")
+    log.notes.append(f"the cluster did not settle within {timeout_s:.0f} s")
     return False
 
 

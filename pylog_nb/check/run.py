@@ -105,7 +105,7 @@ def check_cluster(cluster: LocalCluster, *, seconds: float = SECONDS_DEFAULT, se
     create_topic(cluster.bootstrap_servers, history.topic, partitions=PARTITIONS,
                  replication_factor=REPLICATION_FACTOR,
                  configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)})
-    clock = _clock()
+    clock = run_clock()
     workload = Workload(cluster.bootstrap_servers, history, clock, producers=producers,
                         rate_per_s=rate_per_s)
     workload.start()
@@ -129,7 +129,7 @@ def _result(seed: int, seconds: float, faults: tuple[str, ...], history: History
     return CheckResult(seed, seconds, faults, history, anomalies, counts)
 
 
-def _clock() -> Callable[[], float]:
+def run_clock() -> Callable[[], float]:
     """Seconds since now, on the monotonic clock."""
     start_s = time.monotonic()
     return lambda: time.monotonic() - start_s
