@@ -134,14 +134,23 @@ class AddPartitionsToTxnManager:
         try:
             while self._waiting.get(coordinator):
                 batch = list(self._waiting.pop(coordinator).values())
-                if coordinator == self.node.broker_id:
-                    await asyncio.gather(*(self._verify_local(v) for v in batch))
-                else:
-                    await self._verify_remote(coordinator, batch)
+                try:
+                    await self._verify(coordinator, batch)
+                except Exception:  # noqa: BLE001 - every waiting Produce needs its answer
+                    log.exception("transaction verification with broker %d failed", coordinator)
+                finally:
+                    for verification in batch:  # answered ones keep their answer
+                        verification.fail_all(errors.Errors.NETWORK_EXCEPTION)
         finally:
             self._in_flight.discard(coordinator)
             for verification in self._waiting.pop(coordinator, {}).values():
                 verification.fail_all(errors.Errors.NETWORK_EXCEPTION)  # closing
+
+    async def _verify(self, coordinator: int, batch: list[_Verification]) -> None:
+        if coordinator == self.node.broker_id:
+            await asyncio.gather(*(self._verify_local(v) for v in batch))
+        else:
+            await self._verify_remote(coordinator, batch)
 
     async def _verify_local(self, verification: _Verification) -> None:
         txns = self.node.txns
@@ -159,9 +168,7 @@ class AddPartitionsToTxnManager:
     async def _verify_remote(self, coordinator: int, batch: list[_Verification]) -> None:
         channel = self._channel(coordinator)
         if channel is None or self.node.isolated:
-            for verification in batch:
-                verification.fail_all(errors.Errors.NETWORK_EXCEPTION)
-            return
+            return  # unreachable: every transaction of the batch gets NETWORK_EXCEPTION
         try:
             response = await channel.call(ADD_PARTITIONS_TO_TXN_KEY, ADD_PARTITIONS_VERIFY_VERSION,
                                           {"transactions": [_entry(v) for v in batch]},
@@ -169,9 +176,7 @@ class AddPartitionsToTxnManager:
         except (OSError, asyncio.IncompleteReadError, TimeoutError) as error:
             log.info("AddPartitionsToTxn to broker %d failed: %s", coordinator,
                      str(error) or type(error).__name__)
-            for verification in batch:
-                verification.fail_all(errors.Errors.NETWORK_EXCEPTION)
-            return
+            return  # every transaction of the batch: NETWORK_EXCEPTION
         _resolve(batch, response)
 
     def _channel(self, broker_id: int) -> BrokerChannel | None:
@@ -230,8 +235,7 @@ def _resolve(batch: list[_Verification], response) -> None:
                     unverified[(topic.name, part.partition_index)] = _for_producer(
                         int(part.partition_error_code))
         verification.resolve(unverified)
-    for verification in by_id.values():  # left out of the answer: not verified
-        verification.fail_all(errors.Errors.NETWORK_EXCEPTION)
+    # A transaction the answer left out is not verified: _send_loop answers it NETWORK_EXCEPTION.
 
 
 def _for_producer(code: int) -> int:
