@@ -280,6 +280,9 @@ class ReplicaManager:
         now_ms = self.now_ms()
         actions = partition.leader.resign(now_ms) if partition.leader is not None else []
         partition.leader = partition.follower = None
+        # A marker may reach this replica as a follower, past clear_verification: a new role
+        # starts with no guard, so a verification begun under the old one appends nothing.
+        partition.verification_guards.clear()
         if state.leader == self.broker_id:
             partition.leader = LeaderState(
                 topic.name, partition.index, self.broker_id, state.leader_epoch, state.replicas,
