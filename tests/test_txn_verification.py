@@ -2,6 +2,7 @@
 
 A transactional Produce to a partition the coordinator never added to the producer's transaction
 is refused INVALID_TXN_STATE and writes nothing (no open transaction, LSO and HW unchanged);
+a request with two producers' transactional batches is refused whole;
 after AddPartitionsToTxn the same batch is accepted; once the transaction committed, a late
 batch of it is refused; a fenced epoch gets INVALID_PRODUCER_EPOCH. A confluent-kafka producer
 commits and aborts as before. With ``--no-transaction-partition-verification`` the old
@@ -117,6 +118,31 @@ def test_a_fenced_epoch_is_refused_invalid_producer_epoch_before_anything_is_wri
                                    old.producer_id, old.producer_epoch, topic, 0, 0, b"zombie")
     assert zombie.error_code == Errors.INVALID_PRODUCER_EPOCH  # the coordinator's PRODUCER_FENCED
     assert offsets(cluster, topic, 0) == (0, 0, 0, [])
+
+
+def test_transactional_batches_of_two_producers_in_one_request_are_refused_whole(cluster):
+    bootstrap = cluster.bootstrap_servers
+    topic = unique("two")
+    client = admin(bootstrap)  # held: a dropped client fails its futures
+    client.create_topics([NewTopic(topic, 2, 1)])[topic].result(TIMEOUT_S)
+    transactional_id = unique("two")
+    _coordinator, address = find_coordinator(bootstrap, transactional_id)
+    with wire.connect(address) as sock:
+        first = init_producer_id(sock, transactional_id)
+        assert add_partitions(sock, 3, transactional_id, first.producer_id, first.producer_epoch,
+                              topic, [0, 1]) == {(topic, 0): 0, (topic, 1): 0}
+    batches = [encode_batch([(None, b"v", (), RECORD_TIMESTAMP_MS)], producer_id=producer_id,
+                            producer_epoch=first.producer_epoch, base_sequence=0,
+                            is_transactional=True)
+               for producer_id in (first.producer_id, first.producer_id + 1)]
+    body = {"acks": -1, "timeout": 5000, "transactional_id": transactional_id, "topic_data": [
+        {"name": topic, "partition_data": [{"index": index, "records": bytes(records)}
+                                           for index, records in enumerate(batches)]}]}
+    with wire.connect(bootstrap) as sock:
+        answer = wire.call(sock, PRODUCE, PRODUCE_VERSION, body)
+    assert [p.error_code for p in answer.responses[0].partition_responses] == [
+        Errors.INVALID_PRODUCER_ID_MAPPING] * 2
+    assert [offsets(cluster, topic, index)[0] for index in range(2)] == [0, 0]
 
 
 def test_a_confluent_kafka_transactional_producer_commits_and_aborts_as_before(cluster):

@@ -55,7 +55,7 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
     guards: dict[TopicPartition, VerificationGuard] = {}
     refused: dict[TopicPartition, dict] = {}
     if producers and node.config.transaction_partition_verification_enable:
-        guards, refused = await _verify_transaction(node, body, *producers.popitem())
+        guards, refused = await _verify_transaction(node, body, *producers.pop())
     timeout_ms = min(max(0, duration_ms(body.timeout)), PRODUCE_TIMEOUT_MS_MAX)
     zstd_allowed = request.header.api_version >= PRODUCE_ZSTD_VERSION_MIN
     waiting: dict[int, dict] = {}  # produce id -> its partition's response
@@ -97,9 +97,9 @@ def _append_from_client(node: BrokerNode, topic: str, part, acks: int, timeout_m
     return result, produce_id
 
 
-def _transactional_producers(body) -> dict[int, int]:
-    """Producer id -> epoch of the request's transactional batches."""
-    return {header.producer_id: header.producer_epoch
+def _transactional_producers(body) -> set[tuple[int, int]]:
+    """(producer id, epoch) of the request's transactional batches."""
+    return {(header.producer_id, header.producer_epoch)
             for topic in body.topic_data for part in topic.partition_data
             for header in batch_headers(part.records)
             if header.is_transactional and header.has_producer_id}
