@@ -58,6 +58,18 @@ def produce_transactional(address: str, transactional_id: str, producer_id: int,
     return response
 
 
+def new_producer(bootstrap: str, partitions: int):
+    """A new topic of ``partitions`` partitions (RF 1), a transactional id, its coordinator's
+    address and the InitProducerId answer for it."""
+    topic, transactional_id = unique("topic"), unique("txn")
+    client = admin(bootstrap)  # held: a dropped client fails its futures
+    client.create_topics([NewTopic(topic, partitions, 1)])[topic].result(TIMEOUT_S)
+    _coordinator, address = find_coordinator(bootstrap, transactional_id)
+    with wire.connect(address) as sock:
+        first = init_producer_id(sock, transactional_id)
+    return topic, transactional_id, address, first
+
+
 def offsets(cluster: LocalCluster, topic: str, index: int) -> tuple[int, int, int, list]:
     """(log end offset, HW, LSO, open transactions) on the partition's leader."""
     row = leader_row(cluster, topic, index)
@@ -122,13 +134,8 @@ def test_a_fenced_epoch_is_refused_invalid_producer_epoch_before_anything_is_wri
 
 def test_transactional_batches_of_two_producers_in_one_request_are_refused_whole(cluster):
     bootstrap = cluster.bootstrap_servers
-    topic = unique("two")
-    client = admin(bootstrap)  # held: a dropped client fails its futures
-    client.create_topics([NewTopic(topic, 2, 1)])[topic].result(TIMEOUT_S)
-    transactional_id = unique("two")
-    _coordinator, address = find_coordinator(bootstrap, transactional_id)
+    topic, transactional_id, address, first = new_producer(bootstrap, partitions=2)
     with wire.connect(address) as sock:
-        first = init_producer_id(sock, transactional_id)
         assert add_partitions(sock, 3, transactional_id, first.producer_id, first.producer_epoch,
                               topic, [0, 1]) == {(topic, 0): 0, (topic, 1): 0}
     batches = [encode_batch([(None, b"v", (), RECORD_TIMESTAMP_MS)], producer_id=producer_id,
@@ -175,13 +182,7 @@ def test_with_verification_off_a_stray_batch_opens_a_transaction_as_before(clust
     with LocalCluster(brokers=1, data_dir=tmp_path, broker_args=UNVERIFIED_BROKER_ARGS) as off:
         bootstrap = off.bootstrap_servers
         assert broker_config(bootstrap, "transaction.partition.verification.enable") == "false"
-        topic = unique("off")
-        client = admin(bootstrap)  # held: a dropped client fails its futures
-        client.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT_S)
-        transactional_id = unique("off")
-        _coordinator, address = find_coordinator(bootstrap, transactional_id)
-        with wire.connect(address) as sock:
-            first = init_producer_id(sock, transactional_id)
+        topic, transactional_id, address, first = new_producer(bootstrap, partitions=1)
         stray = produce_transactional(leader_address(off, topic), transactional_id,
                                       first.producer_id, first.producer_epoch, topic, 0, 0,
                                       b"stray")
