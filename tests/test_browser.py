@@ -34,7 +34,7 @@ from lab import (
     running_lab,
     write_notebook,
 )
-from txn import TxnProducer, end_txn, partition_log, plain
+from txn import UNVERIFIED_BROKER_ARGS, TxnProducer, end_txn, partition_log, plain
 
 try:
     from playwright.sync_api import expect, sync_playwright
@@ -58,7 +58,9 @@ def notebook_cells(data_dir: Path, go: Path) -> list[str]:
     hostile group id, show the live view, then hold the kernel until ``go`` exists."""
     return [
         "%load_ext pylog_nb",
-        f"cluster = %log_cluster start --brokers 3 --data-dir {data_dir}",
+        # TxnProducer's transactions bypass the coordinator: see tests/txn.py.
+        f"cluster = %log_cluster start --brokers 3 --data-dir {data_dir} "
+        f'--broker-args "{" ".join(UNVERIFIED_BROKER_ARGS)}"',
         f"%log_topic create {TOPIC} -p 2 -r 3",
         "from pylog_nb.client.io import produce\n"
         f"produce(cluster.bootstrap_servers, {TOPIC!r}, [(f'key-{{i}}', 'x') for i in range(40)])",

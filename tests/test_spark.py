@@ -26,7 +26,15 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from txn import TxnProducer, end_txn, interleaved, leader_address, plain, stopped_log
+from txn import (
+    UNVERIFIED_BROKER_ARGS,
+    TxnProducer,
+    end_txn,
+    interleaved,
+    leader_address,
+    plain,
+    stopped_log,
+)
 
 from pylog_nb import LocalCluster
 from pylog_nb.spark import SparkSourceError, local_spark, to_spark
@@ -42,7 +50,8 @@ STREAM_WAIT_S = 120
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory):
-    with LocalCluster(brokers=3, data_dir=tmp_path_factory.mktemp("spark-cluster")) as cluster:
+    with LocalCluster(brokers=3, data_dir=tmp_path_factory.mktemp("spark-cluster"),
+                      broker_args=UNVERIFIED_BROKER_ARGS) as cluster:
         yield cluster
 
 

@@ -19,6 +19,7 @@ from confluent_kafka.admin import NewTopic
 from txn import (
     FETCH,
     PRODUCE,
+    UNVERIFIED_BROKER_ARGS,
     TxnProducer,
     end_txn,
     interleaved,
@@ -73,7 +74,8 @@ def fetch_committed(bootstrap: str, topic: str) -> tuple[int, int, list]:
 
 def test_read_committed_sees_committed_records_up_to_the_lso_across_restarts(
         tmp_path, topic_name):
-    with LocalCluster(brokers=1, data_dir=tmp_path) as cluster:
+    with LocalCluster(brokers=1, data_dir=tmp_path,
+                      broker_args=UNVERIFIED_BROKER_ARGS) as cluster:
         bootstrap = cluster.bootstrap_servers
         create_topic(bootstrap, topic_name)
         with wire.connect(bootstrap) as sock:
@@ -117,7 +119,8 @@ def led_by_another(cluster: LocalCluster, topic: str, old: int) -> bool:
 
 def test_follower_rebuilds_the_open_transaction_and_keeps_the_lso_as_new_leader(
         tmp_path, topic_name):
-    with LocalCluster(brokers=2, data_dir=tmp_path) as cluster:
+    with LocalCluster(brokers=2, data_dir=tmp_path,
+                      broker_args=UNVERIFIED_BROKER_ARGS) as cluster:
         client = admin(cluster.bootstrap_servers)
         client.create_topics([NewTopic(topic_name, 1, 2)])[topic_name].result(TIMEOUT_S)
         wait_for(lambda: len(leader_row(cluster, topic_name)["isr"]) == 2, "an ISR of two")

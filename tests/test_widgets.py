@@ -25,7 +25,7 @@ import wire
 from clients import TIMEOUT_S, admin, create_topic, wait_for
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from txn import TxnProducer, end_txn, plain, stopped_log
+from txn import UNVERIFIED_BROKER_ARGS, TxnProducer, end_txn, plain, stopped_log
 
 from pylog_nb import LocalCluster, widgets
 from pylog_nb.client import partitions_frame
@@ -784,7 +784,8 @@ def _only_replica(cluster, topic: str) -> tuple[dict, str]:
 
 
 def test_an_open_transaction_shows_the_lso_below_the_hw_until_its_marker(tmp_path, topic_name):
-    with LocalCluster(brokers=1, data_dir=tmp_path) as cluster:
+    with LocalCluster(brokers=1, data_dir=tmp_path,
+                      broker_args=UNVERIFIED_BROKER_ARGS) as cluster:
         create_topic(cluster.bootstrap_servers, topic_name)
         with wire.connect(cluster.bootstrap_servers) as sock:
             plain(sock, topic_name, [b"before"])  # 0

@@ -7,6 +7,10 @@ bit (Produce with a transactional id), ``plain`` sends non-transactional records
 ``end_txn`` (``Log.append_control_batch``, the leader-side entry point WriteTxnMarkers takes)
 writes the commit or abort marker; the broker restarts on leaving the block. ``partition_log``
 opens the log of a broker something else stopped (the live view's kill button).
+
+Such batches never went through AddPartitionsToTxn, so the brokers of these tests run with
+``UNVERIFIED_BROKER_ARGS`` (Kafka's ``transaction.partition.verification.enable=false``):
+with KIP-890 verification on, the leader refuses them INVALID_TXN_STATE.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22
 TXN_ID = "tx-partition-test"
 TXN_TIMEOUT_MS = 60_000
 RECORD_TIMESTAMP_MS = 1_700_000_000_000
+UNVERIFIED_BROKER_ARGS = ("--no-transaction-partition-verification",)
 
 
 class TxnProducer:

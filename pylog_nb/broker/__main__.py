@@ -65,6 +65,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--transaction-max-timeout-ms", type=int,
                         default=TRANSACTION_MAX_TIMEOUT_MS,
                         help="the longest transaction.timeout.ms a producer may ask for")
+    parser.add_argument("--no-transaction-partition-verification", action="store_true",
+                        help="append a producer's first transactional batch without asking "
+                             "the coordinator (transaction.partition.verification.enable=false)")
     parser.add_argument("--group-initial-rebalance-delay-ms", type=int,
                         default=GROUP_INITIAL_REBALANCE_DELAY_MS,
                         help="hold a new group's first rebalance this long for more joiners "
@@ -112,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         transaction_state_num_partitions=args.transaction_state_partitions,
         transaction_state_replication_factor=args.transaction_state_replication_factor,
         transaction_max_timeout_ms=args.transaction_max_timeout_ms,
+        transaction_partition_verification_enable=not args.no_transaction_partition_verification,
     )
     try:
         lock_data_dir(args.data_dir)

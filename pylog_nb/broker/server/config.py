@@ -68,6 +68,9 @@ class BrokerConfig:
     transaction_state_replication_factor: int = TRANSACTION_STATE_REPLICATION_FACTOR
     transaction_state_segment_bytes: int = TRANSACTION_STATE_SEGMENT_BYTES
     transaction_max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS
+    # KIP-890 part 1 (Kafka 3.6+, default true): a leader asks the transaction coordinator
+    # whether a producer's first transactional batch belongs to an ongoing transaction.
+    transaction_partition_verification_enable: bool = True
 
     @property
     def config_rows(self) -> dict[str, str]:
@@ -92,4 +95,6 @@ class BrokerConfig:
                 str(self.transaction_state_replication_factor),
             "transaction.state.log.segment.bytes": str(self.transaction_state_segment_bytes),
             "transaction.max.timeout.ms": str(self.transaction_max_timeout_ms),
+            "transaction.partition.verification.enable":
+                str(self.transaction_partition_verification_enable).lower(),
         }

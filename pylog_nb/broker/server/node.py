@@ -29,10 +29,11 @@ from ..replication.actions import (
     RequestIsrChange,
     RoleChanged,
 )
+from .add_partitions_manager import AddPartitionsToTxnManager
 from .config import BrokerConfig
 from .group_coordinator import GroupService
 from .purgatory import ProduceDone, ProducePurgatory
-from .replica_manager import ACKS_ALL, ReplicaManager, wall_clock_ms
+from .replica_manager import ACKS_ALL, ReplicaManager, VerificationGuard, wall_clock_ms
 from .txn_coordinator import TransactionService
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class BrokerNode:
     isolated: bool = False  # fault injection: cut off from peers and controller, not clients
     groups: GroupService = field(init=False)
     txns: TransactionService = field(init=False)
+    add_partitions: AddPartitionsToTxnManager = field(init=False)
     _produce_waiters: dict[int, asyncio.Future] = field(default_factory=dict)
     _request_ids: itertools.count = field(default_factory=itertools.count)
     _fenced_since_ms: dict[int, int] = field(default_factory=dict)  # first reported fenced
@@ -83,6 +85,7 @@ class BrokerNode:
             now_ms=self.now_ms)
         self.groups.watch = self.watch
         self.txns = TransactionService(self)
+        self.add_partitions = AddPartitionsToTxnManager(self)
 
     @property
     def broker_id(self) -> int:
@@ -137,11 +140,12 @@ class BrokerNode:
     # == appends and acks=all =====================================================================
 
     def append(self, topic: str, index: int, records: bytes | None, acks: int,
-               timeout_ms: int) -> tuple[dict, int | None]:
+               timeout_ms: int, verification_guard: VerificationGuard | None = None
+               ) -> tuple[dict, int | None]:
         """Append one partition as leader; its response and, for acks=all, its produce id."""
         produce_id = self.purgatory.new_produce_id() if acks == ACKS_ALL else None
         result, actions = self.replicas.append_records(
-            topic, index, records, acks, timeout_ms, produce_id)
+            topic, index, records, acks, timeout_ms, produce_id, verification_guard)
         self.on_actions(actions)
         return result, produce_id if result["error_code"] == 0 else None
 
@@ -192,4 +196,5 @@ class BrokerNode:
     def close(self) -> None:
         self.groups.close()
         self.txns.close()
+        self.add_partitions.close()
         self.replicas.close()

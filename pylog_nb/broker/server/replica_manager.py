@@ -17,6 +17,12 @@ Theory of operation (Kafka's ``ReplicaManager`` and ``Partition``, synchronous a
   as they were before this fetch), then for a follower ``on_follower_fetch``.
 - ``append_control_batch`` writes a transaction's commit or abort marker as leader (the entry
   point of WriteTxnMarkers); followers copy markers with everything else.
+- Transaction verification (KIP-890 part 1, Kafka's ``VerificationGuard``): before asking the
+  coordinator about a producer with no ongoing transaction here, Produce takes a guard from
+  ``maybe_start_transaction_verification``; ``append_records`` given a guard appends that
+  producer's first transactional batch only if the partition still holds the same guard. Any
+  transactional append or marker of the producer drops it, so a marker that lands between the
+  coordinator's answer and the append makes the late batch INVALID_TXN_STATE.
 - ``serving`` gates every leader and follower duty: a broker back from a pause, or told by the
   controller that it was fenced, serves nothing until it has caught up with the metadata (see
   ``lifecycle_manager.py``). Requests meanwhile get NOT_LEADER_OR_FOLLOWER, so clients move on.
@@ -30,19 +36,21 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import errors
 from ..metadata import topic_config
 from ..metadata.image import ClusterImage, PartitionImage, TopicImage
+from ..records.header import HEADER_BYTES, BatchHeader, read_header
 from ..replication.actions import Action, RoleChanged
 from ..replication.divergence import diverging_epoch
 from ..replication.follower import FollowerState
 from ..replication.leader import LeaderState
 from ..storage import cleaner
 from ..storage.cleaner import FilterStats
+from ..storage.errors import InvalidTxnStateError
 from ..storage.log import Log, LogAppendInfo
 from .config import REPLICA_LAG_TIME_MAX_MS
 from .stats import BrokerTopicStats
@@ -82,6 +90,28 @@ class NotEnoughReplicasError(errors.KafkaError):
     error_code = errors.NOT_ENOUGH_REPLICAS
 
 
+# Guards of producers verified but not yet appended, per partition: a producer whose
+# verification failed leaves one behind (as Kafka's does until producer id expiry), so the
+# oldest go first past this many.
+VERIFICATION_GUARDS_MAX = 1_000
+
+
+class VerificationGuard:
+    """Kafka's VerificationGuard: an identity, taken before a transaction's verification and
+    checked at the append. ``SENTINEL``: the producer already has an ongoing transaction here."""
+
+    __slots__ = ("producer_id",)
+
+    def __init__(self, producer_id: int) -> None:
+        self.producer_id = producer_id
+
+    def __repr__(self) -> str:
+        return f"VerificationGuard(producer_id={self.producer_id}, id={id(self):#x})"
+
+
+SENTINEL = VerificationGuard(-1)
+
+
 @dataclass(slots=True)
 class Partition:
     """One hosted replica of a topic partition."""
@@ -94,6 +124,7 @@ class Partition:
     follower: FollowerState | None = None
     codec: int | None = None  # topic compression.type: what the leader writes; None: as sent
     waiters: list[Callable[[], None]] = field(default_factory=list)
+    verification_guards: dict[int, VerificationGuard] = field(default_factory=dict)
 
     @property
     def leader_epoch(self) -> int:
@@ -122,6 +153,40 @@ class Partition:
         waiters, self.waiters = self.waiters, []
         for wake in waiters:
             wake()
+
+    def maybe_start_transaction_verification(self, producer_id: int) -> VerificationGuard:
+        """SENTINEL if the producer has an ongoing transaction here (nothing to verify); else
+        its guard, created on first call and shared by the requests verifying meanwhile."""
+        self.require_leader()
+        if producer_id in self.log.producer_state.ongoing_txns:
+            return SENTINEL
+        guard = self.verification_guards.get(producer_id)
+        if guard is None:
+            while len(self.verification_guards) >= VERIFICATION_GUARDS_MAX:
+                del self.verification_guards[next(iter(self.verification_guards))]
+            guard = self.verification_guards[producer_id] = VerificationGuard(producer_id)
+        return guard
+
+    def check_verified(self, records: bytes, guard: VerificationGuard) -> list[int]:
+        """Raise INVALID_TXN_STATE for a transactional batch of a producer with no ongoing
+        transaction here unless ``guard`` is still its guard; the transactional producer ids."""
+        producer_ids = []
+        ongoing = self.log.producer_state.ongoing_txns
+        for header in batch_headers(records):
+            if not header.is_transactional or not header.has_producer_id:
+                continue
+            producer_ids.append(header.producer_id)
+            if header.producer_id in ongoing:
+                continue
+            held = self.verification_guards.get(header.producer_id)
+            if guard is SENTINEL or held is not guard:
+                raise InvalidTxnStateError("Record was not part of an ongoing transaction")
+        return producer_ids
+
+    def clear_verification(self, producer_ids: list[int]) -> None:
+        """The transaction was opened (or ended) by an append: the guards are spent."""
+        for producer_id in producer_ids:
+            self.verification_guards.pop(producer_id, None)
 
     @property
     def high_watermark(self) -> int:
@@ -215,6 +280,9 @@ class ReplicaManager:
         now_ms = self.now_ms()
         actions = partition.leader.resign(now_ms) if partition.leader is not None else []
         partition.leader = partition.follower = None
+        # A marker may reach this replica as a follower, past clear_verification: a new role
+        # starts with no guard, so a verification begun under the old one appends nothing.
+        partition.verification_guards.clear()
         if state.leader == self.broker_id:
             partition.leader = LeaderState(
                 topic.name, partition.index, self.broker_id, state.leader_epoch, state.replicas,
@@ -273,20 +341,26 @@ class ReplicaManager:
 
     def append_records(
         self, topic: str, index: int, records: bytes | None, acks: int, timeout_ms: int,
-        produce_id: int | None = None,
+        produce_id: int | None = None, verification_guard: VerificationGuard | None = None,
     ) -> tuple[dict, list[Action]]:
         """Append one partition's records as leader; its response, and the actions it caused.
 
         For acks=all, ``produce_id`` names the append: exactly one Complete or
         FailDelayedProduce for it follows, in these actions or later ones, unless the response
-        already carries an error (then nothing was written and nothing follows).
+        already carries an error (then nothing was written and nothing follows). With a
+        ``verification_guard`` (transaction verification on) a transactional batch opening a
+        transaction is appended only if the guard still holds (``Partition.check_verified``).
         """
         def append(partition: Partition, leader: LeaderState, now_ms: int) -> LogAppendInfo:
             if records is None:
                 raise ValueError("produce request without records")
-            return partition.log.append_as_leader(
+            producer_ids = [] if verification_guard is None else partition.check_verified(
+                records, verification_guard)
+            info = partition.log.append_as_leader(
                 bytearray(records), leader_epoch=leader.leader_epoch, now_ms=now_ms,
                 codec=partition.codec)
+            partition.clear_verification(producer_ids)
+            return info
 
         return self._append_as_leader(topic, index, append, acks, timeout_ms, produce_id,
                                       len(records) if records is not None else 0)
@@ -300,9 +374,11 @@ class ReplicaManager:
         WriteTxnMarkers does per partition. Answers and acts like ``append_records``; errors:
         NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED."""
         def append(partition: Partition, leader: LeaderState, now_ms: int) -> LogAppendInfo:
-            return partition.log.append_control_batch(
+            info = partition.log.append_control_batch(
                 producer_id, producer_epoch, coordinator_epoch, commit,
                 leader_epoch=leader.leader_epoch, now_ms=now_ms)
+            partition.clear_verification([producer_id])
+            return info
 
         return self._append_as_leader(topic, index, append, acks, timeout_ms, produce_id, None)
 
@@ -459,3 +535,16 @@ def _read_records(partition: Partition, target: FetchTarget, budget: int, min_on
 
 def _min_insync(topic: TopicImage) -> int:
     return topic_config.effective(topic.configs)["min.insync.replicas"]
+
+
+
+def batch_headers(records: bytes | None) -> Iterator[BatchHeader]:
+    """The headers of the batches in ``records``, unchecked; bytes too short for a header are
+    left to the log to refuse."""
+    pos = 0
+    while records is not None and len(records) - pos >= HEADER_BYTES:
+        header = read_header(records, pos)
+        yield header
+        if header.size_bytes <= 0:
+            return
+        pos += header.size_bytes

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import errors
-from ..protocol import codec
 from ..protocol.versions import WRITE_TXN_MARKERS_KEY
 from ..txn import WriteTxnMarkers
+from .broker_channel import BrokerChannel
 
 if TYPE_CHECKING:
     from .node import BrokerNode
@@ -41,7 +40,6 @@ WriteLocal = Callable[[int, int, int, bool, list[TopicPartition]],
 WRITE_TXN_MARKERS_VERSION = 1  # the oldest Kafka 4 accepts; v2 adds only transaction_version
 # The leader appends with acks=all and a 30 s timeout: it answers before this runs out.
 MARKER_RESPONSE_TIMEOUT_S = 35.0
-_SIZE = struct.Struct(">i")
 
 
 def live_endpoint(node: BrokerNode, broker_id: int) -> dict | None:
@@ -125,15 +123,8 @@ class TransactionMarkerChannelManager:
             channel.close()
 
 
-class _MarkerChannel:
+class _MarkerChannel(BrokerChannel):
     """One connection to another broker for WriteTxnMarkers, one request at a time."""
-
-    def __init__(self, address: tuple[str, int], client_id: str) -> None:
-        self.address = address
-        self.client_id = client_id
-        self.lock = asyncio.Lock()
-        self.correlation_id = 0
-        self.connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     async def write_markers(self, action: WriteTxnMarkers, partitions: list[TopicPartition]
                             ) -> dict[TopicPartition, int]:
@@ -146,12 +137,8 @@ class _MarkerChannel:
             "topics": [{"name": name, "partition_indexes": indexes}
                        for name, indexes in topics.items()],
         }]}
-        async with self.lock:
-            try:
-                response = await self._call(body)
-            except BaseException:  # a half-read answer would confuse the next request
-                self.close()
-                raise
+        response = await self.call(WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, body,
+                                   MARKER_RESPONSE_TIMEOUT_S)
         # A partition the answer leaves out was not written: the core re-sends it.
         results = dict.fromkeys(partitions, int(errors.Errors.UNKNOWN_SERVER_ERROR))
         for marker in response.markers:
@@ -160,23 +147,3 @@ class _MarkerChannel:
                     if (topic.name, answer.partition_index) in results:
                         results[(topic.name, answer.partition_index)] = int(answer.error_code)
         return results
-
-    async def _call(self, body: dict[str, Any]) -> Any:
-        if self.connection is None:
-            self.connection = await asyncio.open_connection(*self.address)
-        reader, writer = self.connection
-        self.correlation_id += 1
-        writer.write(codec.encode_request(WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION,
-                                          self.correlation_id, self.client_id, body))
-        size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4),
-                                                   MARKER_RESPONSE_TIMEOUT_S))[0]
-        frame = await asyncio.wait_for(reader.readexactly(size), MARKER_RESPONSE_TIMEOUT_S)
-        correlation_id, response = codec.decode_response(
-            WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, frame)
-        assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
-        return response
-
-    def close(self) -> None:
-        if self.connection is not None:
-            self.connection[1].close()
-            self.connection = None

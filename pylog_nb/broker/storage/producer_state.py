@@ -22,8 +22,8 @@ an older coordinator epoch TRANSACTION_COORDINATOR_FENCED (52). A completed tran
 *unreplicated* until the HW passes its marker. ``first_unstable_offset`` (the lowest first offset
 of an open or unreplicated transaction) bounds the last stable offset. Followers run the same
 ``update`` on what they replicate, so a new leader knows the open transactions. KIP-890's
-verification (AddPartitionsToTxn before the first transactional write) comes with the
-transaction coordinator: until then any transactional batch valid for idempotence is accepted.
+verification (the coordinator asked before a producer's first transactional write) happens
+above the log, in the replica manager and Produce (``server/add_partitions_manager.py``).
 
 Snapshot format (big-endian): ``b"PLPS"``, version u16, producer count u32, then per producer
 ``pid i64, epoch i16, batch count u8`` (version 2 adds, between epoch and batch count,

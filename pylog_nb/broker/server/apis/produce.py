@@ -1,7 +1,13 @@
 """Produce: validate and append each partition's batches, answer per partition.
 
 Transactional batches (a ``transactional_id``) are accepted from a producer whose state is valid
-for idempotence; the log opens its transaction at the first one. acks=0 gets no response at all;
+for idempotence; the log opens its transaction at the first one. With
+``transaction.partition.verification.enable`` (KIP-890 part 1) a partition where the producer
+has no ongoing transaction is first verified with the coordinator (``add_partitions_manager``):
+one not added to the transaction is refused INVALID_TXN_STATE and nothing is written; a
+verified one is appended only if no marker for the producer landed meanwhile (the partition's
+VerificationGuard). A request carrying transactional batches of two producers is refused whole
+with INVALID_PRODUCER_ID_MAPPING, as Kafka does. acks=0 gets no response at all;
 acks=1 is answered after the leader's append; acks=all waits
 until the high watermark covers the batch (the leader's replication core resolves a future), or
 fails with REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS_AFTER_APPEND. A partition whose ISR is
@@ -13,15 +19,22 @@ UNSUPPORTED_COMPRESSION_TYPE, as Kafka's ``ProduceRequest.validateRecords`` does
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 from ... import errors
 from ...metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ...protocol.codec import Request, duration_ms
 from ...records.codecs import CODEC_ZSTD
-from ...records.header import HEADER_BYTES, BatchHeader, read_header
+from ..add_partitions_manager import produce_error
 from ..node import BrokerNode
-from ..replica_manager import ACKS_ALL, ACKS_LEADER, ACKS_NONE
+from ..replica_manager import (
+    ACKS_ALL,
+    ACKS_LEADER,
+    ACKS_NONE,
+    SENTINEL,
+    VerificationGuard,
+    batch_headers,
+)
+from ..txn_marker_channel import TopicPartition
 
 log = logging.getLogger("pylog.broker")
 PRODUCE_TIMEOUT_MS_MAX = 2**31 - 1
@@ -30,14 +43,19 @@ PRODUCE_ZSTD_VERSION_MIN = 7  # the first Produce version whose clients may send
 
 async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
     body = request.body
-    # Transactional batches are checked by the log as for idempotence (epoch, sequence, an
-    # open transaction). KIP-890 verification (the partition added to the transaction through
-    # AddPartitionsToTxn, asked of the coordinator) is not done.
     if body.transactional_id is None and _has_transactional_records(body):
         return _reject_all(body, errors.Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                            "transactional records need a transactional id")
     if body.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
         return _reject_all(body, errors.INVALID_REQUIRED_ACKS, f"acks={body.acks} is invalid")
+    producers = _transactional_producers(body)
+    if len(producers) > 1:
+        return _reject_all(body, errors.INVALID_PRODUCER_ID_MAPPING,
+                           "Transactional records contained more than one producer ID")
+    guards: dict[TopicPartition, VerificationGuard] = {}
+    refused: dict[TopicPartition, dict] = {}
+    if producers and node.config.transaction_partition_verification_enable:
+        guards, refused = await _verify_transaction(node, body, *producers.pop())
     timeout_ms = min(max(0, duration_ms(body.timeout)), PRODUCE_TIMEOUT_MS_MAX)
     zstd_allowed = request.header.api_version >= PRODUCE_ZSTD_VERSION_MIN
     waiting: dict[int, dict] = {}  # produce id -> its partition's response
@@ -45,8 +63,11 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
     for topic in body.topic_data:
         parts = []
         for part in topic.partition_data:
-            result, produce_id = _append_from_client(node, topic.name, part, body.acks,
-                                                     timeout_ms, zstd_allowed)
+            key = (topic.name, part.index)
+            result, produce_id = refused.get(key), None
+            if result is None:
+                result, produce_id = _append_from_client(node, topic.name, part, body.acks,
+                                                         timeout_ms, zstd_allowed, guards.get(key))
             parts.append(result)
             if produce_id is not None:
                 waiting[produce_id] = result
@@ -61,19 +82,57 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
 
 
 def _append_from_client(node: BrokerNode, topic: str, part, acks: int, timeout_ms: int,
-                        zstd_allowed: bool):
+                        zstd_allowed: bool, guard: VerificationGuard | None):
     if topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):  # written by coordinators only
         message = f"Cannot append to internal topic {topic}"
         return _refused(part.index, errors.INVALID_TOPIC_EXCEPTION, message), None
-    if not zstd_allowed and any(h.codec == CODEC_ZSTD for h in _headers(part.records)):
+    if not zstd_allowed and any(h.codec == CODEC_ZSTD for h in batch_headers(part.records)):
         message = (f"Produce requests with version < {PRODUCE_ZSTD_VERSION_MIN} are not allowed "
                    "to use ZStandard compression")
         return _refused(part.index, errors.Errors.UNSUPPORTED_COMPRESSION_TYPE, message), None
-    result, produce_id = node.append(topic, part.index, part.records, acks, timeout_ms)
+    result, produce_id = node.append(topic, part.index, part.records, acks, timeout_ms, guard)
     if result["error_code"] != errors.NONE:
         log.warning("produce to %s-%d refused: %s %s", topic, part.index,
                     errors.error_name(result["error_code"]), result.get("error_message", ""))
     return result, produce_id
+
+
+def _transactional_producers(body) -> set[tuple[int, int]]:
+    """(producer id, epoch) of the request's transactional batches."""
+    return {(header.producer_id, header.producer_epoch)
+            for topic in body.topic_data for part in topic.partition_data
+            for header in batch_headers(part.records)
+            if header.is_transactional and header.has_producer_id}
+
+
+async def _verify_transaction(node: BrokerNode, body, producer_id: int, producer_epoch: int
+                              ) -> tuple[dict[TopicPartition, VerificationGuard],
+                                         dict[TopicPartition, dict]]:
+    """Each transactional partition's guard (SENTINEL: its transaction is ongoing here), and
+    the responses of the partitions refused before any append (Kafka's
+    ``appendRecordsWithTransactionVerification``)."""
+    guards: dict[TopicPartition, VerificationGuard] = {}
+    refused: dict[TopicPartition, dict] = {}
+    for topic in body.topic_data:
+        for part in topic.partition_data:
+            if topic.name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC) or not any(
+                    h.is_transactional for h in batch_headers(part.records)):
+                continue
+            try:
+                partition = node.replicas.leader_partition(topic.name, part.index)
+                guard = partition.maybe_start_transaction_verification(producer_id)
+            except errors.KafkaError as error:
+                refused[(topic.name, part.index)] = _refused(part.index, error.error_code,
+                                                             str(error))
+                continue
+            guards[(topic.name, part.index)] = guard
+    to_verify = [tp for tp, guard in guards.items() if guard is not SENTINEL]
+    if to_verify:
+        unverified = await node.add_partitions.verify_transaction(
+            body.transactional_id, producer_id, producer_epoch, to_verify)
+        for (topic_name, index), code in unverified.items():
+            refused[(topic_name, index)] = _refused(index, *produce_error(code))
+    return guards, refused
 
 
 def _has_transactional_records(body) -> bool:
@@ -81,19 +140,7 @@ def _has_transactional_records(body) -> bool:
     ``hasTransactionalRecords``)."""
     return any(header.is_transactional
                for topic in body.topic_data for part in topic.partition_data
-               for header in _headers(part.records))
-
-
-def _headers(records) -> Iterator[BatchHeader]:
-    """The headers of the batches in ``records``, unchecked; bytes too short for a header are
-    left to the log to refuse."""
-    pos = 0
-    while records is not None and len(records) - pos >= HEADER_BYTES:
-        header = read_header(records, pos)
-        yield header
-        if header.size_bytes <= 0:
-            return
-        pos += header.size_bytes
+               for header in batch_headers(part.records))
 
 
 def _refused(index: int, code: int, message: str) -> dict:

@@ -1,0 +1,60 @@
+"""One connection of our own to another broker, for the coordinators' inter-broker requests.
+
+Theory of operation (the part of Kafka's InterBrokerSendThread a lab needs): a channel opens its
+connection on first use, sends one request at a time (a lock keeps request and answer paired)
+and reads the answer with a timeout. A call that fails in any way closes the connection (a
+half-read answer would confuse the next request); the next call opens it again. The
+transaction coordinator's WriteTxnMarkers (``txn_marker_channel.py``) and the partition
+leaders' AddPartitionsToTxn verification (``add_partitions_manager.py``) share it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from ..protocol import codec
+
+_SIZE = struct.Struct(">i")
+
+
+class BrokerChannel:
+    """One connection to another broker, one request at a time."""
+
+    def __init__(self, address: tuple[str, int], client_id: str) -> None:
+        self.address = address
+        self.client_id = client_id
+        self.lock = asyncio.Lock()
+        self.correlation_id = 0
+        self.connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def call(self, api_key: int, version: int, body: dict[str, Any],
+                   timeout_s: float) -> Any:
+        """Send one request and return the decoded answer; raise (and close) on any failure."""
+        async with self.lock:
+            try:
+                return await self._call(api_key, version, body, timeout_s)
+            except BaseException:  # a half-read answer would confuse the next request
+                self.close()
+                raise
+
+    async def _call(self, api_key: int, version: int, body: dict[str, Any],
+                    timeout_s: float) -> Any:
+        if self.connection is None:
+            self.connection = await asyncio.wait_for(asyncio.open_connection(*self.address),
+                                                     timeout_s)
+        reader, writer = self.connection
+        self.correlation_id += 1
+        writer.write(codec.encode_request(api_key, version, self.correlation_id, self.client_id,
+                                          body))
+        size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout_s))[0]
+        frame = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+        correlation_id, response = codec.decode_response(api_key, version, frame)
+        assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
+        return response
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection[1].close()
+            self.connection = None
