@@ -462,6 +462,30 @@ def test_sigkill_and_restart_keep_state_and_elect_no_one_while_brokers_keep_hear
     run(scenario())
 
 
+def test_a_controller_paused_past_the_session_fences_no_broker_that_kept_heartbeating(
+    controller,
+):
+    async def scenario():
+        async with ControllerClient("127.0.0.1", controller.port) as client:
+            incarnations = await register(client)
+            failures: list = []
+            beating = asyncio.create_task(heartbeat_forever(client, incarnations, failures))
+            before = await client.call("describe")
+            assert controller.process is not None
+            os.kill(controller.process.pid, signal.SIGSTOP)  # the heartbeats wait in its socket
+            await asyncio.sleep(2 * SESSION_TIMEOUT_MS / 1000)
+            os.kill(controller.process.pid, signal.SIGCONT)
+            await asyncio.sleep(SESSION_TIMEOUT_MS / 1000)
+            after = await client.call("describe")
+            # Its own stall is not the brokers' silence: every lease was extended by as much.
+            assert [b["fenced"] for b in after["brokers"]] == [False, False, False]
+            assert after["end_offset"] == before["end_offset"]
+            assert (controller.log_path.read_text().count("controller stalled")) >= 1
+            beating.cancel()
+
+    run(scenario())
+
+
 def test_admin_methods_answer_with_the_documented_shapes(controller):
     async def scenario():
         async with ControllerClient("127.0.0.1", controller.port) as client:

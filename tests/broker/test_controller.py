@@ -419,6 +419,20 @@ def test_expired_lease_fences_the_broker_and_elects_from_the_isr_with_epoch_bump
     assert ctl.tick(TIMEOUT + 1).records == ()  # fenced once
 
 
+def test_a_stalled_controller_extends_every_lease_by_its_stall():
+    ctl = start()
+    ctl.extend_leases(700)  # the controller was stalled 700 ms: brokers were not silent
+    assert ctl.next_lease_expiry_ms() == TIMEOUT + 700
+    assert ctl.tick(TIMEOUT + 699).records == ()
+    heartbeat_all(ctl, [2, 3], TIMEOUT + 699)
+    assert ctl.tick(TIMEOUT + 700).records[-1] == FenceBroker(broker_id=1)
+    ctl.extend_leases(10 * TIMEOUT)  # stall after stall: at most a session between heartbeats
+    assert ctl.lease_expiry_ms(2) == TIMEOUT + 699 + 2 * TIMEOUT
+    heartbeat_all(ctl, [2, 3], TIMEOUT + 800)
+    ctl.extend_leases(100)  # a heartbeat grants a fresh lease, with room to extend again
+    assert ctl.lease_expiry_ms(2) == TIMEOUT + 800 + TIMEOUT + 100
+
+
 def test_last_isr_member_stays_in_the_isr_and_leads_again_when_it_returns():
     ctl = start(brokers=2)
     ctl.create_topic("t", assignments=[[1, 2]])

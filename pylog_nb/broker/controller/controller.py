@@ -127,6 +127,7 @@ class Controller:
         self._now_ms = now_ms
         # Grace period: every broker gets a whole session from now, as if it had just heartbeat.
         self._lease_expiry_ms = {b: now_ms + session_timeout_ms for b in self.image.brokers}
+        self._lease_extended_ms: dict[int, int] = {}  # by controller stalls, since the grant
         # A fenced broker is unfenced only once it has applied the metadata up to here: the
         # records that fenced it (and moved its leaderships away) or registered it. A new
         # Controller does not know the fencing record's offset, so the whole journal must be
@@ -185,7 +186,7 @@ class Controller:
             )
         except MetadataRecordError as error:
             return _failure(ControllerError(errors.INVALID_REQUEST, str(error)))
-        self._lease_expiry_ms[broker_id] = now_ms + self.session_timeout_ms
+        self._grant_lease(broker_id, now_ms)
         old = self.image.brokers.get(broker_id)
         if old is not None and (old.host, old.port, old.incarnation_id) == (
             host,
@@ -225,7 +226,7 @@ class Controller:
         if incarnation_id is not None and incarnation_id != broker.incarnation_id:
             message = f"Broker {broker_id} has re-registered since incarnation {incarnation_id}"
             return _failure(ControllerError(errors.STALE_BROKER_EPOCH, message))
-        self._lease_expiry_ms[broker_id] = now_ms + self.session_timeout_ms
+        self._grant_lease(broker_id, now_ms)
         required = self._unfence_offset.get(broker_id, 0)
         applied_enough = metadata_offset is None or metadata_offset >= required
         caught_up = broker_leo_caught_up and applied_enough
@@ -252,6 +253,23 @@ class Controller:
     def _fence_records(self, broker_id: int) -> list[MetadataRecord]:
         # Kafka's order: partition changes first, so no image ever has a fenced leader.
         return [*changes_for_fence(self.image, broker_id), FenceBroker(broker_id=broker_id)]
+
+    def _grant_lease(self, broker_id: int, now_ms: int) -> None:
+        self._lease_expiry_ms[broker_id] = now_ms + self.session_timeout_ms
+        self._lease_extended_ms.pop(broker_id, None)
+
+    def extend_leases(self, by_ms: int) -> None:
+        """Move every lease ``by_ms`` later: the controller itself was stalled that long, and a
+        heartbeat sent meanwhile may still wait unread in its sockets. Fencing later is always
+        safe; fencing a broker for the controller's own silence is not fair to it. A lease grows
+        by at most one session between heartbeats, so a controller that keeps stalling still
+        fences a dead broker."""
+        assert by_ms >= 0, by_ms
+        for broker_id in self._lease_expiry_ms:
+            extended_ms = self._lease_extended_ms.get(broker_id, 0)
+            step_ms = min(by_ms, self.session_timeout_ms - extended_ms)
+            self._lease_expiry_ms[broker_id] += step_ms
+            self._lease_extended_ms[broker_id] = extended_ms + step_ms
 
     def next_lease_expiry_ms(self) -> int | None:
         """The earliest lease of an unfenced broker: when ``tick`` next has something to do."""

@@ -97,6 +97,9 @@ log = logging.getLogger("pylog.controller")
 
 TICK_INTERVAL_MS = 100  # the tick runs at least this often; a lease at its deadline
 TICK_DELAY_MS_MIN = 1  # never a busy loop on a lease that has just expired
+# A tick this much later than planned means this process was stalled (starved of CPU, a slow
+# fsync): the brokers' heartbeats of that time may be unread yet, so their leases are extended.
+CONTROLLER_STALL_MS_MIN = 250
 FETCH_WAIT_MS_MAX = 30_000  # no long poll holds a connection longer than this
 # One metadata fetch answers at most this many records, so a new broker catches up in slices.
 READ_RECORDS_MAX = 10_000
@@ -357,10 +360,17 @@ class ControllerServer:
 
     async def _tick_loop(self) -> None:
         while True:
-            await asyncio.sleep(self._tick_delay_ms() / 1000)
+            delay_ms = self._tick_delay_ms()
+            slept_from_ms = self.now_ms()
+            await asyncio.sleep(delay_ms / 1000)
+            late_ms = self.now_ms() - slept_from_ms - delay_ms
             active = self.quorum.active
             if active is None:
                 continue
+            if late_ms > CONTROLLER_STALL_MS_MIN:
+                log.info("controller stalled %d ms: broker leases extended by as much", late_ms)
+                active.extend_leases(late_ms)
+                continue  # the heartbeats waiting in the sockets are read before the next tick
             try:
                 active.tick(self.now_ms())
                 self.shell.send(self.quorum.take_sends())
