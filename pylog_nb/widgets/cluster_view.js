@@ -1198,7 +1198,7 @@ function legend(uid) {
         item(hatched, "hatched, with ✂: a range the follower truncated (removed) in the last 30 s, to match its leader"),
         item(lsoSwatch, "orange tick: the LSO (last stable offset), shown where it is below the HW. read_committed consumers read only below it: an open transaction holds it at its first record until the transaction's commit or abort marker is written; read_uncommitted consumers read up to the HW"),
         item(openTxnSwatch, "orange line above the bar: an open transaction, from its first record (hover: its producer id); \"1 open transaction\" counts them"),
-        item(markerSwatches, `green tick: a commit marker, red dashed tick: an abort marker. ${MARKER_HELP} (hover: its producer id)`),
+        item(markerSwatches, "green tick: a commit marker; red dashed tick: an abort marker. A marker: an offset no consumer receives (hover: which transaction it ends, its producer id)"),
         item(gaps, "striped: a compacted range; the more stripes, the more offsets compaction emptied (hover: how many records it kept)"),
         item(h("span", { class: "pylog-lag" }, "lag 120 records"), "a follower's distance from the leader's LEO; \"behind 3.2 s\": how long it has not been caught up"),
         item(spark, "sparkline: a partition's HW (solid) and LEO (dashed) over the recorded changes, with the write rate; in groups, total lag"),
