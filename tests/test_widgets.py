@@ -843,6 +843,12 @@ def test_commit_and_abort_markers_show_on_every_replica_at_their_offsets(three, 
     assert html.count('class="pylog-marker-mark" data-offset="4" data-type="ABORT"') == 3
     assert html.count(f"producer id {expected[1][2]}: a transaction marker") == 3
     assert html.count(">2 commit</span>, ") == 3 and html.count(">4 abort</span>") == 3
+    # A restarted broker finds its markers again in its log.
+    follower = next(b for b in partition["replicas"] if b != partition["leader"])
+    three.restart(follower)
+    wait_for(lambda: (replica := shown()[0]["replicas"][follower])["markers"] == expected
+             and not replica["last_known"], "the restarted follower's markers")
+    wait_for(lambda: len(shown()[0]["isr"]) == 3, "the restarted follower back in the ISR")
 
 
 def test_a_compacted_topic_shows_how_far_each_replicas_cleaner_got(three, topic_name):
