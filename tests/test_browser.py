@@ -6,9 +6,9 @@ acts when the cell ends: the broker goes down and another replica leads), kills 
 controller by a click (another controller becomes active, the dead one stays drawn with what it
 last said, its leadership marked stale), shows an open transaction's LSO mark below the HW and
 its disappearance once the commit marker is written (while the view's kill holds the broker
-down), steps back in the timeline, and checks that a hostile group id stays text. Screenshots
-of the view, in the light and the dark theme, are saved in the test's temporary directory (the
-path is printed).
+down), draws a committed and an aborted transaction's markers on every replica, steps back in
+the timeline, and checks that a hostile group id stays text. Screenshots of the view, in the
+light and the dark theme, are saved in the test's temporary directory (the path is printed).
 
 Chromium comes from Debian (``/usr/bin/chromium``) and Playwright from the ``test`` extra, both
 installed by ``scripts/setup.sh``; without them this test fails, it never skips.
@@ -36,6 +36,8 @@ from lab import (
 )
 from txn import UNVERIFIED_BROKER_ARGS, TxnProducer, end_txn, partition_log, plain
 
+from pylog_nb.client.txn import transaction
+
 try:
     from playwright.sync_api import expect, sync_playwright
 except ImportError:  # the chromium fixture fails with how to install it (lab.missing_browser)
@@ -50,6 +52,8 @@ WIDE = "wide"  # a topic of many partitions: the grid, the pages, the focus
 WIDE_PARTITIONS = 100
 COMPACTED = "facts"
 TXN_TOPIC = "txn"  # one replica: its log is written to while its broker is down
+MARKERS_TOPIC = "paid"  # a committed and an aborted transaction's markers on every replica
+MARKERS_REPLICAS = 2  # one broker of three is down since the leader-kill test
 VIEWPORT = {"width": 1400, "height": 2200}  # the whole view at once, for the screenshots
 
 
@@ -321,6 +325,45 @@ def test_an_open_transaction_shows_the_lso_until_its_marker_is_written(page, vie
     expect(row.locator(".pylog-lso")).to_have_count(0)
     expect(row.locator(".pylog-open-txn")).to_have_count(0)
     expect(row).not_to_contain_text("open transaction")
+    view.locator("select.pylog-focus-topic").select_option("")
+
+
+def test_commit_and_abort_markers_are_drawn_on_every_replica(view, lab, artifacts):
+    _url, root = lab
+    bootstrap = bootstrap_of(root / "data")
+    create_topics(bootstrap, [NewTopic(MARKERS_TOPIC, 1, MARKERS_REPLICAS)])
+    with transaction(bootstrap, "view-commit") as committed:
+        committed.produce(MARKERS_TOPIC, "paid", partition=0)  # 0; its commit marker at 1
+    aborted = transaction(bootstrap, "view-abort")
+    aborted.produce(MARKERS_TOPIC, "refunded", partition=0)  # 2
+    assert list(aborted.flush().offset) == [2]
+    aborted.abort()  # its abort marker at 3
+    view.locator("select.pylog-focus-topic").select_option(MARKERS_TOPIC)
+    rows = view.locator(f'.pylog-partition[data-partition="{MARKERS_TOPIC}-0"] .pylog-replica')
+    commits = rows.locator('.pylog-marker.commit[data-offset="1"][data-type="COMMIT"]')
+    aborts = rows.locator('.pylog-marker.abort[data-offset="3"][data-type="ABORT"]')
+    expect(rows).to_have_count(MARKERS_REPLICAS)
+    expect(commits).to_have_count(MARKERS_REPLICAS, timeout=WAIT_MS)
+    expect(aborts).to_have_count(MARKERS_REPLICAS, timeout=WAIT_MS)
+    expect(rows.locator(".pylog-marker")).to_have_count(2 * MARKERS_REPLICAS)
+    for marks in (commits, aborts):
+        for i in range(MARKERS_REPLICAS):
+            box = marks.nth(i).bounding_box()
+            assert box is not None and box["width"] > 0 and box["height"] > 0, box
+    hover = commits.first.locator("title").text_content()
+    assert hover.startswith("COMMIT marker at offset 1, producer id "), hover
+    assert "an offset no consumer receives" in hover
+    assert aborts.first.locator("title").text_content().startswith(
+        "ABORT marker at offset 3, producer id ")
+    for i in range(MARKERS_REPLICAS):
+        shows(view, rows.nth(i), "markers 1 commit, 3 abort")
+        shows(view, rows.nth(i), "HW 4 · LEO 4")  # the follower knows the HW too
+    shows(view, view.locator(".pylog-legend"), "A marker: an offset no consumer receives")
+    expect(view.locator(".pylog-legend .pylog-marker.commit")).to_have_count(1)
+    expect(view.locator(".pylog-legend .pylog-marker.abort")).to_have_count(1)
+    view.locator(f'.pylog-partition[data-partition="{MARKERS_TOPIC}-0"]').screenshot(
+        path=str(artifacts / "markers.png"))
+    view.locator(".pylog-legend").screenshot(path=str(artifacts / "legend.png"))
     view.locator("select.pylog-focus-topic").select_option("")
 
 

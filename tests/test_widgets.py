@@ -30,6 +30,7 @@ from txn import UNVERIFIED_BROKER_ARGS, TxnProducer, end_txn, plain, stopped_log
 from pylog_nb import LocalCluster, widgets
 from pylog_nb.client import partitions_frame
 from pylog_nb.client.io import produce
+from pylog_nb.client.txn import transaction
 from pylog_nb.cluster import ClusterError
 from pylog_nb.widgets import ClusterView, SnapshotHistory, delta, take_snapshot
 from pylog_nb.widgets.actions import ACTIONS, CONTROLLER_ACTION_HELP, refusal
@@ -806,6 +807,49 @@ def test_an_open_transaction_shows_the_lso_below_the_hw_until_its_marker(tmp_pat
         replica, html = _only_replica(cluster, topic_name)
         assert (replica["last_stable_offset"], replica["open_transactions"]) == (5, [])
         assert "pylog-lso-mark" not in html and "LSO" not in html and "open transaction" not in html
+
+
+def _producer_id(summary: str) -> int:
+    """The producer id in a transaction's summary line ("... (producer id 1000, epoch 0)")."""
+    found = re.search(r"producer id (\d+)", summary)
+    assert found is not None, summary
+    return int(found.group(1))
+
+
+def test_commit_and_abort_markers_show_on_every_replica_at_their_offsets(three, topic_name):
+    _create(three, topic_name)
+    with transaction(three.bootstrap_servers, f"{topic_name}-commit") as committed:
+        committed.produce(topic_name, "a", partition=0)
+        committed.produce(topic_name, "b", partition=0)
+        assert list(committed.flush().offset) == [0, 1]  # the commit marker goes at 2
+    aborted = transaction(three.bootstrap_servers, f"{topic_name}-abort")
+    aborted.produce(topic_name, "c", partition=0)
+    assert list(aborted.flush().offset) == [3]  # the abort marker goes at 4
+    aborted.abort()
+    expected = [[2, "COMMIT", _producer_id(committed.summary())],
+                [4, "ABORT", _producer_id(aborted.summary())]]
+    assert expected[0][2] != expected[1][2]
+
+    def shown() -> tuple[dict, str]:
+        snapshot = take_snapshot(three)
+        [partition] = [p for p in snapshot["partitions"] if p["topic"] == topic_name]
+        return partition, render_partitions({**snapshot, "partitions": [partition]})
+
+    wait_for(lambda: all(r["markers"] == expected and r["high_watermark"] == 5
+                         for r in shown()[0]["replicas"].values()),
+             "both markers on every replica")
+    partition, html = shown()
+    assert sorted(partition["replicas"]) == [1, 2, 3]
+    assert html.count('class="pylog-marker-mark" data-offset="2" data-type="COMMIT"') == 3
+    assert html.count('class="pylog-marker-mark" data-offset="4" data-type="ABORT"') == 3
+    assert html.count(f"producer id {expected[1][2]}: a transaction marker") == 3
+    assert html.count(">2 commit</span>, ") == 3 and html.count(">4 abort</span>") == 3
+    # A restarted broker finds its markers again in its log.
+    follower = next(b for b in partition["replicas"] if b != partition["leader"])
+    three.restart(follower)
+    wait_for(lambda: (replica := shown()[0]["replicas"][follower])["markers"] == expected
+             and not replica["last_known"], "the restarted follower's markers")
+    wait_for(lambda: len(shown()[0]["isr"]) == 3, "the restarted follower back in the ISR")
 
 
 def test_a_compacted_topic_shows_how_far_each_replicas_cleaner_got(three, topic_name):

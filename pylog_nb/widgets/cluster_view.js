@@ -62,6 +62,8 @@ const CATEGORY_HELP = {
   other: "anything else",
 };
 const LSO_HELP = "the last stable offset: read_committed consumers read only below it. The first record of the oldest open transaction holds it there until that transaction's commit or abort marker is written; with no open transaction it is the HW";
+const MARKER_HELP = "a transaction marker: an offset no consumer receives. The commit or abort of a transaction is a control record written into each partition it touched; read_committed consumers learn from it which records to deliver or drop, and every consumer skips its offset";
+const MARKERS_LISTED_MAX = 4; // the newest markers a replica's note names (the bar shows them all)
 let viewCount = 0; // per page: each view's SVG pattern ids are its own
 
 // A kernel patch applied to a snapshot (delta.py: apply); returns the new value.
@@ -738,6 +740,7 @@ function render({ model, el }) {
         `✂ truncated [${cut.to_offset}, ${cut.from_offset}) ${ago} s ago (${cut.reason})`));
     }
     if (r.open_transactions.length) notes.push(openTransactionsNote(r));
+    if ((r.markers || []).length) notes.push(markersNote(r));
     if (r.disagreement) notes.push(h("span", { class: "pylog-disagreement" }, `⚠ ${r.disagreement}`));
     const uncommitted = r.log_end_offset - r.high_watermark;
     return h("div", { class: classes.filter(Boolean).join(" "), data: { broker: String(id) } },
@@ -766,6 +769,15 @@ function render({ model, el }) {
     const each = r.open_transactions.map(([producerId, first]) => `producer ${producerId} from offset ${first}`);
     return h("span", { class: "pylog-tag pylog-open-txns", title: `open (neither committed nor aborted): ${each.join("; ")}` },
       `${plural(count, "open transaction")}`);
+  }
+
+  // "markers 2 commit, 4 abort": the newest few of the marks on the bar.
+  function markersNote(r) {
+    const shown = r.markers.slice(-MARKERS_LISTED_MAX).map(([offset, kind]) =>
+      h("span", { class: `pylog-marker-text ${markerClass(kind)}` }, `${offset} ${String(kind).toLowerCase()}`));
+    const more = r.markers.length - shown.length;
+    return h("span", { class: "pylog-tag pylog-markers", title: MARKER_HELP }, "markers ",
+      shown.flatMap((node, i) => (i ? [", ", node] : [node])), more > 0 ? ` (and ${more} older)` : "");
   }
 
   // Offset ranges [from, to) and the leader epoch that wrote each, from the replica's
@@ -811,6 +823,15 @@ function render({ model, el }) {
         data: { from: String(from), to: String(to), kept: String(kept) } },
       tip(`compacted: offsets ${from} to ${to - 1} hold ${kept} of ${span} records; compaction removed ` +
         "the others (a newer record has the same key) and consumers skip the gaps")));
+    }
+    for (const [offset, kind, producerId] of r.markers || []) { // a tick mid-offset, haloed
+      if (offset < r.log_start_offset || offset >= r.log_end_offset) continue;
+      const mid = (at(offset) + at(offset + 1)) / 2;
+      svg.append(s("g", { class: `pylog-marker ${markerClass(kind)}`,
+        data: { offset: String(offset), type: String(kind), producer: String(producerId) } },
+      s("line", { class: "pylog-marker-halo", x1: mid, y1: 1, x2: mid, y2: 16 }),
+      s("line", { class: "pylog-marker-tick", x1: mid, y1: 1, x2: mid, y2: 16 }),
+      tip(`${kind} marker at offset ${offset}, producer id ${producerId}: ${MARKER_HELP}`)));
     }
     if (end > start) {
       svg.append(s("rect", { class: `pylog-outline ${inIsr ? "" : "dashed"}`, x: start, y: 2, width: end - start, height: 12 }));
@@ -1092,6 +1113,10 @@ function lsoBelowHw(r) {
   return r.last_stable_offset < r.high_watermark;
 }
 
+function markerClass(kind) {
+  return kind === "COMMIT" ? "commit" : kind === "ABORT" ? "abort" : "other";
+}
+
 function hatchPattern(uid) {
   return s("svg", { class: "pylog-defs", width: 0, height: 0, "aria-hidden": "true" },
     s("defs", {}, s("pattern", { id: `${uid}-hatch`, patternUnits: "userSpaceOnUse", width: 6, height: 6,
@@ -1131,6 +1156,13 @@ function legend(uid) {
     s("rect", { class: "pylog-track", x: 0, y: 2, width: 40, height: 12 }),
     s("rect", { x: 0, y: 2, width: 40, height: 12, style: "fill:var(--pylog-epoch-0)" }),
     s("rect", { class: "pylog-open-txn", x: 20, y: 0, width: 20, height: 2 }));
+  const markerSwatch = (kind) => s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 16" },
+    s("rect", { class: "pylog-track", x: 0, y: 2, width: 40, height: 12 }),
+    s("rect", { x: 0, y: 2, width: 40, height: 12, style: "fill:var(--pylog-epoch-0)" }),
+    s("g", { class: `pylog-marker ${markerClass(kind)}` },
+      s("line", { class: "pylog-marker-halo", x1: 20, y1: 1, x2: 20, y2: 16 }),
+      s("line", { class: "pylog-marker-tick", x1: 20, y1: 1, x2: 20, y2: 16 })));
+  const markerSwatches = h("span", {}, markerSwatch("COMMIT"), markerSwatch("ABORT"));
   const cell = (state) => h("span", { class: `pylog-cell health-${state}` }, h("span", { class: "pylog-cell-p" }, "7"), h("span", { class: "pylog-cell-l" }, "★2"));
   const spark = s("svg", { class: "pylog-swatch wide", viewBox: "0 0 40 14" },
     s("polyline", { class: "pylog-spark-line line-0", points: "0,12 12,9 24,6 40,2" }),
@@ -1166,6 +1198,7 @@ function legend(uid) {
         item(hatched, "hatched, with ✂: a range the follower truncated (removed) in the last 30 s, to match its leader"),
         item(lsoSwatch, "orange tick: the LSO (last stable offset), shown where it is below the HW. read_committed consumers read only below it: an open transaction holds it at its first record until the transaction's commit or abort marker is written; read_uncommitted consumers read up to the HW"),
         item(openTxnSwatch, "orange line above the bar: an open transaction, from its first record (hover: its producer id); \"1 open transaction\" counts them"),
+        item(markerSwatches, "green tick: a commit marker; red dashed tick: an abort marker. A marker: an offset no consumer receives (hover: which transaction it ends, its producer id)"),
         item(gaps, "striped: a compacted range; the more stripes, the more offsets compaction emptied (hover: how many records it kept)"),
         item(h("span", { class: "pylog-lag" }, "lag 120 records"), "a follower's distance from the leader's LEO; \"behind 3.2 s\": how long it has not been caught up"),
         item(spark, "sparkline: a partition's HW (solid) and LEO (dashed) over the recorded changes, with the write rate; in groups, total lag"),

@@ -11,6 +11,9 @@ STATE_COLOURS = {"up": "#2e7d32", "paused": "#f9a825", "isolated": "#ef6c00", "d
 WARNING_COLOUR = "#b71c1c"  # a replica's own view contradicts the controller's
 STALE_COLOUR = "#999"
 LSO_COLOUR = "#ff9800"  # the LSO mark (as the live view): where read_committed consumers stop
+MARKER_COLOURS = {"COMMIT": "#43a047", "ABORT": "#e53935"}  # as the live view's marker marks
+MARKERS_LISTED_MAX = 4  # the newest markers a replica's text names (the bar shows them all)
+MARKER_HELP = "a transaction marker: an offset no consumer receives"
 NOTE_WIDTH_PX = 2 * BAR_WIDTH_PX  # a warning wraps at this width instead of widening its column
 # Inline styles (a pane's HTML must not restyle the rest of the page): padded cells, top-aligned,
 # and numbers that never break across lines.
@@ -101,11 +104,11 @@ def _replica_cell(replica: dict, top: int, role: str, state: str = "up",
     bar = (f'<div style="position:relative;width:{BAR_WIDTH_PX}px;height:8px;background:#eee">'
            f'<div style="position:absolute;width:{leo_px}px;height:8px;background:#90caf9"></div>'
            f'<div style="position:absolute;width:{hw_px}px;height:8px;background:#1565c0"></div>'
-           f"{_lso_mark(replica, top)}</div>")
+           f"{_marker_marks(replica, top)}{_lso_mark(replica, top)}</div>")
     outside = f'<span style="color:{STALE_COLOUR}"> · out of ISR</span>' if out_of_isr else ""
     text = (f"{bar}<small>{NOWRAP}{_e(role)} · HW {_e(replica['high_watermark'])}"
             f"{_transactions(replica)} · LEO {_e(replica['log_end_offset'])}{outside}</span>"
-            f"{_compaction(replica)}"
+            f"{_markers(replica)}{_compaction(replica)}"
             f"{_disagreement(replica.get('disagreement', ''))}</small>")
     if not replica.get("last_known"):
         return text
@@ -125,6 +128,31 @@ def _lso_mark(replica: dict, top: int) -> str:
             f'read_committed consumers stop here, at the first record of an open transaction" '
             f'style="position:absolute;left:{lso_px}px;top:-2px;width:2px;height:12px;'
             f'background:{LSO_COLOUR}"></div>')
+
+
+def _marker_marks(replica: dict, top: int) -> str:
+    """A green (commit) or red (abort) tick at each transaction marker's offset."""
+    width_px = max(BAR_WIDTH_PX // top, 2)
+    return "".join(
+        f'<div class="pylog-marker-mark" data-offset="{_e(offset)}" data-type="{_e(kind)}" '
+        f'title="{_e(kind)} marker at offset {_e(offset)}, producer id {_e(producer_id)}: '
+        f'{MARKER_HELP}" style="position:absolute;left:{BAR_WIDTH_PX * offset // top}px;'
+        f"top:-2px;width:{width_px}px;height:12px;"
+        f'background:{MARKER_COLOURS.get(kind, STALE_COLOUR)}"></div>'
+        for offset, kind, producer_id in replica.get("markers", []))
+
+
+def _markers(replica: dict) -> str:
+    """``markers 2 commit, 4 abort``: the newest few, where the ticks on the bar are."""
+    markers = replica.get("markers", [])
+    if not markers:
+        return ""
+    shown = ", ".join(f'<span style="color:{MARKER_COLOURS.get(kind, STALE_COLOUR)}">'
+                      f"{_e(offset)} {_e(str(kind).lower())}</span>"
+                      for offset, kind, _pid in markers[-MARKERS_LISTED_MAX:])
+    more = len(markers) - MARKERS_LISTED_MAX
+    return (f'<br><span title="{MARKER_HELP}">{NOWRAP}markers {shown}'
+            f"{f' (and {more} older)' if more > 0 else ''}</span></span>")
 
 
 def _transactions(replica: dict) -> str:

@@ -17,7 +17,9 @@ browser turns that into seconds. A truncation is shown on its replica for
 Each replica carries its last stable offset (``last_stable_offset``: where read_committed
 consumers stop) and its open transactions (``open_transactions``: ``[producer_id,
 first_offset]`` pairs, oldest first); the LSO is below the HW exactly while an open transaction
-begins below the HW.
+begins below the HW. Its newest transaction markers (``markers``: ``[offset, "COMMIT" | "ABORT",
+producer_id]``, oldest first, as its broker reports them) are the offsets of control batches:
+offsets no consumer receives.
 
 Each replica carries its leader-epoch cache (``epochs``: ``[epoch, start_offset]`` pairs, which
 leader epoch wrote which offsets), so its bar can be coloured by epoch per offset range; a
@@ -58,6 +60,7 @@ EVENTS_SHOWN = 20  # the newest notable events; the view's timeline keeps older 
 TRUNCATED_SHOWN_MS = 30_000  # long enough to look at the bar, short enough not to pass for now
 TRUNCATIONS_SHOWN_MAX = 3  # per replica: the newest; a flapping follower would stack more
 CLEANED_SHOWN_MAX = 64  # per replica, the newest cleaned segments (their compaction gaps)
+MARKERS_SHOWN_MAX = 64  # per replica, the newest commit/abort markers (the broker keeps as many)
 EPOCHS_SHOWN_MAX = 64  # per replica, the newest: more ranges than a bar has pixels to colour
 # Controller events about a whole topic name it only in their text ("topic t created"); the
 # partition events carry ``topic`` and ``partition`` fields and are folded by those.
@@ -310,6 +313,8 @@ def _replica(row: dict) -> dict:
         # [producer id, first offset], oldest first: at most one per producer writing to it
         "open_transactions": [[t["producer_id"], t["first_offset"]]
                               for t in row["open_transactions"]],
+        "markers": [[m["offset"], m["type"], m["producer_id"]]
+                    for m in row.get("markers", [])][-MARKERS_SHOWN_MAX:],
         "epochs": epochs[-EPOCHS_SHOWN_MAX:], "compacted": compacted,
         "first_dirty_offset": row["first_dirty_offset"], "last_known": False}
     if compacted:  # shown only for compacted topics; elsewhere it would change with every batch

@@ -595,3 +595,122 @@ def test_random_appends_markers_crashes_and_truncations_keep_the_invariants(tmp_
         first = min(ongoing.values(), default=log.log_end_offset)
         assert log.last_stable_offset == min(first, log.high_watermark), (step, op)
     log.close()
+
+
+# == the newest markers the log remembers for the live view (Log.recent_markers) ==============
+
+def recent(log: Log) -> list[tuple[int, str, int]]:
+    return [(m.offset, "COMMIT" if m.commit else "ABORT", m.producer_id)
+            for m in log.recent_markers]
+
+
+def test_the_log_remembers_the_markers_it_wrote_as_leader_and_copied_as_follower(tmp_path):
+    leader, follower = open_log(tmp_path / "l-0"), open_log(tmp_path / "f-0")
+    p1, p2 = Producer(1), Producer(2)
+    append(leader, p1)  # 0-1
+    end_txn(leader, p1, commit=True)  # 2
+    append(leader, p2)  # 3-4
+    end_txn(leader, p2, commit=False)  # 5
+    append(leader, p1, transactional=False)  # 6-7: data, not a marker
+    expected = [(2, "COMMIT", 1), (5, "ABORT", 2)]
+    assert recent(leader) == expected
+    while follower.log_end_offset < leader.log_end_offset:
+        copy_to_follower(leader, follower)
+    assert recent(follower) == expected
+
+
+def test_only_the_newest_markers_are_remembered(tmp_path):
+    log = open_log(tmp_path / "t-0", segment_bytes=10**6)
+    p1 = Producer(1)
+    for _ in range(log_module.RECENT_MARKERS_MAX + 3):
+        append(log, p1, count=1)
+        end_txn(log, p1, commit=True)
+    offsets = [offset for offset, _, _ in recent(log)]
+    assert len(offsets) == log_module.RECENT_MARKERS_MAX
+    assert offsets == list(range(7, log.log_end_offset, 2))  # the first 3 of 67 forgotten
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_reopening_the_log_finds_its_markers_again(tmp_path, clean):
+    path = tmp_path / "t-0"
+    log = open_log(path, segment_bytes=300)
+    p1, p2 = Producer(1), Producer(2)
+    append(log, p1)  # 0-1
+    end_txn(log, p1, commit=False)  # 2
+    log.roll()
+    append(log, p2)  # 3-4
+    end_txn(log, p2, commit=True)  # 5
+    before = recent(log)
+    assert before == [(2, "ABORT", 1), (5, "COMMIT", 2)]
+    if clean:
+        log.close()
+    else:
+        log.flush()
+        log.close_handlers()
+    assert recent(open_log(path, segment_bytes=300)) == before
+
+
+def test_reopening_looks_for_markers_only_near_the_log_end(tmp_path, monkeypatch):
+    path = tmp_path / "t-0"
+    log = open_log(path)
+    p1 = Producer(1)
+    append(log, p1)  # 0-1
+    end_txn(log, p1, commit=True)  # 2
+    append(log, p1, count=4)  # 3-6
+    end_txn(log, p1, commit=True)  # 7
+    log.close()
+    monkeypatch.setattr(log_module, "MARKER_REBUILD_OFFSETS_MAX", 5)  # from offset 3 on
+    assert recent(open_log(path)) == [(7, "COMMIT", 1)]
+
+
+def test_a_truncated_marker_is_forgotten(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    p1 = Producer(1)
+    append(log, p1)  # 0-1
+    end_txn(log, p1, commit=True)  # 2
+    append(log, p1)  # 3-4
+    end_txn(log, p1, commit=False)  # 5
+    log.truncate_to(5)
+    assert recent(log) == [(2, "COMMIT", 1)]
+    log.truncate_to(2)
+    assert recent(log) == []
+    end_txn(log, p1, commit=False)  # 2 again, an abort this time
+    assert recent(log) == [(2, "ABORT", 1)]
+    log.truncate_fully_and_start_at(10)
+    assert recent(log) == []
+
+
+def test_markers_below_the_log_start_offset_are_forgotten(tmp_path):
+    path = tmp_path / "t-0"
+    log = open_log(path, segment_bytes=300, file_delete_delay_ms=0)
+    p1 = Producer(1)
+    append(log, p1)  # 0-1
+    end_txn(log, p1, commit=True)  # 2
+    log.roll()
+    append(log, p1)  # 3-4
+    end_txn(log, p1, commit=False)  # 5
+    log.roll()
+    append(log, p1, transactional=False)  # 6-7
+    log.update_high_watermark(log.log_end_offset)
+    log.delete_records_before(1)  # the segment stays; its marker is still above the start
+    assert recent(log) == [(2, "COMMIT", 1), (5, "ABORT", 1)]
+    log.delete_records_before(4)  # inside the second segment: the first goes, its marker too
+    assert log.segments[0].base_offset == 3
+    assert recent(log) == [(5, "ABORT", 1)]
+    log.close()
+    assert recent(open_log(path, segment_bytes=300)) == [(5, "ABORT", 1)]
+
+
+def test_a_marker_the_cleaner_removed_is_forgotten(tmp_path):
+    log = compacted_log(tmp_path / "t-0")
+    p1 = Producer(1)
+    append(log, p1, key=b"a", tag="aborted")  # 0-1
+    end_txn(log, p1, commit=False)  # 2
+    append(log, p1, key=b"b", tag="committed")  # 3-4
+    end_txn(log, p1, commit=True)  # 5
+    log.roll()
+    for now_ms in (CLEAN_AT_MS, CLEAN_AT_MS, CLEAN_AT_MS + HOUR_MS - 1):
+        clean_with_new_data(log, now_ms)
+        assert recent(log) == [(2, "ABORT", 1), (5, "COMMIT", 1)]
+    clean_with_new_data(log, CLEAN_AT_MS + HOUR_MS)
+    assert recent(log) == [(5, "COMMIT", 1)]

@@ -7,7 +7,10 @@ leader epoch, segments), so each broker answers:
                            "log_start_offset", "high_watermark", "last_stable_offset" (min of
                            the HW and the first offset of an open transaction: where
                            read_committed consumers stop), "open_transactions": [{"producer_id",
-                           "first_offset"}], "log_end_offset", "size_bytes",
+                           "first_offset"}], "markers": [{"offset", "type": "COMMIT" |
+                           "ABORT", "producer_id"}] (the newest transaction markers in this
+                           replica's log, oldest first: offsets no consumer receives),
+                           "log_end_offset", "size_bytes",
                            "cleanup_policy", "first_dirty_offset" (where the cleaner
                            has yet to look), "segments": [{"base_offset", "next_offset",
                            "size_bytes"}], "cleaned": [{"from_offset", "to_offset",
@@ -77,6 +80,8 @@ def partitions_view(node: BrokerNode) -> list[dict]:
                                   for pid, first in sorted(
                                       plog.producer_state.ongoing_txns.items(),
                                       key=lambda item: item[1])],
+            "markers": [{"offset": m.offset, "type": "COMMIT" if m.commit else "ABORT",
+                         "producer_id": m.producer_id} for m in plog.recent_markers],
             "log_end_offset": plog.log_end_offset,
             "size_bytes": plog.size_bytes,
             "cleanup_policy": plog.config.cleanup_policy,

@@ -16,6 +16,10 @@ Theory of operation:
   ``close`` writes the marker and the next ``open`` trusts the files as they are.
 - Reads return file descriptor + position + size of whole batches for ``os.sendfile``.
 - Memory does not grow with the log: per closed segment only a few ints and file descriptors.
+- For introspection the log remembers its newest ``RECENT_MARKERS_MAX`` transaction markers
+  (``recent_markers``: offset, commit or abort, producer id), learnt as control batches are
+  appended (leader or follower) and, on open, from the headers of at most the last
+  ``MARKER_REBUILD_OFFSETS_MAX`` offsets; dropped when truncated, deleted or compacted away.
 
 Not thread-safe: the asyncio broker calls it from its event loop only.
 """
@@ -30,6 +34,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from pylog_nb.broker.records.batch import (
     decode_batch,
@@ -89,6 +94,7 @@ __all__ = [
     "LoadInfo",
     "Log",
     "LogAppendInfo",
+    "RecentMarker",
     "SegmentInfo",
 ]
 
@@ -104,6 +110,8 @@ LOG_START_OFFSET_FILE = "log-start-offset"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 NO_TIMESTAMP = -1
+RECENT_MARKERS_MAX = 64  # per partition, the newest commit/abort markers the log remembers
+MARKER_REBUILD_OFFSETS_MAX = 100_000  # on open, markers are looked for this far below the LEO
 
 
 def _wall_clock_ms() -> int:
@@ -165,6 +173,14 @@ class LogAppendInfo:
     size_bytes: int = 0
 
 
+class RecentMarker(NamedTuple):
+    """A transaction marker in the log: the control batch's offset, which no consumer receives."""
+
+    offset: int
+    commit: bool
+    producer_id: int
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentInfo:
     """Introspection view of one segment."""
@@ -223,6 +239,7 @@ class Log:
             directory / LEADER_EPOCH_CHECKPOINT_FILE, lambda: self._log_end_offset
         )
         self.producer_state = ProducerStateManager(directory)
+        self._recent_markers: deque[RecentMarker] = deque(maxlen=RECENT_MARKERS_MAX)
         self.load_info = LoadInfo(True, 0, 0, 0)
 
     # == loading =================================================================================
@@ -268,6 +285,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._load_producer_state()
+        self._load_recent_markers()
         self._recovery_point = self._log_end_offset
         self._recovery_point_checkpoint.write(self._recovery_point)
         self._log_start_checkpoint.write(self._log_start_offset)
@@ -358,6 +376,31 @@ class Log:
             merged = {entry.last_offset: entry for entry in index.entries()}
             merged.update((entry.last_offset, entry) for entry in entries)
             index.rewrite(merged.values())
+
+    def _load_recent_markers(self) -> None:
+        """The newest markers among the last ``MARKER_REBUILD_OFFSETS_MAX`` offsets (headers only,
+        but for the control batches)."""
+        start = max(self._log_start_offset, self._log_end_offset - MARKER_REBUILD_OFFSETS_MAX)
+        self._recent_markers.clear()
+        for header, marker in self._replay_headers(start):
+            self._remember_marker(header, marker)
+
+    def _remember_marker(self, header: BatchHeader, marker: Marker | None) -> None:
+        if marker is not None:
+            assert header.is_control and header.base_offset == header.last_offset, header
+            self._recent_markers.append(
+                RecentMarker(header.base_offset, marker.commit, header.producer_id))
+
+    def _forget_markers_outside(self) -> None:
+        """Drop the markers below the log start offset or at or above the LEO."""
+        kept = [m for m in self._recent_markers
+                if self._log_start_offset <= m.offset < self._log_end_offset]
+        self._recent_markers = deque(kept, maxlen=RECENT_MARKERS_MAX)
+
+    @property
+    def recent_markers(self) -> list[RecentMarker]:
+        """The newest transaction markers in the log, oldest first (introspection only)."""
+        return list(self._recent_markers)
 
     # == properties ==============================================================================
 
@@ -644,6 +687,7 @@ class Log:
             max_timestamp_ms = max(max_timestamp_ms, chunk.max_timestamp_ms)
         for pos, header in _validated_headers(buf):
             marker = _marker_of(buf, pos) if header.is_control else None
+            self._remember_marker(header, marker)
             completed = self.producer_state.update(header, header.base_offset, marker)
             if completed is not None and completed.is_aborted:
                 self._index_aborted(completed)
@@ -954,7 +998,19 @@ class Log:
         self._segments[i:i + len(group)] = [replacement]
         for segment in group:
             self._retire(segment)
+        self._forget_markers_compacted(group[0].base_offset, end_offset, replacement)
         return replacement
+
+    def _forget_markers_compacted(self, base_offset: int, end_offset: int,
+                                  replacement: LogSegment) -> None:
+        """Drop the markers in [base_offset, end_offset) the cleaner removed from its copy."""
+        if not any(base_offset <= m.offset < end_offset for m in self._recent_markers):
+            return
+        kept = _control_batch_offsets(replacement.log.path)
+        self._recent_markers = deque(
+            (m for m in self._recent_markers
+             if not base_offset <= m.offset < end_offset or m.offset in kept),
+            maxlen=RECENT_MARKERS_MAX)
 
     def _group_index(self, group: list[LogSegment], end_offset: int) -> int | None:
         """Where ``group`` still sits, consecutive, followed by a segment at ``end_offset``."""
@@ -1056,6 +1112,7 @@ class Log:
     def _after_truncation(self) -> None:
         leo = self._log_end_offset
         self._forget_cleaned_above(leo)
+        self._forget_markers_outside()
         self.leader_epoch_cache.truncate_from_end(leo)
         self._load_producer_state()
         self.high_watermark = self._high_watermark
@@ -1075,6 +1132,7 @@ class Log:
         self._log_start_offset = self._log_end_offset = self._high_watermark = offset
         self.leader_epoch_cache.clear()
         self.producer_state.clear()
+        self._recent_markers.clear()
         self._forget_cleaned_above(offset)
         self._recovery_point = offset
         self._recovery_point_checkpoint.write(offset)
@@ -1170,6 +1228,7 @@ class Log:
     def _after_log_start_moved(self) -> None:
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.truncate_head(self._log_start_offset)
+        self._forget_markers_outside()
         self.high_watermark = self._high_watermark
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
 
