@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,8 +33,9 @@ from .. import errors
 from ..metadata.topics import TRANSACTION_STATE_TOPIC
 from ..protocol.versions import ADD_PARTITIONS_TO_TXN_KEY
 from ..txn import AddPartitionsAnswer
-from .broker_channel import BrokerChannel
-from .txn_marker_channel import TopicPartition, live_endpoint
+from .broker_channel import BrokerChannel, BrokerChannels
+from .tasks import BackgroundTasks
+from .txn_marker_channel import TopicPartition
 
 if TYPE_CHECKING:
     from .node import BrokerNode
@@ -91,8 +91,9 @@ class AddPartitionsToTxnManager:
         self.node = node
         self._waiting: dict[int, dict[str, _Verification]] = defaultdict(dict)  # by broker
         self._in_flight: set[int] = set()  # coordinator brokers with a request under way
-        self._channels: dict[int, BrokerChannel] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._channels = BrokerChannels(node, BrokerChannel,
+                                        f"add-partitions-{node.broker_id}")
+        self._tasks = BackgroundTasks(log, "transaction verification")
 
     async def verify_transaction(self, transactional_id: str, producer_id: int,
                                  producer_epoch: int, partitions: list[TopicPartition]
@@ -115,7 +116,7 @@ class AddPartitionsToTxnManager:
         waiting[transactional_id] = verification
         if coordinator not in self._in_flight:
             self._in_flight.add(coordinator)
-            self._spawn(self._send_loop(coordinator))
+            self._tasks.spawn(self._send_loop(coordinator))
         return await verification.answered
 
     def _coordinator_of(self, transactional_id: str) -> tuple[int | None, int]:
@@ -166,7 +167,7 @@ class AddPartitionsToTxnManager:
                               if code != errors.NONE})
 
     async def _verify_remote(self, coordinator: int, batch: list[_Verification]) -> None:
-        channel = self._channel(coordinator)
+        channel = self._channels.get(coordinator)
         if channel is None or self.node.isolated:
             return  # unreachable: every transaction of the batch gets NETWORK_EXCEPTION
         try:
@@ -179,29 +180,9 @@ class AddPartitionsToTxnManager:
             return  # every transaction of the batch: NETWORK_EXCEPTION
         _resolve(batch, response)
 
-    def _channel(self, broker_id: int) -> BrokerChannel | None:
-        endpoint = live_endpoint(self.node, broker_id)
-        if endpoint is None:
-            return None
-        address = (endpoint["host"], endpoint["port"])
-        channel = self._channels.get(broker_id)
-        if channel is None or channel.address != address:  # new, or the broker moved
-            if channel is not None:
-                channel.close()
-            channel = self._channels[broker_id] = BrokerChannel(
-                address, f"add-partitions-{self.node.broker_id}")
-        return channel
-
-    def _spawn(self, work: Coroutine) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for channel in self._channels.values():
-            channel.close()
+        self._tasks.cancel_all()
+        self._channels.close()
 
 
 def _entry(verification: _Verification) -> dict:

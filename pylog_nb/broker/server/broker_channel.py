@@ -6,15 +6,21 @@ and reads the answer with a timeout. A call that fails in any way closes the con
 half-read answer would confuse the next request); the next call opens it again. The
 transaction coordinator's WriteTxnMarkers (``txn_marker_channel.py``) and the partition
 leaders' AddPartitionsToTxn verification (``add_partitions_manager.py``) share it.
+
+``BrokerChannels`` keeps one channel per peer broker, found in the current metadata image, and
+opens a new one when the broker's address changed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..protocol import codec
+
+if TYPE_CHECKING:
+    from .node import BrokerNode
 
 _SIZE = struct.Struct(">i")
 
@@ -58,3 +64,41 @@ class BrokerChannel:
         if self.connection is not None:
             self.connection[1].close()
             self.connection = None
+
+
+def live_endpoint(node: BrokerNode, broker_id: int) -> dict | None:
+    """The endpoint of ``broker_id`` if it is live; None otherwise."""
+    if broker_id not in node.live_broker_ids():
+        return None
+    return next((b for b in node.brokers() if b["node_id"] == broker_id), None)
+
+
+Channel = TypeVar("Channel", bound=BrokerChannel)
+
+
+class BrokerChannels(Generic[Channel]):
+    """One ``channel_type`` per live peer broker, reopened when the broker's address changed."""
+
+    def __init__(self, node: BrokerNode, channel_type: type[Channel], client_id: str) -> None:
+        self.node = node
+        self.channel_type = channel_type
+        self.client_id = client_id
+        self._channels: dict[int, Channel] = {}
+
+    def get(self, broker_id: int) -> Channel | None:
+        """The channel to ``broker_id``; None while it is not live."""
+        endpoint = live_endpoint(self.node, broker_id)
+        if endpoint is None:
+            return None
+        address = (endpoint["host"], endpoint["port"])
+        channel = self._channels.get(broker_id)
+        if channel is None or channel.address != address:  # new, or the broker moved
+            if channel is not None:
+                channel.close()
+            channel = self._channels[broker_id] = self.channel_type(address, self.client_id)
+        return channel
+
+    def close(self) -> None:
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()

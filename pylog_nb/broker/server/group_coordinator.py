@@ -32,7 +32,7 @@ import itertools
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -56,6 +56,7 @@ from ..storage.txn_index import decode_marker
 from .config import BrokerConfig
 from .purgatory import ProduceDone
 from .replica_manager import ACKS_ALL, Partition, ReplicaManager
+from .tasks import BackgroundTasks
 
 if TYPE_CHECKING:
     from .controller_admin import ControllerAdmin
@@ -107,7 +108,7 @@ class GroupService:
         self.cores: dict[int, GroupCoordinator] = {}
         self._parked: dict[int, tuple[int, asyncio.Future]] = {}  # request id -> partition, answer
         self._request_ids = itertools.count()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks(log, "group coordinator")
         self._creating: asyncio.Future | None = None
         self._next_expiry_ms = 0
 
@@ -190,7 +191,7 @@ class GroupService:
             seed=random.getrandbits(64),  # member ids must not repeat a predecessor's
         )
         self.cores[index] = core
-        self._spawn(self._load(partition, core))
+        self._tasks.spawn(self._load(partition, core))
 
     def _resign(self, index: int) -> None:
         if self.cores.pop(index, None) is None:
@@ -294,7 +295,8 @@ class GroupService:
             self._appended(coordinator, action.append_id, _error_code(waiting.result()),
                            base_offset)
         else:
-            self._spawn(self._await_append(coordinator, action.append_id, waiting, base_offset))
+            self._tasks.spawn(
+                self._await_append(coordinator, action.append_id, waiting, base_offset))
 
     def _next_sequence(self, action: AppendRecords) -> int:
         """The sequence that continues the producer's batches on this partition.
@@ -340,19 +342,8 @@ class GroupService:
                 self.run(coordinator, core.expire_offsets(now_ms,
                                                           self.config.offsets_retention_ms))
 
-    def _spawn(self, work: Coroutine) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group coordinator task failed", exc_info=task.exception())
-
     def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        self._tasks.cancel_all()
         for index in list(self.cores):
             self._resign(index)
 

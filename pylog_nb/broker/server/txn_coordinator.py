@@ -34,7 +34,7 @@ import asyncio
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .. import errors
@@ -50,9 +50,11 @@ from ..txn import (
     TransactionCoordinator,
     WriteTxnMarkers,
 )
+from .broker_channel import live_endpoint
 from .purgatory import ProduceDone
 from .replica_manager import ACKS_ALL, Partition
-from .txn_marker_channel import TopicPartition, TransactionMarkerChannelManager, live_endpoint
+from .tasks import BackgroundTasks
+from .txn_marker_channel import TopicPartition, TransactionMarkerChannelManager
 
 if TYPE_CHECKING:
     from .node import BrokerNode
@@ -87,7 +89,7 @@ class TransactionService:
         self._parked: dict[int, asyncio.Future] = {}
         self._request_ids = itertools.count()
         self._loads: dict[int, object] = {}  # partition -> token of its current load task
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks(log, "transaction coordinator")
         self._creating: asyncio.Future | None = None
         self._producer_ids: deque[int] = deque()
         self._refilling: asyncio.Future | None = None
@@ -159,7 +161,7 @@ class TransactionService:
             return
         self.run(self.core.begin_load(index))
         token = self._loads[index] = object()
-        self._spawn(self._load(partition, token))
+        self._tasks.spawn(self._load(partition, token))
         self._refill_producer_ids()
 
     async def _load(self, partition: Partition, token: object) -> None:
@@ -249,7 +251,7 @@ class TransactionService:
             elif isinstance(action, AppendRecords):
                 self._append(action)
             elif isinstance(action, WriteTxnMarkers):
-                self._spawn(self._send_markers(action))
+                self._tasks.spawn(self._send_markers(action))
 
     def _append(self, action: AppendRecords) -> None:
         batch = encode_batch([(key, value, (), action.now_ms) for key, value in action.records])
@@ -263,7 +265,7 @@ class TransactionService:
         if waiting.done():  # an ISR of one: committed already
             self._appended(action.append_id, _error_code(waiting.result()))
         else:
-            self._spawn(self._await_append(action.append_id, waiting))
+            self._tasks.spawn(self._await_append(action.append_id, waiting))
 
     async def _await_append(self, append_id: int, waiting: asyncio.Future) -> None:
         self._appended(append_id, _error_code(await waiting))
@@ -319,19 +321,8 @@ class TransactionService:
         """Abort timed-out transactions, expire idle ids, retry markers and Completes."""
         self.run(self.core.tick(self.node.now_ms()))
 
-    def _spawn(self, work: Coroutine) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("transaction coordinator task failed", exc_info=task.exception())
-
     def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        self._tasks.cancel_all()
         self.markers.close()
         if self._refilling is not None:
             self._refilling.cancel()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from .. import errors
 from ..protocol.versions import WRITE_TXN_MARKERS_KEY
 from ..txn import WriteTxnMarkers
-from .broker_channel import BrokerChannel
+from .broker_channel import BrokerChannel, BrokerChannels
 
 if TYPE_CHECKING:
     from .node import BrokerNode
@@ -42,20 +42,14 @@ WRITE_TXN_MARKERS_VERSION = 1  # the oldest Kafka 4 accepts; v2 adds only transa
 MARKER_RESPONSE_TIMEOUT_S = 35.0
 
 
-def live_endpoint(node: BrokerNode, broker_id: int) -> dict | None:
-    """The endpoint of ``broker_id`` if it is live; None otherwise."""
-    if broker_id not in node.live_broker_ids():
-        return None
-    return next((b for b in node.brokers() if b["node_id"] == broker_id), None)
-
-
 class TransactionMarkerChannelManager:
     """Sends a transaction's markers and collects one error code per partition."""
 
     def __init__(self, node: BrokerNode, write_local: WriteLocal) -> None:
         self.node = node
         self.write_local = write_local
-        self._channels: dict[int, _MarkerChannel] = {}
+        self._channels = BrokerChannels(node, _MarkerChannel,
+                                        f"txn-coordinator-{node.broker_id}")
 
     async def send(self, action: WriteTxnMarkers) -> dict[TopicPartition, int]:
         """Write ``action``'s markers through each partition's current leader."""
@@ -92,7 +86,7 @@ class TransactionMarkerChannelManager:
                 action.committed, partitions)
         if self.node.isolated:  # fault injection: peers are unreachable
             return dict.fromkeys(partitions, errors.Errors.NETWORK_EXCEPTION)
-        channel = self._channel(leader)
+        channel = self._channels.get(leader)
         if channel is None:
             return dict.fromkeys(partitions, errors.NOT_LEADER_OR_FOLLOWER)
         try:
@@ -105,22 +99,8 @@ class TransactionMarkerChannelManager:
                 log.exception("WriteTxnMarkers to broker %d failed", leader)
             return dict.fromkeys(partitions, errors.Errors.NETWORK_EXCEPTION)
 
-    def _channel(self, broker_id: int) -> _MarkerChannel | None:
-        endpoint = live_endpoint(self.node, broker_id)
-        if endpoint is None:
-            return None
-        address = (endpoint["host"], endpoint["port"])
-        channel = self._channels.get(broker_id)
-        if channel is None or channel.address != address:  # new, or the broker moved
-            if channel is not None:
-                channel.close()
-            channel = self._channels[broker_id] = _MarkerChannel(
-                address, f"txn-coordinator-{self.node.broker_id}")
-        return channel
-
     def close(self) -> None:
-        for channel in self._channels.values():
-            channel.close()
+        self._channels.close()
 
 
 class _MarkerChannel(BrokerChannel):
