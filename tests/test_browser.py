@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+import view_page
 import wire
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -108,19 +109,26 @@ def chromium() -> Path:
 
 
 @pytest.fixture(scope="module")
-def page(chromium, lab):
+def browser(chromium):
+    """One headless Chromium for the module (Playwright's sync API runs one per thread)."""
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(chromium), headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, lab):
     """Chromium showing the notebook after every cell but the last (the busy one) ran."""
     url, _root = lab
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(chromium), headless=True)
-        try:
-            shown = browser.new_page(viewport=VIEWPORT)
-            shown.set_default_timeout(WAIT_MS)
-            shown.goto(url)
-            run_all_cells(shown)
-            yield shown
-        finally:
-            browser.close()
+    shown = browser.new_page(viewport=VIEWPORT)
+    shown.set_default_timeout(WAIT_MS)
+    shown.goto(url)
+    run_all_cells(shown)
+    yield shown
+    shown.close()
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +180,10 @@ def test_view_draws_broker_nodes_and_replica_bars(view):
     expect(view.locator(".pylog-legend")).to_contain_text("leader-epoch cache")
     expect(view.locator(".pylog-legend")).to_contain_text("truncated")
     expect(view.locator(".pylog-fold")).to_contain_text("__consumer_offsets")
+    # A laptop screen holds the brokers and the timeline at once; the legend waits folded.
+    expect(view.locator("details.pylog-legend")).not_to_have_attribute("open", re.compile(".*"))
+    controls = view.locator(".pylog-section-timeline .pylog-controls").bounding_box()
+    assert controls["y"] + controls["height"] - view.bounding_box()["y"] <= FOLD_PX, controls
 
 
 def test_untrusted_group_id_stays_text(page, view):
@@ -270,7 +282,12 @@ def test_killing_the_leader_from_the_view_shows_pending_then_a_new_leader(page, 
     produce_more(root, partition=0, count=MORE_RECORDS)
     new_row = shown.locator(f'.pylog-replica[data-broker="{new}"]')
     expect(new_row.locator(".pylog-committed")).to_have_count(2, timeout=WAIT_MS)
-    shows(view, old_row, f"lag {MORE_RECORDS} records")
+    # The dead broker's lag is unknown (it answers nothing); its bar ends where its log did.
+    shows(view, old_row, "lag unknown")
+    shows(view, old_row, "down since")
+    expect(old_row).not_to_contain_text("acts as")
+    assert int(new_row.get_attribute("data-leo")) - int(old_row.get_attribute("data-leo")) == (
+        MORE_RECORDS)
     expect(view.locator(".pylog-spark").first).to_be_visible(timeout=WAIT_MS)
     expect(shown.locator(".pylog-uncommitted")).to_have_count(0)  # followers learnt the HW
     view.screenshot(path=str(artifacts / "after-kill.png"))
@@ -436,3 +453,158 @@ def test_the_view_reads_in_the_dark_theme(page, view, artifacts):
 def _luminance(css_colour: str) -> float:
     red, green, blue = (int(v) for v in re.findall(r"\d+", css_colour)[:3])
     return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+
+# == the view on a bare page (tests/view_page.py): geometry, texts, layout, glyphs ==============
+
+LAPTOP = {"width": 1400, "height": 900}
+FOLD_PX = 900  # a laptop's viewport: the topology and the timeline must both be inside it
+SILENT_SINCE_MS = 1_764_158_463_000  # when the dead broker went silent
+STACKED_POSITIONS = 40  # as filed in issue 19: 129 marks on 40 x positions
+STACKED_MARKS = 129
+PX_TOLERANCE = 0.75  # sub-pixel rounding of the drawn geometry
+
+
+def isolated_leader_snapshot() -> dict:
+    """orders-0 after its leader (broker 3) was isolated and took 5 acks=1 writes: broker 3
+    claims leader at stale epoch 2 with LEO 10, broker 2 leads at epoch 3 with LEO 5. orders-1:
+    broker 4, its leader until SIGKILL, is down; every replica at LEO 4, with labels of every
+    width."""
+    stale = ("stale leader: acts as leader at epoch 2, controller: broker 2 leads at epoch 3; "
+             "isolated broker still claims leadership")
+    orders_0 = view_page.partition("orders", 0, leader=2, epoch=3, isr=[2, 1], replicas={
+        3: view_page.replica("leader", 2, 10, hw=5, disagreement=stale),
+        2: view_page.replica("leader", 3, 5),
+        1: view_page.replica("follower", 3, 5, lag_records=0)}, assigned=[3, 2, 1])
+    orders_1 = view_page.partition("orders", 1, leader=1, epoch=1, isr=[1, 2], replicas={
+        4: view_page.replica("leader", 0, 4, last_known=True, disagreement=(
+            "last claimed leader at epoch 0; controller: broker 1 leads at epoch 1")),
+        1: view_page.replica("leader", 1, 4),
+        2: view_page.replica("follower", 1, 4, lag_records=0)}, assigned=[4, 1, 2])
+    return view_page.snapshot({1: "up", 2: "up", 3: "isolated", 4: "down"},
+                              [orders_0, orders_1], silent_since_ms=SILENT_SINCE_MS)
+
+
+def stacked_marks(start_ms: int) -> list[dict]:
+    """``STACKED_MARKS`` marks at ``STACKED_POSITIONS`` moments 10 s apart."""
+    return [{"seq": n + 1, "now_ms": start_ms + (n % STACKED_POSITIONS) * 10_000,
+             "source": "controller", "kind": "leader_elected",
+             "category": ("election", "isr", "broker")[n % 3], "topic": "orders",
+             "text": f"event {n}"} for n in range(STACKED_MARKS)]
+
+
+@pytest.fixture(scope="module")
+def shots() -> Path:
+    """Where the bare page's screenshots go (printed)."""
+    where = Path("/tmp/view-shots")
+    where.mkdir(exist_ok=True)
+    print(f"bare-page screenshots in {where}")
+    return where
+
+
+def drawn_bars(page, topic: str) -> dict[str, dict]:
+    """Per replica row of ``topic`` ("orders-0/3"): its LEO and HW, and the screen x of its
+    track (the whole axis) and of its outline (log start to LEO)."""
+    return page.evaluate("""(topic) => {
+      const rows = {};
+      const topicRoot = document.querySelector(`.pylog-topic[data-topic="${topic}"]`);
+      for (const p of topicRoot.querySelectorAll(".pylog-partition")) {
+        for (const r of p.querySelectorAll(".pylog-replica[data-broker]")) {
+          const box = (selector) => {
+            const b = r.querySelector(selector).getBoundingClientRect();
+            return [b.left, b.right];
+          };
+          rows[`${p.dataset.partition}/${r.dataset.broker}`] = { leo: Number(r.dataset.leo),
+            hw: Number(r.dataset.hw), track: box(".pylog-track"), outline: box(".pylog-outline"),
+            hwTick: box(".pylog-hw-tick")[0],
+            role: r.querySelector(".pylog-r-role").textContent };
+        }
+      }
+      return rows;
+    }""", topic)
+
+
+def test_every_replica_bar_of_a_topic_shares_one_offset_axis(browser, shots):
+    """Whatever the width of a row's labels: the same origin and scale, so a longer log is a
+    longer bar and equal offsets are at equal x."""
+    page = view_page.show(browser, isolated_leader_snapshot(), taken_ms=SILENT_SINCE_MS)
+    bars = drawn_bars(page, "orders")
+    assert "claims leader (stale epoch 2)" in bars["orders-0/3"]["role"]
+    assert len({tuple(round(v) for v in b["track"]) for b in bars.values()}) == 1, bars
+    [left, right] = bars["orders-0/3"]["track"]
+    low, high = 0, 10  # the topic's axis: no log starts above 0, the longest ends at 10
+    for name, b in bars.items():
+        at = left + (b["leo"] - low) / (high - low) * (right - left)
+        assert abs(b["outline"][1] - at) < PX_TOLERANCE, (name, b, at)
+        assert abs(b["outline"][0] - left) < PX_TOLERANCE, (name, b)
+    longer, shorter = bars["orders-0/3"], bars["orders-0/2"]
+    width = {name: b["outline"][1] - b["outline"][0] for name, b in bars.items()}
+    assert width["orders-0/3"] > width["orders-0/2"], width
+    assert abs(longer["hwTick"] - shorter["hwTick"]) < PX_TOLERANCE  # both at HW 5
+    fours = [b["outline"][1] for name, b in bars.items() if name.startswith("orders-1/")]
+    assert len(fours) == 3 and max(fours) - min(fours) < PX_TOLERANCE, fours
+    orders = page.locator('.pylog-topic[data-topic="orders"]')
+    orders.screenshot(path=str(shots / "shared-axis.png"))
+    page.close()
+
+
+def test_a_dead_brokers_replica_says_since_when_and_what_it_last_claimed(browser,
+                                                                         shots):
+    page = view_page.show(browser, isolated_leader_snapshot(), taken_ms=SILENT_SINCE_MS)
+    row = page.locator('.pylog-partition[data-partition="orders-1"] '
+                       '.pylog-replica[data-broker="4"]')
+    since = page.evaluate("ms => new Date(ms).toTimeString().slice(0, 8)", SILENT_SINCE_MS)
+    expect(row.locator(".pylog-r-role")).to_contain_text(f"down since {since}")
+    expect(row.locator(".pylog-r-role")).to_contain_text("last claimed leader at epoch 0")
+    expect(row).to_contain_text("last claimed leader at epoch 0; controller: broker 1 leads")
+    expect(row).not_to_contain_text("acts as")
+    expect(row.locator(".pylog-lag")).to_have_text("lag unknown")
+    expect(row.locator(".pylog-lag")).to_have_class(re.compile(r"\bpylog-dim\b"))  # not orange
+    page.locator('.pylog-partition[data-partition="orders-1"]').screenshot(
+        path=str(shots / "dead-broker.png"))
+    page.close()
+
+
+def test_the_view_fits_a_laptop_screen_with_the_legend_folded(browser, shots):
+    """The topology and the timeline within the first 900 px, so the timeline can be scrubbed
+    while the brokers change; the legend folded until asked for."""
+    page = view_page.show(browser, isolated_leader_snapshot(), taken_ms=SILENT_SINCE_MS,
+                          marks=stacked_marks(SILENT_SINCE_MS - 400_000), viewport=LAPTOP)
+    view = page.locator(".pylog-view")
+    top = view.bounding_box()["y"]
+    expect(view.locator("details.pylog-legend")).not_to_have_attribute("open", re.compile(".*"))
+    topology = view.locator(".pylog-topology").bounding_box()
+    controls = view.locator(".pylog-section-timeline .pylog-controls").bounding_box()
+    assert topology["y"] + topology["height"] - top <= FOLD_PX, topology
+    assert controls["y"] + controls["height"] - top <= FOLD_PX, controls
+    page.screenshot(path=str(shots / "laptop-1400x900.png"))
+    page.close()
+
+
+def test_a_hover_on_stacked_timeline_marks_lists_every_mark_there(browser):
+    marks = stacked_marks(SILENT_SINCE_MS - 400_000)
+    page = view_page.show(browser, isolated_leader_snapshot(), taken_ms=SILENT_SINCE_MS,
+                          marks=marks)
+    stacks = page.locator(".pylog-strip-svg .pylog-mark")
+    expect(stacks).to_have_count(STACKED_POSITIONS)
+    counts = [int(c) for c in stacks.evaluate_all("gs => gs.map((g) => g.dataset.count)")]
+    assert sum(counts) == STACKED_MARKS, counts
+    first = stacks.first.locator(":scope > title").text_content()
+    assert first.startswith(f"{counts[0]} events here"), first
+    at_first = [m for m in marks if m["now_ms"] == marks[0]["now_ms"]]
+    assert all(f"controller: {m['text']}\n" in first + "\n" for m in at_first), first
+    stacks.first.locator(".pylog-mark-hit").click()  # replays the stack's first snapshot
+    assert page.evaluate("window.sent") == [{"type": "replay", "seq": at_first[0]["seq"]}]
+    page.close()
+
+
+def test_every_glyph_the_view_draws_is_in_the_pages_fonts(browser, shots):
+    """Debian's Chromium fonts (DejaVu, Liberation) lack some emoji (⏪ was an empty box)."""
+    page = view_page.show(browser, isolated_leader_snapshot(), taken_ms=SILENT_SINCE_MS,
+                          marks=stacked_marks(SILENT_SINCE_MS - 400_000), replaying=True)
+    page.locator("details.pylog-legend > summary").click()  # the legend's marks too
+    view = page.locator(".pylog-view")
+    expect(view.locator(".pylog-replaying")).to_contain_text("Replaying the cluster")
+    assert view.evaluate(view_page.MISSING_GLYPHS_JS) == []
+    page.screenshot(path=str(shots / "replaying-with-legend.png"), full_page=True)
+    page.close()

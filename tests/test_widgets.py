@@ -422,6 +422,42 @@ def test_a_follower_shows_its_lag_in_records_and_since_when(scripted):
     assert take_snapshot(scripted)["partitions"] == [partition]
 
 
+def test_a_killed_leader_says_it_is_down_since_when_and_what_it_last_claimed(scripted):
+    """Never that it "acts as" leader, and without a lag: a silent broker's lag is unknown."""
+    scripted.followers = [{"broker_id": 1, "in_isr": True, "log_end_offset": 5,
+                           "lag_records": 0, "lag_ms": 0, "last_caught_up_ms": 1_000}]
+    before = take_snapshot(scripted, now_ms=1_000)
+    scripted.kill(1)
+    scripted.elect(2)  # broker 2's followers list names broker 1, caught up at its last fetch
+    killed = take_snapshot(scripted, previous=before, now_ms=2_000)
+    [partition] = killed["partitions"]
+    dead = partition["replicas"][1]
+    assert dead["last_known"] and dead["role"] == "leader" and dead["leader_epoch"] == 0
+    assert dead["disagreement"] == (
+        "last claimed leader at epoch 0; controller: broker 2 leads at epoch 1")
+    assert "lag_records" not in dead and "behind_since_ms" not in dead
+    assert {b["broker_id"]: b.get("silent_since_ms") for b in killed["brokers"]} == {
+        1: 2_000, 2: None, 3: None}
+    later = take_snapshot(scripted, previous=killed, now_ms=9_000)
+    assert later == killed  # the first silent time is carried: an idle cluster sends nothing
+    scripted.restart(1)
+    back = take_snapshot(scripted, previous=later, now_ms=10_000)
+    assert "silent_since_ms" not in back["brokers"][0]
+    assert not back["partitions"][0]["replicas"][1]["last_known"]
+
+
+def test_a_paused_follower_in_agreement_has_no_warning_and_no_lag(scripted):
+    scripted.followers = [{"broker_id": 3, "in_isr": True, "log_end_offset": 2,
+                           "lag_records": 3, "lag_ms": 700, "last_caught_up_ms": 1_000}]
+    before = take_snapshot(scripted, now_ms=1_000)
+    assert before["partitions"][0]["replicas"][3]["lag_records"] == 3
+    scripted.pause(3)
+    paused = take_snapshot(scripted, previous=before, now_ms=4_000)
+    kept = paused["partitions"][0]["replicas"][3]
+    assert kept["last_known"] and kept["disagreement"] == "" and "lag_records" not in kept
+    assert {b["broker_id"]: b.get("silent_since_ms") for b in paused["brokers"]}[3] == 4_000
+
+
 def test_a_truncation_is_shown_on_its_replica_for_a_while(scripted):
     scripted.event_log.append({"source": "broker-3", "kind": "Truncated", "now_ms": 10_000,
                                "topic": TOPIC, "partition": 0, "from_offset": 9,
@@ -945,6 +981,34 @@ def test_actions_break_and_heal_a_broker_and_refuse_what_cannot_apply(three, vie
     wait_for(lambda: _state(view, 3) == "up", "broker 3 healed")
     marks = [m["text"] for m in view.marks]
     assert "broker 3 up -> paused" in marks and "broker 3 up -> down" in marks
+
+
+def test_a_sigkilled_leader_is_shown_down_since_then_never_acting_as_leader(three, view,
+                                                                             topic_name):
+    _create(three, topic_name)
+    produce(three.bootstrap_servers, topic_name, [(None, "x")] * 3)
+    wait_for(lambda: len(_shown_replicas(view, topic_name)) == 3, "every replica to show")
+    old = next(p["leader"] for p in view.snapshot["partitions"] if p["topic"] == topic_name)
+    assert view.act("kill", old) == f"kill broker {old}: done"
+
+    def moved_on():
+        shown = next(p for p in view.snapshot["partitions"] if p["topic"] == topic_name)
+        return shown["leader"] not in (old, -1) and shown
+
+    shown = wait_for(moved_on, "another replica to lead")
+    dead = shown["replicas"][old]
+    assert dead["last_known"] and "acts as" not in dead["disagreement"]
+    assert dead["disagreement"].startswith("last claimed leader at epoch "), dead["disagreement"]
+    assert f"controller: broker {shown['leader']} leads at epoch" in dead["disagreement"]
+    assert "lag_records" not in dead
+    since = {b["broker_id"]: b.get("silent_since_ms") for b in view.snapshot["brokers"]}[old]
+    assert since is not None and since <= int(time.time() * 1000)
+    html = render_partitions(view.snapshot)
+    assert "last known · broker down since" in html  # answering brokers may still disagree
+    assert f"last claimed leader at epoch {dead['leader_epoch']}" in html
+    assert view.act("restart", old) == f"restart broker {old}: done"
+    wait_for(lambda: not _shown_replicas(view, topic_name)[old]["last_known"],
+             f"broker {old} to answer again")
 
 
 def _shown_replicas(view, topic: str) -> dict[int, dict]:

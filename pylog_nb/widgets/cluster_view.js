@@ -12,7 +12,6 @@
 const SVG_NS = "http://www.w3.org/2000/svg";
 const EPOCH_COLOURS = 8; // --pylog-epoch-0 .. -7 in cluster_view.css, reused round the circle
 const BAR_UNITS = 300; // a replica bar's viewBox width; the bar stretches to its cell
-const BAR_UNCOMMITTED_UNITS_MIN = 5; // a few records above the HW stay visible on a long log
 const NODE_GAP = 130;
 const NODE_R = 22;
 const CTRL_GAP = 196; // a controller's column: three lines of text under its box
@@ -22,6 +21,9 @@ const CTRL_Y = 38; // the controllers' boxes (centre); their text runs to the qu
 const QUORUM_FOOT = 106; // where the quorum frame ends and the links to the brokers begin
 const BROKER_Y_QUORUM = 200; // the brokers' row under a quorum of controllers
 const STRIP_UNITS = 600;
+const MARK_HIT_UNITS = 8; // a mark's hover and click target, in strip units (~14 px)
+const MARK_STACK_UNITS = MARK_HIT_UNITS; // marks closer than one target are one stack
+const MARKS_LISTED_MAX = 20; // a stack's tooltip lists its oldest; more would outgrow the screen
 const SPARK_W = 120; // a sparkline's viewBox width (one unit per point at most)
 const SPARK_H = 22;
 const SERIES_POINTS_MAX = 120; // as history.py: the points a sparkline draws
@@ -271,10 +273,11 @@ function render({ model, el }) {
     hatchPattern(page.uid),
     parts.head,
     h("div", { class: "pylog-top" }, parts.topology, parts.actions),
+    // Right under the brokers: scrub the timeline and watch them change.
+    section("Timeline", parts.timeline, "pylog-section-timeline"),
     section("Partitions", h("div", {}, parts.focus, parts.partitions), "pylog-section-partitions"),
     section("Traffic", parts.traffic, "pylog-section-traffic"),
     section("Consumer groups", parts.groups, "pylog-section-groups"),
-    section("Timeline", parts.timeline, "pylog-section-timeline"),
     parts.legend,
   ]);
   el.append(root);
@@ -341,8 +344,8 @@ function render({ model, el }) {
     if (replaying()) {
       const timeline = live.timeline;
       const behind = Math.round((timeline.last_ms - replay().taken_ms) / 1000);
-      lines.push(h("div", { class: "pylog-replaying" },
-        `⏪ Replaying the cluster as it was at ${clock(replay().taken_ms)} ` +
+      lines.push(h("div", { class: "pylog-replaying" }, rewindIcon(),
+        ` Replaying the cluster as it was at ${clock(replay().taken_ms)} ` +
         `(snapshot ${replay().seq}, ${behind} s before the newest). Faults are off while replaying. `,
         h("button", { class: "pylog-live", onclick: () => send({ type: "live" }) }, "Back to live")));
     }
@@ -609,10 +612,12 @@ function render({ model, el }) {
     }
     const count = (topic) => all.filter((p) => p.topic === topic).length;
     for (const [topic, partitions] of byTopic) {
-      blocks.push(h("div", { class: "pylog-topic", data: { topic } },
+      const axis = offsetAxis(partitions);
+      blocks.push(h("div", { class: "pylog-topic", data: { topic, low: String(axis.low), high: String(axis.high) } },
         h("div", { class: "pylog-topic-name" }, topic,
           h("span", { class: "pylog-dim" }, ` · ${plural(count(topic), "partition")}`)),
-        partitions.map((p) => partition(p, states))));
+        axisRow(axis),
+        partitions.map((p) => partition(p, states, axis))));
     }
     if (!all.length) blocks.push(h("div", { class: "pylog-dim" }, "no topics yet"));
     else if (!chosen.length) blocks.push(h("div", { class: "pylog-dim" }, "no partition matches the focus"));
@@ -664,13 +669,30 @@ function render({ model, el }) {
       h("button", { class: "pylog-next", disabled: last >= total, onclick: () => go(first + PAGE_PARTITIONS) }, "next ▶"));
   }
 
-  function partition(p, states) {
+  // One offset axis for every replica bar of a topic's partitions on the page: the same origin
+  // and the same pixels per offset whatever a row's labels say (they sit in fixed-width
+  // columns), so a longer log is a longer bar and equal offsets line up.
+  function offsetAxis(partitions) {
+    const rs = partitions.flatMap((p) => Object.values(p.replicas));
+    const lo = Math.min(...rs.map((r) => r.log_start_offset), Infinity);
+    const low = Number.isFinite(lo) ? lo : 0;
+    const removed = rs.flatMap((r) => (r.truncated || []).map((cut) => cut.from_offset));
+    return { low, high: Math.max(low + 1, ...rs.map((r) => r.log_end_offset), ...removed) };
+  }
+
+  function axisRow(axis) {
+    return h("div", { class: "pylog-replica pylog-offsets-row", "aria-hidden": "true" }, h("span", {}),
+      h("span", { class: "pylog-dim", title: "every bar of this topic on one offset axis" }, "offset"),
+      h("div", { class: "pylog-offsets" }, h("span", {}, String(axis.low)), h("span", {}, String(axis.high))),
+      h("span", {}));
+  }
+
+  function partition(p, states, axis) {
     const ids = replicaIds(p);
     const rs = ids.map((id) => p.replicas[id]).filter(Boolean);
     const lo = Math.min(...rs.map((r) => r.log_start_offset), Infinity);
     const low = Number.isFinite(lo) ? lo : 0;
-    const removed = rs.flatMap((r) => (r.truncated || []).map((cut) => cut.from_offset));
-    const high = Math.max(low + 1, ...rs.map((r) => r.log_end_offset), ...removed);
+    const high = Math.max(low, ...rs.map((r) => r.log_end_offset));
     const leader = p.leader >= 0 ? `★ ${p.leader}` : "none";
     const name = `${p.topic}-${p.partition}`;
     const head = h("div", { class: "pylog-p-head" },
@@ -681,7 +703,7 @@ function render({ model, el }) {
       h("span", { class: "pylog-dim" }, `offsets ${low} … ${high}`),
       partitionSpark(name));
     if (p.leader < 0) head.append(h("span", { class: "pylog-warning" }, "⚠ no leader: the partition is offline"));
-    const rows = ids.map((id) => replicaRow(p, id, states[id], low, high));
+    const rows = ids.map((id) => replicaRow(p, id, states[id], axis));
     const data = { partition: name, leader: String(p.leader), isr: p.isr.join(",") };
     return h("div", { class: "pylog-partition", data }, head, rows);
   }
@@ -694,13 +716,12 @@ function render({ model, el }) {
   // A follower's lag as its leader measures it: records behind, and for how long (from the
   // leader's last-caught-up time, so an idle snapshot stays the same while the seconds count).
   function lagNote(p, id, r) {
+    if (r.last_known && id !== p.leader) {
+      return h("span", { class: "pylog-lag pylog-dim", title: "its broker does not answer: how far behind it is now is unknown; its bar ends where its log ended when last heard" },
+        "lag unknown");
+    }
     if (id === p.leader || r.lag_records === undefined) return null;
     if (r.lag_records === null) { // the leader has no fetch from it (it was elected since)
-      const leader = p.replicas[p.leader];
-      if (r.last_known && leader && !leader.last_known) {
-        return h("span", { class: "pylog-lag", title: "the broker does not answer: the leader's LEO minus the last LEO it reported" },
-          `lag ${Math.max(0, leader.log_end_offset - r.log_end_offset)} records (from its last known LEO)`);
-      }
       return h("span", { class: "pylog-lag pylog-dim", title: "the leader has had no fetch from this replica since it was elected" },
         "lag ? (no fetch from this leader yet)");
     }
@@ -711,7 +732,23 @@ function render({ model, el }) {
       : `records behind the leader's LEO; not caught up for ${behind} ms (as of this snapshot)` }, text);
   }
 
-  function replicaRow(p, id, broker, low, high) {
+  // A silent broker's replica: what it is now (paused or down, since when), then its last claim.
+  function silentLines(r, broker) {
+    const state = broker ? broker.state : "unknown";
+    const word = state === "paused" || state === "down" ? state : "no answer";
+    const since = broker && broker.silent_since_ms ? ` since ${clock(broker.silent_since_ms).slice(0, 8)}` : "";
+    return [`${word}${since}`, `last claimed ${r.role} at epoch ${r.leader_epoch}`];
+  }
+
+  // The role column: one or two lines, each cut with … past the column (the whole on hover).
+  function roleCell(p, id, r, broker) {
+    const lines = r.last_known ? silentLines(r, broker) : [roleText(p, id, r)];
+    const line = (text, chip) => h("span", { class: "pylog-r-line" }, text, chip ? " " : "", chip);
+    return h("span", { class: "pylog-r-role", title: lines.join("; ") },
+      lines.map((text, i) => line(text, i === lines.length - 1 && !r.last_known ? epochChip(r.leader_epoch) : null)));
+  }
+
+  function replicaRow(p, id, broker, axis) {
     const r = p.replicas[id];
     const state = broker ? shownState(broker) : "unknown";
     const isLeader = id === p.leader;
@@ -720,12 +757,12 @@ function render({ model, el }) {
     const label = h("span", { class: "pylog-r-id" }, isLeader ? `★ ${id}` : `${id}`);
     if (!r) {
       return h("div", { class: [...classes, "no-answer"].join(" "), data: { broker: String(id) } },
-        label, h("span", { class: "pylog-r-role pylog-dim" }, `no answer yet (broker ${state})`));
+        label, h("span", { class: "pylog-r-role pylog-dim" }, h("span", { class: "pylog-r-line" }, `no answer yet (broker ${state})`)));
     }
     if (r.last_known) classes.push("last-known");
     const notes = [];
     if (!inIsr && p.assigned.includes(id)) notes.push(h("span", { class: "pylog-tag" }, "out of ISR"));
-    if (r.last_known) notes.push(h("span", { class: "pylog-tag" }, `last known · broker ${state}`));
+    if (r.last_known) notes.push(h("span", { class: "pylog-tag", title: "its broker does not answer: the numbers and the bar are what it last reported" }, "last known state"));
     if (r.compacted) {
       const cleaned = r.cleaned || [];
       const span = cleaned.reduce((total, [from, to]) => total + to - from, 0);
@@ -742,20 +779,26 @@ function render({ model, el }) {
     if (r.open_transactions.length) notes.push(openTransactionsNote(r));
     if ((r.markers || []).length) notes.push(markersNote(r));
     if (r.disagreement) notes.push(h("span", { class: "pylog-disagreement" }, `⚠ ${r.disagreement}`));
-    const uncommitted = r.log_end_offset - r.high_watermark;
-    return h("div", { class: classes.filter(Boolean).join(" "), data: { broker: String(id) } },
-      label,
-      h("span", { class: "pylog-r-role" }, roleText(p, id, r), " ", epochChip(r.leader_epoch)),
-      bar(r, low, high, inIsr),
-      h("span", { class: "pylog-r-nums" },
-        `HW ${r.high_watermark}`, lsoNote(r), ` · LEO ${r.log_end_offset}`,
-        uncommitted > 0 && r.role === "leader" ? h("span", { class: "pylog-uncommitted" }, ` (+${uncommitted} uncommitted)`) : "",
-        uncommitted > 0 && r.role !== "leader" ? h("span", { class: "pylog-uncommitted",
-          title: "a follower learns the leader's HW with its next fetch; these may be committed already" },
-        ` (+${uncommitted} above its HW)`) : "",
-        r.log_start_offset > 0 ? h("span", { class: "pylog-dim" }, ` · starts at ${r.log_start_offset}`) : "",
-        " ", lagNote(p, id, r)),
+    const data = { broker: String(id), hw: String(r.high_watermark), leo: String(r.log_end_offset) };
+    return h("div", { class: classes.filter(Boolean).join(" "), data },
+      label, roleCell(p, id, r, broker), bar(r, axis.low, axis.high, inIsr), numbersCell(p, id, r),
       notes.length ? h("div", { class: "pylog-r-notes" }, notes) : null);
+  }
+
+  // The numbers column: the offsets, then the lag; each line cut with … (the whole on hover).
+  function numbersCell(p, id, r) {
+    const uncommitted = r.log_end_offset - r.high_watermark;
+    const offsets = h("span", { class: "pylog-r-line" },
+      `HW ${r.high_watermark}`, lsoNote(r), ` · LEO ${r.log_end_offset}`,
+      uncommitted > 0 && r.role === "leader" ? h("span", { class: "pylog-uncommitted" }, ` (+${uncommitted} uncommitted)`) : "",
+      uncommitted > 0 && r.role !== "leader" ? h("span", { class: "pylog-uncommitted",
+        title: "a follower learns the leader's HW with its next fetch; these may be committed already" },
+      ` (+${uncommitted} above its HW)`) : "",
+      r.log_start_offset > 0 ? h("span", { class: "pylog-dim" }, ` · starts at ${r.log_start_offset}`) : "");
+    const lag = lagNote(p, id, r);
+    const cell = h("span", { class: "pylog-r-nums" }, offsets, lag ? h("span", { class: "pylog-r-line" }, lag) : null);
+    cell.title = cell.textContent;
+    return cell;
   }
 
   // " · LSO n" where open transactions hold the last stable offset below the HW.
@@ -796,11 +839,8 @@ function render({ model, el }) {
     const start = x(r.log_start_offset);
     const hwOffset = Math.max(r.high_watermark, r.log_start_offset);
     const hw = x(hwOffset);
-    let end = x(r.log_end_offset);
-    if (r.log_end_offset > r.high_watermark) end = Math.max(end, Math.min(BAR_UNITS, hw + BAR_UNCOMMITTED_UNITS_MIN));
-    // Above the HW the bar may be stretched (a few uncommitted records stay visible).
-    const at = (offset) => (offset <= hwOffset || r.log_end_offset <= hwOffset ? x(offset)
-      : hw + ((offset - hwOffset) / (r.log_end_offset - hwOffset)) * (end - hw));
+    const end = x(r.log_end_offset);
+    const at = x; // never stretched: equal offsets stay at equal x in every row
     const svg = s("svg", { class: "pylog-bar", viewBox: `0 0 ${BAR_UNITS} 16`, preserveAspectRatio: "none",
       role: "img", "aria-label": `log from ${r.log_start_offset} to ${r.log_end_offset}, HW ${r.high_watermark}` },
       s("rect", { class: "pylog-track", x: 0, y: 2, width: BAR_UNITS, height: 12 }));
@@ -1020,16 +1060,7 @@ function render({ model, el }) {
     const x = (ms) => 8 + ((ms - t0) / (t1 - t0)) * (STRIP_UNITS - 16);
     const svg = s("svg", { class: "pylog-strip-svg", viewBox: `0 0 ${STRIP_UNITS} 44`, preserveAspectRatio: "none" },
       s("line", { class: "pylog-axis", x1: 8, y1: 30, x2: STRIP_UNITS - 8, y2: 30 }));
-    // Drawn in order of weight, so an election at the same moment as a broker change is on top.
-    const weight = (m) => (CATEGORIES.includes(m.category) ? CATEGORIES.length - CATEGORIES.indexOf(m.category) : 0);
-    for (const m of marks.slice().sort((a, b) => weight(a) - weight(b))) {
-      const mx = x(m.now_ms);
-      svg.append(s("g", { class: `pylog-mark cat-${CATEGORIES.includes(m.category) ? m.category : "other"}`,
-        data: { seq: String(m.seq) }, onclick: () => showSeq(m.seq) },
-        s("rect", { class: "pylog-mark-hit", x: mx - 4, y: 4, width: 8, height: 30 }),
-        s("line", { x1: mx, y1: 8, x2: mx, y2: 30 }),
-        tip(`${clock(m.now_ms)} ${m.source}: ${m.text} (click to replay)`)));
-    }
+    for (const stack of markStacks(marks, x)) svg.append(markStack(stack));
     const cursorMs = replaying() ? replay().taken_ms : timeline.last_ms;
     if (cursorMs) {
       svg.append(s("path", { class: "pylog-cursor", d: `M ${x(cursorMs) - 5} 42 L ${x(cursorMs) + 5} 42 L ${x(cursorMs)} 33 Z` },
@@ -1038,6 +1069,27 @@ function render({ model, el }) {
     const labels = h("div", { class: "pylog-strip-labels" },
       h("span", {}, timeline.first_ms ? clock(t0) : ""), h("span", {}, timeline.last_ms ? clock(t1) : ""));
     strip.replaceChildren(svg, labels);
+  }
+
+  // One hover target per stack of marks too close to point at one by one: its tooltip lists
+  // them all, a click replays the first.
+  function markStack(stack) {
+    const first = stack.marks[0];
+    const categories = [...new Set(stack.marks.map((m) => markCategory(m)))];
+    const listed = stack.marks.slice(0, MARKS_LISTED_MAX).map((m) => `${clock(m.now_ms)} ${m.source}: ${m.text}`);
+    const more = stack.marks.length - listed.length;
+    const head = stack.marks.length === 1 ? "" : `${stack.marks.length} events here (click to replay from the first):\n`;
+    const text = head + listed.join("\n") + (more > 0 ? `\n… and ${more} more` : "") +
+      (stack.marks.length === 1 ? " (click to replay)" : "");
+    const g = s("g", { class: `pylog-mark ${categories.map((c) => `cat-${c}`).join(" ")}`,
+      data: { seq: String(first.seq), count: String(stack.marks.length) }, onclick: () => showSeq(first.seq) });
+    // Drawn in order of weight, so an election at the same moment as a broker change is on top.
+    for (const m of stack.marks.slice().sort((a, b) => markWeight(a) - markWeight(b))) {
+      g.append(s("line", { class: `cat-${markCategory(m)}`, x1: m.x, y1: 8, x2: m.x, y2: 30 }));
+    }
+    g.append(s("rect", { class: "pylog-mark-hit", x: stack.x0 - MARK_HIT_UNITS / 2, y: 4,
+      width: stack.x1 - stack.x0 + MARK_HIT_UNITS, height: 30 }), tip(text)); // the hit area on top
+    return g;
   }
 
   function drawEvents() { // a chosen topic's own, and those about no topic (brokers, groups)
@@ -1106,6 +1158,30 @@ function render({ model, el }) {
   };
 }
 
+function markCategory(m) {
+  return CATEGORIES.includes(m.category) ? m.category : "other";
+}
+
+function markWeight(m) {
+  return CATEGORIES.length - CATEGORIES.indexOf(markCategory(m));
+}
+
+// Timeline marks, oldest first, in stacks of those within MARK_STACK_UNITS of the stack's first.
+function markStacks(marks, x) {
+  const stacks = [];
+  for (const m of marks.slice().sort((a, b) => a.now_ms - b.now_ms || a.seq - b.seq)) {
+    const mx = x(m.now_ms);
+    const last = stacks[stacks.length - 1];
+    if (last && mx - last.x0 <= MARK_STACK_UNITS) {
+      last.marks.push({ ...m, x: mx });
+      last.x1 = mx;
+    } else {
+      stacks.push({ x0: mx, x1: mx, marks: [{ ...m, x: mx }] });
+    }
+  }
+  return stacks;
+}
+
 // The hatching of a truncated range and the gaps of a compacted one, defined once per view
 // (bars refer to them by id).
 // Open transactions hold the LSO below the HW (a follower's HW may lag its leader's: the same).
@@ -1125,6 +1201,12 @@ function hatchPattern(uid) {
     s("line", { class: "pylog-hatch-line", x1: 1, y1: 0, x2: 1, y2: 6 })),
     s("pattern", { id: `${uid}-gaps`, patternUnits: "userSpaceOnUse", width: 4, height: 12 },
       s("rect", { class: "pylog-gap", x: 0, y: 0, width: 2, height: 12 }))));
+}
+
+// Two triangles pointing back, drawn (the ⏪ character is missing from common fonts).
+function rewindIcon() {
+  return s("svg", { class: "pylog-rewind", viewBox: "0 0 20 12", "aria-hidden": "true" },
+    s("path", { d: "M 10 0 L 10 12 L 1 6 Z M 19 0 L 19 12 L 10 6 Z" }));
 }
 
 function section(title, body, className) {
@@ -1183,8 +1265,8 @@ function legend(uid) {
   ];
   const cats = CATEGORIES.map((c) => item(h("span", { class: `pylog-dot cat-${c}` }), `${c}: ${CATEGORY_HELP[c]}`));
   const epochs = h("span", {}, [0, 1, 2, 3].map((e) => h("span", { class: "pylog-chip", style: `background:${epochColour(e)}` }, String(e))));
-  return h("details", { class: "pylog-legend", open: true },
-    h("summary", {}, "Legend"),
+  return h("details", { class: "pylog-legend" }, // folded: open it when a mark puzzles you
+    h("summary", {}, "Legend: what every mark means"),
     h("div", { class: "pylog-legend-grid" },
       h("div", {}, h("div", { class: "pylog-legend-head" }, "Brokers"), nodes,
         item(h("span", { class: "pylog-cut" }, "✕"), "cut link: the broker is isolated"),

@@ -34,7 +34,7 @@ def render_brokers(snapshot: dict) -> str:
 def render_partitions(snapshot: dict) -> str:
     """One row per partition: the controller's leader, epoch and ISR, then each replica's own
     role and LEO/HW as a bar, with a ⚠ and the text where its view disagrees."""
-    states = {b["broker_id"]: b["state"] for b in snapshot["brokers"]}
+    states = {b["broker_id"]: _state(b) for b in snapshot["brokers"]}
     head = "".join(f"{TH}broker {_e(b)}</th>" for b in states)
     rows = "".join(_partition_row(p, states) for p in snapshot["partitions"])
     if not rows:
@@ -42,6 +42,16 @@ def render_partitions(snapshot: dict) -> str:
     return (f"{_authority_note(snapshot.get('authority', 'controller'))}"
             f"{TABLE}<tr>{TH}partition</th>{TH}leader</th>{TH}epoch</th>{TH}ISR</th>{head}</tr>"
             f"{rows}</table>")
+
+
+def _state(broker: dict) -> str:
+    """``up``, ``isolated``, or for a broker that does not answer, since when: ``down since
+    12:01:03`` (the kernel's clock)."""
+    since_ms = broker.get("silent_since_ms")
+    if since_ms is None:
+        return str(broker["state"])
+    since = datetime.datetime.fromtimestamp(since_ms / 1000).strftime("%H:%M:%S")
+    return f"{broker['state']} since {since}"
 
 
 def _authority_note(source: str) -> str:
@@ -84,6 +94,8 @@ def _role(partition: dict, broker_id: int, replica: dict) -> str:
     replica acting as leader only claims to, at the epoch it is stuck on."""
     role, epoch = replica["role"], replica["leader_epoch"]
     current = partition["leader_epoch"]
+    if replica.get("last_known"):  # its broker does not answer: it acts on nothing now
+        return f"last claimed {role} at epoch {epoch}"
     if role == "leader" and broker_id == partition["leader"] and epoch == current:
         return "★ leader"
     if role == "leader":

@@ -29,7 +29,11 @@ replica of a compacted topic carries the segments its cleaner went through (``cl
 A partition's leader, epoch and ISR are the controller's (``client.introspect.authority_of``),
 never whichever broker answered: a replica whose own view differs keeps its role and epoch and
 gets a ``disagreement`` text. A broker that does not answer (paused, down) keeps the replica
-state it last reported, marked ``last_known``, so its column neither empties nor reflows.
+state it last reported, marked ``last_known``, so its column neither empties nor reflows; its
+``disagreement`` says what it last claimed, in the past, and its lag is left out (unknown: it
+answers nothing). The broker carries ``silent_since_ms``, when the view first found it silent,
+kept from snapshot to snapshot while it stays silent (so the snapshot of an idle cluster with a
+dead broker still repeats itself).
 
 The controllers (a Raft quorum, ``LocalCluster.controller_views``) get the same honesty: one
 entry per controller with what it says of itself (role, epoch, the leader it knows, its committed
@@ -67,6 +71,7 @@ EPOCHS_SHOWN_MAX = 64  # per replica, the newest: more ranges than a bar has pix
 TOPIC_EVENT_KINDS = ("topic_created", "topic_deleted", "config_changed")
 # The traffic counters the charts turn into rates (Kafka's BrokerTopicMetrics, broker/stats.py).
 STATS_SHOWN = ("messages_in", "bytes_in", "bytes_out", "replication_bytes_out")
+LAG_FIELDS = ("lag_records", "behind_since_ms")  # a follower's lag, as its leader measures it
 INTERNAL_PREFIX = "__"  # Kafka's internal topics: __consumer_offsets, __transaction_state
 
 # Event kind -> timeline category; kinds named None are left out (see the module docstring).
@@ -111,7 +116,7 @@ def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
     derived = [e for e in previous.get("events", []) if e["kind"] in QUORUM_EVENT_KINDS]
     derived += _quorum_events(previous, controllers, active, now_ms)
     return {
-        "brokers": _brokers(views, fenced, previous,
+        "brokers": _brokers(views, fenced, previous, now_ms,
                             None if previous_ms is None else now_ms - previous_ms),
         "controllers": controllers,
         "active_controller": active,
@@ -200,20 +205,24 @@ def _authority(cluster: LocalCluster,
 
 
 def _brokers(views: dict[int, tuple[str, dict | None]], fenced: set[int], previous: dict,
-             elapsed_ms: int | None) -> list[dict]:
-    """Each broker's state, whether the controller fenced it, its traffic counters since it
-    started (``broker/stats.py``; None while it does not answer) and their rates per second
-    since ``previous`` (``elapsed_ms`` ago; None when not known: no earlier reading, or the
-    broker restarted and its counters began again)."""
-    before = {b["broker_id"]: b.get("stats") for b in previous.get("brokers", [])}
+             now_ms: int, elapsed_ms: int | None) -> list[dict]:
+    """Each broker's state, whether the controller fenced it, since when it does not answer
+    (``silent_since_ms``: the first snapshot that found it silent; only while it is), its traffic
+    counters since it started (``broker/stats.py``; None while it does not answer) and their
+    rates per second since ``previous`` (``elapsed_ms`` ago; None when not known: no earlier
+    reading, or the broker restarted and its counters began again)."""
+    before = {b["broker_id"]: b for b in previous.get("brokers", [])}
     brokers = []
     for broker_id, (state, view) in views.items():
+        old = before.get(broker_id, {})
         stats = None
         if view is not None and "stats" in view:
             stats = {name: view["stats"][name] for name in STATS_SHOWN}
-        brokers.append({"broker_id": broker_id, "state": state, "fenced": broker_id in fenced,
-                        "stats": stats,
-                        "rates": _rates(before.get(broker_id), stats, elapsed_ms)})
+        broker = {"broker_id": broker_id, "state": state, "fenced": broker_id in fenced,
+                  "stats": stats, "rates": _rates(old.get("stats"), stats, elapsed_ms)}
+        if view is None:  # kept from the snapshot that first found it silent
+            broker["silent_since_ms"] = old.get("silent_since_ms") or now_ms
+        brokers.append(broker)
     return brokers
 
 
@@ -266,11 +275,9 @@ def _partitions(replicas: dict[int, list[dict]], truth: Authority, states: dict[
         for broker_id, replica in entry["replicas"].items():
             if known is None and replica["last_known"]:
                 continue  # nothing newer to compare with: keep what the last snapshot said
-            text = disagreement(broker_id, replica, known, truth.source,
-                                states.get(broker_id) == "isolated")
-            # A broker that does not answer acts on nothing now: what it said, when last heard.
-            replica["disagreement"] = f"when last heard: {text}" if (
-                text and replica["last_known"]) else text
+            replica["disagreement"] = disagreement(
+                broker_id, replica, known, truth.source, states.get(broker_id) == "isolated",
+                silent=replica["last_known"])
     return [merged[key] for key in sorted(merged)]
 
 
@@ -283,12 +290,19 @@ def _keep_last_known(merged: dict, previous: dict, answering: set[int],
         key = (entry["topic"], entry["partition"])
         if _internal(key[0]) and not internal:
             continue  # shown when the last snapshot was taken, folded now
-        silent = {b: {**replica, "last_known": True}
+        silent = {b: _silent(replica)
                   for b, replica in entry["replicas"].items() if b not in answering}
         if key in merged:
             merged[key]["replicas"].update(silent)
         elif silent and not complete:
             merged[key] = {**entry, "replicas": silent}
+
+
+def _silent(replica: dict) -> dict:
+    """A replica as its broker last reported it, now that the broker does not answer: marked
+    ``last_known``, without a lag (no one knows how far behind a silent process is)."""
+    kept = {name: value for name, value in replica.items() if name not in LAG_FIELDS}
+    return {**kept, "last_known": True}
 
 
 def _partition_entry(key: tuple[str, int], known) -> dict:
@@ -339,8 +353,8 @@ def _add_follower_lag(partitions: list[dict], replicas: dict[int, list[dict]],
             continue
         for follower in row.get("followers", []):
             replica = entry["replicas"].get(follower["broker_id"])
-            if replica is None:
-                continue
+            if replica is None or replica["last_known"]:
+                continue  # a silent follower's lag is unknown (the leader's is its last fetch)
             behind = follower["lag_ms"] > 0 and follower.get("last_caught_up_ms") is not None
             replica["lag_records"] = follower["lag_records"]
             replica["behind_since_ms"] = follower["last_caught_up_ms"] if behind else None
