@@ -19,6 +19,8 @@ leader per partition and one coordinator per group, with stale claims marked, no
 
 from __future__ import annotations
 
+import time
+import weakref
 from dataclasses import dataclass
 
 import pandas as pd
@@ -34,6 +36,7 @@ PARTITION_COLUMNS = [
 EVENT_COLUMNS = ["time", "source", "kind", "topic", "partition"]
 QUORUM_COLUMNS = ["controller", "state", "role", "active", "epoch", "leader", "committed_offset",
                   "lag"]
+LAST_KNOWN_COLUMN = "last_known"  # added when a row is a silent controller's last answer
 OFFSETS_TOPIC = "__consumer_offsets"  # a group's coordinator is the leader of its partition here
 NO_LEADER = -1  # Kafka's leader id while no replica can lead
 
@@ -99,25 +102,46 @@ def quorum_frame(cluster: LocalCluster,
     watermark); ``active`` marks the active controller, and ``lag`` is how many records each
     voter is behind the active controller's log end, as the active controller knows it.
 
-    A controller that does not answer has only its state and its lag. ``views`` is
+    A controller that does not answer (down, paused) keeps what it said when a ``quorum_frame``
+    of this cluster last heard it: its role, epoch, leader and committed offset then, never
+    ``active``; a ``last_known`` column ("as of 12:01:03") marks such rows, and is there only
+    when one is. One never heard has only its state and its lag. ``views`` is
     ``cluster.controller_views()`` when the caller has it already; an empty frame for a cluster
     without controllers.
     """
     views = cluster.controller_views() if views is None else views
+    heard = _LAST_ANSWERS.setdefault(cluster, {})
+    now = time.time()
     active = active_controller_of(views)
     leading = None if active is None else views[active][1]
     lags = {} if leading is None else leading["voter_lag"]
     rows = []
     for controller_id, (state, quorum) in views.items():
-        known = quorum or {}
+        if quorum is not None:
+            heard[controller_id] = (now, quorum)
+            when, known = None, quorum
+        else:
+            when, known = heard.get(controller_id, (None, {}))
         rows.append({
             "controller": controller_id, "state": state, "role": known.get("role"),
             "active": controller_id == active, "epoch": known.get("epoch"),
             "leader": known.get("leader_id"), "committed_offset": known.get("high_watermark"),
-            "lag": lags.get(str(controller_id))})
-    frame = pd.DataFrame(rows, columns=QUORUM_COLUMNS)
+            "lag": lags.get(str(controller_id)), LAST_KNOWN_COLUMN: _as_of(when)})
+    frame = pd.DataFrame(rows, columns=[*QUORUM_COLUMNS, LAST_KNOWN_COLUMN])
+    if not frame[LAST_KNOWN_COLUMN].any():  # every row is an answer of now
+        frame = frame.drop(columns=LAST_KNOWN_COLUMN)
     return frame.astype({"active": bool, "epoch": "Int64", "leader": "Int64",
                          "committed_offset": "Int64", "lag": "Int64"})
+
+
+# What each controller last said, per cluster, for quorum_frame's rows of silent controllers.
+_LAST_ANSWERS: weakref.WeakKeyDictionary[LocalCluster, dict[int, tuple[float, dict]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _as_of(when: float | None) -> str:
+    """``last_known``'s text: empty for an answer of now, else when it was heard."""
+    return "" if when is None else f"as of {time.strftime('%H:%M:%S', time.localtime(when))}"
 
 
 def active_controller_of(views: dict[int, tuple[str, dict | None]]) -> int | None:
@@ -192,22 +216,17 @@ def authority_from_brokers(replicas: dict[int, list[dict]], source: str) -> Auth
 
 
 def disagreement(broker_id: int, row: dict, truth: PartitionTruth | None, source: str,
-                 isolated: bool = False, silent: bool = False) -> str:
+                 isolated: bool = False) -> str:
     """What broker ``broker_id``'s view ``row`` of a partition gets wrong compared with
     ``truth`` (the authority's, from ``source``); empty when they agree.
 
     The ISR is compared only on the row of the replica acting as leader at the authority's
     epoch: a follower's ISR is hearsay, and a stale leader's is already named stale.
-    ``silent``: the broker does not answer (paused, down) and ``row`` is what it last
-    reported; a process that answers nothing acts on nothing, so the text says what it last
-    claimed, in the past ("last claimed leader at epoch 0"), never what it "acts as".
     """
     if truth is None:
         return f"unknown to the {source} (a deleted topic?)"
-    if silent:
-        return _silent_disagreement(broker_id, row, truth, source)
     role, epoch = row["role"], row["leader_epoch"]
-    leads = _leads(truth)
+    leads = "no leader" if truth.leader == NO_LEADER else f"broker {truth.leader} leads"
     if role == "leader" and (truth.leader != broker_id or epoch != truth.leader_epoch):
         kind = "stale leader" if epoch <= truth.leader_epoch else "leader ahead"
         text = (f"{kind}: acts as leader at epoch {epoch}, "
@@ -226,24 +245,6 @@ def disagreement(broker_id: int, row: dict, truth: PartitionTruth | None, source
     if truth.leader == broker_id:
         return f"not leading yet: {acting} at epoch {epoch}, {source}: it leads"
     return ""
-
-
-def _silent_disagreement(broker_id: int, row: dict, truth: PartitionTruth, source: str) -> str:
-    """``disagreement`` for a broker that does not answer: its last claim, where the authority
-    has moved on from it (a new leader, a new epoch, another assignment)."""
-    role, epoch = row["role"], row["leader_epoch"]
-    claim = f"last claimed {role} at epoch {epoch}"
-    if broker_id not in truth.replicas:
-        return f"{claim}; {source} assigns {_ids(truth.replicas)}"
-    if role == "leader" and truth.leader != broker_id:
-        return f"{claim}; {source}: {_leads(truth)} at epoch {truth.leader_epoch}"
-    if epoch != truth.leader_epoch:
-        return f"{claim}; {source} epoch {truth.leader_epoch}"
-    return ""
-
-
-def _leads(truth: PartitionTruth) -> str:
-    return "no leader" if truth.leader == NO_LEADER else f"broker {truth.leader} leads"
 
 
 def _ids(broker_ids) -> str:
