@@ -14,6 +14,11 @@ a second, per-start pipe once it listens (a broker once its logs are recovered; 
 before any election). Ports are kept in ``cluster.json`` so a restart comes back on the same
 address. A controller's RPC and Raft ports are chosen before any controller starts, since every
 voter must know the others' Raft addresses: bind port 0, read the port, close.
+
+A start on a data directory whose cluster already runs, here or in another process (a notebook
+cell run again after a failure), looks first (``leftovers.py``: each node directory's lock names
+its live process): a whole and healthy cluster is reused, anything else is stopped and the
+cluster started again on the same data, and either is said in one line.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .leftovers import StartLockTimeout, is_paused, running_nodes, start_lock, stop_nodes
+
 READY_TIMEOUT_S = 60.0  # recovery of a large log can take a while
 READY_POLL_S = 0.05
 BROKERS_MAX = 9
@@ -48,6 +55,9 @@ ADMIN_TIMEOUT_S = 10.0
 # A live controller answers describe in milliseconds; one slower than this is wedged, and asking
 # it must not hold up finding the active one.
 DESCRIBE_TIMEOUT_S = 2.0
+HEALTHY = "up"  # a node start() reuses: running as recorded, answering, not paused or isolated
+_WAS = {"down": "was down", "silent": "did not answer", "extra": "is not in this cluster",
+        "unrecorded": "is not in cluster.json"}  # how start() names what it found wrong
 
 
 class ClusterError(RuntimeError):
@@ -143,20 +153,89 @@ class LocalCluster:
         """Start every controller and broker; wait until a controller is active and every broker
         serves a full cluster view.
 
-        If this data directory's cluster is already running (a notebook cell run twice), attach
-        to it instead of starting a duplicate.
+        If this data directory's cluster already runs (a notebook cell run twice, here or in
+        another process), reuse it when every node runs, answers and is neither paused nor
+        isolated; otherwise stop what is left of it and start it again on the same data. Either
+        is said in one line.
         """
-        if self._attach():
-            self._started = True
-            return self
-        self._pick_controller_ports()
-        self._spawn_all(self._nodes())
-        self._save()
-        self._started = True
+        try:
+            with start_lock(self.data_dir):
+                self._start_locked()
+        except StartLockTimeout as error:
+            raise ClusterError(str(error)) from None
         if self._temporary:  # a kernel that exits without stop() leaves no /tmp/pylog-* behind
             atexit.register(_stop_at_exit, weakref.ref(self))
-        self.wait_until_ready()
         return self
+
+    def _start_locked(self) -> None:
+        self._load_ports()  # another process may have started this directory since __init__
+        if not self._reuse_or_clear():
+            self._pick_controller_ports()
+            self._spawn_all(self._nodes())
+            self._save()
+        self._started = True
+        self.wait_until_ready()
+
+    def _reuse_or_clear(self) -> bool:
+        """Attach to this data directory's running cluster if it is whole and healthy (True);
+        else stop whatever of it still runs (False)."""
+        found = running_nodes(self.data_dir)
+        if not found:
+            return False
+        health = self._health(found)
+        if all(state == HEALTHY for state in health.values()):
+            for node in self._nodes():
+                node.process = _AttachedProcess(found[node.data_dir.name])
+                node.paused = False
+            print(f"reusing the cluster already running on {self.data_dir}")
+            return True
+        try:
+            stop_nodes(self.data_dir, found)
+        except RuntimeError as error:
+            raise ClusterError(str(error)) from None
+        troubles = ", ".join(f"{name} {_WAS.get(state, state)}" for name, state in health.items()
+                             if state != HEALTHY)
+        print(f"stopped what was left of the cluster on {self.data_dir} ({troubles}); "
+              f"starting it again")
+        return False
+
+    def _health(self, found: dict[str, int]) -> dict[str, str]:
+        """Each node's state, brokers first, and any node running here that this cluster does
+        not have: "up" when it runs as recorded, answers, and is neither paused nor isolated."""
+        saved = self._load()
+        pids = {f"broker-{k}": v for k, v in saved.get("pids", {}).items()}
+        pids.update({f"controller-{k}": v.get("pid")
+                     for k, v in saved.get("controllers", {}).items()})
+        nodes = [*self.brokers.values(), *self._controllers.values()]
+        health = {node.name: self._node_health(node, found.get(node.data_dir.name),
+                                               pids.get(node.data_dir.name))
+                  for node in nodes}
+        for extra in sorted(found.keys() - {node.data_dir.name for node in nodes}):
+            health[extra.replace("-", " ")] = "extra"
+        return health
+
+    def _node_health(self, node: _Node, pid: int | None, saved_pid: int | None) -> str:
+        if pid is None:
+            return "down"
+        if pid != saved_pid:  # its ports are not the ones cluster.json gives
+            return "unrecorded"
+        if is_paused(pid):
+            return "paused"
+        view = self._health_view(node)
+        if view is None:
+            return "silent"
+        return "isolated" if view.get("isolated") else HEALTHY
+
+    def _health_view(self, node: _Node) -> dict | None:
+        """What a live node says of itself (its isolated flag), or None if it does not answer."""
+        if node.kind == "controller":
+            described = self._describe(node, quorum_only=True)
+            return None if described is None else described["quorum"]
+        try:
+            return _get_json(f"http://{self.host}:{node.admin_port}/v1/broker",
+                             timeout_s=DESCRIBE_TIMEOUT_S)
+        except (OSError, ValueError):
+            return None
 
     def wait_until_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Wait until a controller is active and every running broker is registered, unfenced
@@ -610,23 +689,18 @@ class LocalCluster:
             return "(no log)"
         return data.decode("utf-8", "replace").strip().splitlines()[-1:][0] if data else "(empty)"
 
-    def _attach(self) -> bool:
-        """Adopt the running processes recorded in cluster.json, if every one is alive."""
-        saved = self._load()
-        pids = {("broker", int(k)): v for k, v in saved.get("pids", {}).items()}
-        pids.update({("controller", int(k)): v.get("pid")
-                     for k, v in saved.get("controllers", {}).items()})
-        nodes = self._nodes()
-        if any(not _is_pylog_process(pids.get((n.kind, n.node_id))) for n in nodes):
-            return False
-        for node in nodes:
-            node.process = _AttachedProcess(pids[(node.kind, node.node_id)])
-        self.wait_until_ready()
-        return True
-
     def _load(self) -> dict:
         path = self.data_dir / CLUSTER_FILE
         return json.loads(path.read_text()) if path.exists() else {}
+
+    def _load_ports(self) -> None:
+        saved = self._load()
+        for broker_id, node in self.brokers.items():
+            recorded = self._broker_node(broker_id, saved)
+            node.port, node.admin_port = recorded.port, recorded.admin_port
+        for controller_id, node in self._controllers.items():
+            recorded = self._controller_node(controller_id, saved)
+            node.port, node.raft_port = recorded.port, recorded.raft_port
 
     def _broker_node(self, broker_id: int, saved: dict) -> _Node:
         # _save writes each broker as [port, admin_port]
@@ -672,11 +746,11 @@ def _free_ports(host: str, count: int) -> list[int]:
 
 
 def _terminate(node: _Node) -> None:
-    """SIGTERM, and SIGCONT so that a paused process gets to act on it."""
-    node.proc.send_signal(signal.SIGTERM)
+    """SIGTERM, after SIGCONT if paused: a stopped process would sit on it."""
     if node.paused:
         node.proc.send_signal(signal.SIGCONT)
         node.paused = False
+    node.proc.send_signal(signal.SIGTERM)
 
 
 def _stop_at_exit(ref: weakref.ref) -> None:
@@ -687,14 +761,12 @@ def _stop_at_exit(ref: weakref.ref) -> None:
         cluster.stop()
 
 
-def _get_json(url: str) -> Any:  # parsed JSON
-    with urllib.request.urlopen(url, timeout=ADMIN_TIMEOUT_S) as response:  # noqa: S310 (loopback)
+def _get_json(url: str, timeout_s: float = ADMIN_TIMEOUT_S) -> Any:  # parsed JSON
+    with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 (loopback)
         return json.loads(response.read())
 
 
-def _is_pylog_process(pid: int | None) -> bool:
-    if pid is None:
-        return False
+def _is_pylog_process(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             return b"pylog_nb.broker" in cmdline.read()

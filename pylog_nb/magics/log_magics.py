@@ -21,6 +21,7 @@ import contextlib
 import functools
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaError, KafkaException
 from IPython.core.error import UsageError
@@ -47,6 +48,9 @@ from ..client.probe import CONNECT_TIMEOUT_S, check_cluster
 from ..client.status import waiting
 from ..client.txn import Transaction
 from ..cluster import ClusterError, LocalCluster
+
+if TYPE_CHECKING:
+    from ..widgets import ClusterView
 
 DEFAULT_BROKERS = 3
 DEFAULT_TRANSACTIONAL_ID = "pylog-nb"
@@ -85,6 +89,7 @@ class LogMagics(Magics):
         super().__init__(shell)
         self.cluster: LocalCluster | None = None
         self.bootstrap: str | None = None  # set by connect: a cluster we did not start
+        self._views: list[ClusterView] = []  # opened by %log_watch on self.cluster
 
     # -- %log_cluster ---------------------------------------------------------------------------
 
@@ -107,7 +112,9 @@ class LogMagics(Magics):
 
         start: --brokers brokers (default 3) and --controllers controllers (default 3 for three
         or more brokers, 1 for two, none for one) on 127.0.0.1; the controllers elect one of
-        themselves, the active controller, by Raft. stop: stop them all (or forget a connection).
+        themselves, the active controller, by Raft. A cluster these magics started before is
+        stopped first, and its live views closed, so Run All works again after a failed cell.
+        stop: stop them all (or forget a connection).
 
         status: the controller quorum (each controller's state, Raft role, epoch, leader,
         committed offset and lag), shown, then every replica's state, returned as a DataFrame;
@@ -162,17 +169,32 @@ class LogMagics(Magics):
         return partitions_frame(cluster)
 
     def _start(self, args) -> LocalCluster:
+        """Start a local cluster; one already started by these magics is stopped first (its
+        live views closed), so a notebook's Run All works after any failed cell."""
         self._refuse_if_connected()
-        if self.cluster is not None:
-            raise UsageError("a local cluster is already running: %log_cluster stop first")
         # IPython's argument splitter keeps the quotes around "--x 1": split what they held too.
         broker_args = tuple(t for part in shlex.split(args.broker_args) for t in shlex.split(part))
         cluster = LocalCluster(brokers=args.brokers, data_dir=args.data_dir,
                                broker_args=broker_args, controllers=args.controllers)
+        old = self.cluster
+        if old is not None:
+            with waiting("stopping the running cluster…"):
+                self._close_views()
+                old.stop()
+            self.cluster = None
         controllers = _count(len(cluster.controllers), 'controller')
         with waiting(f"starting {controllers} and {_count(args.brokers, 'broker')}…"):
             self.cluster = cluster.start()
+        if old is not None:
+            print(f"stopped the running cluster ({_count(len(old.brokers), 'broker')}) and "
+                  f"started a new one")
         return cluster
+
+    def _close_views(self) -> None:
+        """Close every live view %log_watch opened (each refreshes from the cluster)."""
+        views, self._views = self._views, []
+        for view in views:
+            view.close()
 
     def _connect(self, args) -> None:
         if not args.target:
@@ -252,7 +274,9 @@ class LogMagics(Magics):
         from ..widgets import ClusterView  # ipywidgets only when a view is asked for
 
         args = parse_argstring(self.log_watch, line)
-        return ClusterView(self._local(), refresh_s=args.refresh)
+        view = ClusterView(self._local(), refresh_s=args.refresh)
+        self._views.append(view)
+        return view
 
     # -- %log_topic ----------------------------------------------------------------------------
 
