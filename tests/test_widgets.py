@@ -754,6 +754,35 @@ def test_close_stops_refreshing(scripted):
 # == the browser module draws text, never markup ================================================
 
 
+class DisplayHandle:
+    """What IPython's ``display(..., display_id=True)`` returns, recording its updates."""
+
+    def __init__(self) -> None:
+        self.updates: list[dict] = []
+
+    def update(self, data: dict, raw: bool = False) -> None:
+        assert raw
+        self.updates.append(data)
+
+
+def test_closing_leaves_a_static_picture_of_the_last_state_where_the_view_was(scripted):
+    view = ClusterView(scripted, refresh_s=NEVER_S)
+    view._send = Sent()
+    shown = [DisplayHandle(), DisplayHandle()]  # displayed twice
+    view._displays = list(shown)
+    scripted.kill(1)
+    scripted.elect(2)
+    view.refresh()
+    view.close()
+    for handle in shown:
+        [picture] = handle.updates
+        assert set(picture) == {"text/html", "text/plain"}  # no widget left to look for
+        assert "Cluster view</b> (closed at" in picture["text/html"]
+        assert "last claimed leader at epoch 0" in picture["text/html"]
+        assert re.search(r"broker 1 <b[^>]*>down since \d\d:\d\d:\d\d</b>", picture["text/html"])
+    assert view._displays == []
+
+
 def test_the_es_module_never_parses_markup():
     text = (Path(widgets.__file__).parent / "cluster_view.js").read_text()
     source = re.sub(r"(^|\s)//.*$", "", text, flags=re.MULTILINE)  # code, not its comments

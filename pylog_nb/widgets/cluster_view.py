@@ -30,14 +30,22 @@ ES module) only draws it and sends back what the user asked for.
 - ``{"type": "replay", "seq"}`` puts a recorded snapshot in ``replay``; ``{"type": "live"}``
   empties it. Live snapshots keep arriving underneath; the browser shows the replayed one.
 - ``show_internal``, set by the browser's checkbox, folds or unfolds internal topics.
+- Closing leaves a picture: the view is displayed with a display id, and ``close()`` (also at
+  kernel exit, for views still open) replaces every place it was shown with a static HTML
+  picture of its last snapshot (``render.render_closed_view``), so a notebook saved after that
+  reopens with the picture, not ipywidgets' "Error displaying widget: model not found". A
+  notebook saved while a view is open keeps only the widget's reference: JupyterLab draws it
+  again from the saved widget state if its "Save Widget State Automatically" setting is on.
 """
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import threading
 import time
+import weakref
 import zlib
 from pathlib import Path
 from typing import Any
@@ -49,6 +57,7 @@ from ..cluster import ClusterError, LocalCluster
 from .actions import ACTION_HELP, ACTIONS, CONTROLLER_ACTION_HELP, apply, apply_to_controller
 from .delta import diff
 from .history import SnapshotHistory, series_point
+from .render import render_closed_view
 from .snapshot import take_snapshot
 
 REFRESH_S = 1.0  # 1 Hz: fast enough to watch an election, slow enough to cost nothing
@@ -58,6 +67,7 @@ REFRESH_S_MIN = 0.1
 CLOSE_JOIN_REFRESHES = 5  # close() waits this many refresh periods for the thread to end
 ZLIB_LEVEL = 6  # zlib's default: ~10x on a patch, ~0.5 ms for 30 KB
 HERE = Path(__file__).parent
+_OPEN: weakref.WeakSet[ClusterView] = weakref.WeakSet()  # closed at exit: see _close_open_views
 
 
 def _compressed(value: dict) -> bytes:
@@ -103,7 +113,9 @@ class ClusterView(anywidget.AnyWidget):
         self._stop = threading.Event()
         self._wake = threading.Event()  # refresh now, not at the next tick
         self._snapshot_ms: int | None = None  # when self.snapshot was taken
+        self._displays: list[Any] = []  # IPython DisplayHandles: where it is shown
         self.on_msg(self._on_message)
+        _OPEN.add(self)
         self.refresh()
         self._thread = threading.Thread(target=self._run, name="pylog-cluster-view", daemon=True)
         self._thread.start()
@@ -112,6 +124,17 @@ class ClusterView(anywidget.AnyWidget):
         if not hasattr(self, "cluster"):
             return "ClusterView()"
         return f"ClusterView({len(self.cluster.brokers)} brokers, every {self.refresh_s:g} s)"
+
+    def _ipython_display_(self) -> None:
+        """Display the widget under a display id of its own, so that ``close()`` can put a
+        picture of its last state in its place."""
+        from IPython.display import display
+
+        bundle = self._repr_mimebundle_()
+        if bundle is None:  # closed: nothing to show
+            return
+        data, metadata = bundle
+        self._displays.append(display(data, metadata=metadata, raw=True, display_id=True))
 
     # -- refreshing ------------------------------------------------------------------------------
 
@@ -256,9 +279,31 @@ class ClusterView(anywidget.AnyWidget):
     # -- closing ---------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop refreshing and remove the widget."""
+        """Stop refreshing and remove the widget, leaving a static picture of its last state
+        wherever it was displayed."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(self.refresh_s * CLOSE_JOIN_REFRESHES)
+        _OPEN.discard(self)
+        self._leave_pictures()
         super().close()
+
+    def _leave_pictures(self) -> None:
+        """Replace each display of the widget with its last snapshot as HTML (text, escaped:
+        render.py); the browser drops the widget's view with it."""
+        displays, self._displays = self._displays, []
+        if not displays or not self.snapshot:
+            return
+        picture = {"text/html": render_closed_view(self.snapshot, int(time.time() * 1000)),
+                   "text/plain": f"{self!r}, closed"}
+        for handle in displays:
+            handle.update(picture, raw=True)
+
+
+@atexit.register
+def _close_open_views() -> None:
+    """At kernel exit, close the views still open, so that a frontend still listening keeps a
+    picture of each rather than a reference to a widget that is gone."""
+    for view in list(_OPEN):
+        view.close()

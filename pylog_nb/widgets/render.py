@@ -21,12 +21,25 @@ TABLE = '<table style="border-collapse:collapse">'
 TH = '<th style="padding:2px 10px 2px 0;text-align:left;vertical-align:bottom">'
 TD = '<td style="padding:3px 10px 3px 0;vertical-align:top">'
 NOWRAP = '<span style="white-space:nowrap">'
+CLOSED_STYLE = "border-left:3px solid #9e9e9e;padding-left:8px"  # a picture, not the live view
+
+
+def render_closed_view(snapshot: dict, closed_ms: int) -> str:
+    """What a closed live view leaves in its cell (and a saved notebook keeps): the brokers,
+    every partition's replicas and the latest events as it last showed them, under a line
+    saying when it closed."""
+    when = _clock(closed_ms)[:8]
+    return (f'<div class="pylog-closed-view" style="{CLOSED_STYLE}">'
+            f"<div><b>Cluster view</b> (closed at {_e(when)}): the last state it showed; "
+            "run <code>%log_watch</code> for a live one</div>"
+            f"{render_brokers(snapshot)}{render_partitions(snapshot)}"
+            f"<div><b>Latest events</b></div>{render_events(snapshot)}</div>")
 
 
 def render_brokers(snapshot: dict) -> str:
     badges = "".join(
         f'<span style="margin-right:12px">broker {_e(b["broker_id"])} '
-        f'<b style="color:{STATE_COLOURS.get(b["state"], "#555")}">{_e(b["state"])}</b></span>'
+        f'<b style="color:{STATE_COLOURS.get(b["state"], "#555")}">{_e(_state(b))}</b></span>'
         for b in snapshot["brokers"])
     return f"<div>{badges}</div>"
 
