@@ -540,7 +540,7 @@ function render({ model, el }) {
     drawActions();
   }
 
-  // -- partitions: every replica's log on the partition's offset axis ------------------------
+  // -- partitions: every replica's log on its topic's offset axis -----------------------------
 
   // -- focus: which partitions are drawn (built once, so typing in it is never interrupted) --
 
@@ -1282,15 +1282,16 @@ function legend(uid) {
         item(openTxnSwatch, "orange line above the bar: an open transaction, from its first record (hover: its producer id); \"1 open transaction\" counts them"),
         item(markerSwatches, "green tick: a commit marker; red dashed tick: an abort marker. A marker: an offset no consumer receives (hover: which transaction it ends, its producer id)"),
         item(gaps, "striped: a compacted range; the more stripes, the more offsets compaction emptied (hover: how many records it kept)"),
-        item(h("span", { class: "pylog-lag" }, "lag 120 records"), "a follower's distance from the leader's LEO; \"behind 3.2 s\": how long it has not been caught up"),
+        item(h("span", { class: "pylog-dim" }, "0 … 52"), "the offset axis: every bar of a topic starts at the same x and has the same pixels per offset, so a longer log is a longer bar"),
+        item(h("span", { class: "pylog-lag" }, "lag 120 records"), "a follower's distance from the leader's LEO; \"behind 3.2 s\": how long it has not been caught up; \"lag unknown\": its broker does not answer"),
         item(spark, "sparkline: a partition's HW (solid) and LEO (dashed) over the recorded changes, with the write rate; in groups, total lag"),
         item(h("b", {}, "★"), "the leader the controller chose: one per partition"),
         item(h("span", { class: "pylog-tag" }, "out of ISR"), "dashed outline: not in the in-sync replica set"),
-        item(h("span", { class: "pylog-tag" }, "last known"), "grey: the broker does not answer; its last report"),
+        item(h("span", { class: "pylog-tag" }, "last known state"), "grey: the broker does not answer (\"down since 12:01:03\", \"paused since …\"); its last report, and what it last claimed"),
         item(h("span", { class: "pylog-disagreement" }, "⚠"), "the broker's own view differs from the controller's (a stale claim is never a second leader)")),
       h("div", {}, h("div", { class: "pylog-legend-head" }, "Partition grid (shown past a dozen partitions; click a cell to show it alone)"),
         Object.entries(HEALTH_HELP).map(([state, text]) => item(cell(state), `${text}; 7 is the partition, ★2 its leader`)),
-        h("div", { class: "pylog-legend-head" }, "Timeline marks (hover: the event; click: replay)"), cats,
+        h("div", { class: "pylog-legend-head" }, "Timeline marks (hover: the events at that moment; click: replay)"), cats,
         h("div", { class: "pylog-legend-head" }, "Traffic"),
         item(h("span", {}, "records in"), "per broker, measured by the kernel between two snapshots; \"fetched by followers\" is what replication costs")))); 
 }
