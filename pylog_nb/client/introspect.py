@@ -216,17 +216,22 @@ def authority_from_brokers(replicas: dict[int, list[dict]], source: str) -> Auth
 
 
 def disagreement(broker_id: int, row: dict, truth: PartitionTruth | None, source: str,
-                 isolated: bool = False) -> str:
+                 isolated: bool = False, silent: bool = False) -> str:
     """What broker ``broker_id``'s view ``row`` of a partition gets wrong compared with
     ``truth`` (the authority's, from ``source``); empty when they agree.
 
     The ISR is compared only on the row of the replica acting as leader at the authority's
     epoch: a follower's ISR is hearsay, and a stale leader's is already named stale.
+    ``silent``: the broker does not answer (paused, down) and ``row`` is what it last
+    reported; a process that answers nothing acts on nothing, so the text says what it last
+    claimed, in the past ("last claimed leader at epoch 0"), never what it "acts as".
     """
     if truth is None:
         return f"unknown to the {source} (a deleted topic?)"
+    if silent:
+        return _silent_disagreement(broker_id, row, truth, source)
     role, epoch = row["role"], row["leader_epoch"]
-    leads = "no leader" if truth.leader == NO_LEADER else f"broker {truth.leader} leads"
+    leads = _leads(truth)
     if role == "leader" and (truth.leader != broker_id or epoch != truth.leader_epoch):
         kind = "stale leader" if epoch <= truth.leader_epoch else "leader ahead"
         text = (f"{kind}: acts as leader at epoch {epoch}, "
@@ -245,6 +250,24 @@ def disagreement(broker_id: int, row: dict, truth: PartitionTruth | None, source
     if truth.leader == broker_id:
         return f"not leading yet: {acting} at epoch {epoch}, {source}: it leads"
     return ""
+
+
+def _silent_disagreement(broker_id: int, row: dict, truth: PartitionTruth, source: str) -> str:
+    """``disagreement`` for a broker that does not answer: its last claim, where the authority
+    has moved on from it (a new leader, a new epoch, another assignment)."""
+    role, epoch = row["role"], row["leader_epoch"]
+    claim = f"last claimed {role} at epoch {epoch}"
+    if broker_id not in truth.replicas:
+        return f"{claim}; {source} assigns {_ids(truth.replicas)}"
+    if role == "leader" and truth.leader != broker_id:
+        return f"{claim}; {source}: {_leads(truth)} at epoch {truth.leader_epoch}"
+    if epoch != truth.leader_epoch:
+        return f"{claim}; {source} epoch {truth.leader_epoch}"
+    return ""
+
+
+def _leads(truth: PartitionTruth) -> str:
+    return "no leader" if truth.leader == NO_LEADER else f"broker {truth.leader} leads"
 
 
 def _ids(broker_ids) -> str:
