@@ -232,6 +232,15 @@ def test_a_quick_or_failed_wait_leaves_no_line(shell, capsys):
     assert capsys.readouterr().out.splitlines() == ["a doomed wait…", "", "a long wait…", "over"]
 
 
+def test_a_wait_that_turns_out_to_be_for_something_else_says_so(shell, capsys):
+    with waiting("asking the leaders of t for offsets…", delay_s=0) as status:
+        status.say("waiting for the leaders of t to answer…")
+    with waiting("a quick wait…") as status:
+        status.say("never shown: over before a second")
+    assert capsys.readouterr().out.splitlines() == [
+        "asking the leaders of t for offsets…", "waiting for the leaders of t to answer…", ""]
+
+
 def test_log_spark_refuses_an_offset_past_the_end_in_one_line_without_starting_spark(
         shell, topic_name):
     pytest.importorskip("pyspark")

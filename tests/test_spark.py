@@ -7,6 +7,7 @@ test makes its own topics and checks rows against what confluent-kafka produced 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 import uuid
@@ -37,6 +38,7 @@ from txn import (
 )
 
 from pylog_nb import LocalCluster
+from pylog_nb.client import status
 from pylog_nb.spark import SparkSourceError, local_spark, to_spark
 from pylog_nb.spark.options import parse_read_options
 from pylog_nb.spark.planning import OffsetRange
@@ -353,6 +355,22 @@ def test_a_batch_read_after_the_leader_is_killed_still_gets_every_record(spark, 
         assert _offsets(_read(spark, three, subscribe=topic)) == [(0, o) for o in range(500)]
     finally:
         three.restart(leader)
+
+
+def test_to_spark_right_after_the_leader_is_killed_says_what_it_waits_for(spark, three, topic,
+                                                                           caplog, monkeypatch):
+    monkeypatch.setattr(status, "_ipython", lambda: None)  # lines logged, whatever shell runs
+    _topic(three, topic, replicas=3)
+    produce(three.bootstrap_servers, topic, [(None, b"%d" % i) for i in range(50)], acks="all")
+    leader = _leader(three, topic)
+    three.kill(leader)  # the controller elects another once the broker's session expires
+    try:
+        with caplog.at_level(logging.INFO, logger="pylog.client.status"):
+            assert to_spark(three, topic, spark=spark).count() == 50
+    finally:
+        three.restart(leader)
+    said = [r.getMessage() for r in caplog.records if r.name == "pylog.client.status"]
+    assert said[:1] == [f"asking the leaders of {topic} for offsets…"], said
 
 
 def _transactions(cluster, topic: str) -> tuple[list[bytes], list[bytes]]:

@@ -1,5 +1,6 @@
 """``to_spark`` and ``%log_spark`` fail in the call that made the mistake, before Spark starts, and
-the first start of Spark says what it waits for before it waits.
+the first start of Spark says what it waits for before it waits; the JVM's log goes when the
+interpreter exits.
 
 The first start is tested in a fresh interpreter: in this one, another test may have started
 Spark already.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from clients import produce
@@ -32,6 +34,11 @@ try:
 except UsageError as error:
     print(f"error: {error}")
 print(f"rows: {shell.run_line_magic('log_spark', topic).count()}")
+
+import pyspark
+from pylog_nb.spark import spark_log_path
+print(f"jvm: {pyspark.SparkContext._gateway.proc.pid} log: {spark_log_path()} "
+      f"{spark_log_path().exists()}")
 """
 
 
@@ -62,3 +69,7 @@ def test_the_first_spark_start_says_what_it_waits_for_before_it_waits(bootstrap,
              for want in expected]
     assert None not in found and found == sorted(found), run.stdout
     assert "WARN" not in run.stdout + run.stderr, run.stderr
+    _, jvm_pid, _, log, existed = lines[-1].split()
+    assert existed == "True", lines[-1]
+    assert not Path(log).exists(), f"{log} outlived the interpreter"
+    assert not Path(f"/proc/{jvm_pid}").exists(), "the JVM outlived the interpreter"

@@ -32,6 +32,7 @@ class Status:
         self._lock = threading.Lock()  # the timer shows, the waiter closes: one at a time
         self._closed = False
         self._handle = None  # the display, once shown in IPython
+        self._shown = False
         self._timer = threading.Timer(delay_s, self._show)
         self._timer.daemon = True
         if delay_s > 0:
@@ -42,6 +43,16 @@ class Status:
     @property
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started_s
+
+    def say(self, text: str) -> None:
+        """Say ``text`` instead from now on: the wait turned out to be for something else (a
+        leader that moved). Shown at once if the line is already shown, else when it shows."""
+        with self._lock:
+            self.text = text
+            if self._handle is not None and not self._closed:
+                self._handle.update(_plain(text))
+            elif self._shown and not self._closed:
+                _display(text)  # outside IPython: logged, as the first text was
 
     def done(self, text: str) -> None:
         """Leave ``text`` in place of the status line when the wait ends."""
@@ -60,6 +71,7 @@ class Status:
         with self._lock:
             if not self._closed:
                 self._handle = _display(self.text)
+                self._shown = True
 
 
 @contextmanager

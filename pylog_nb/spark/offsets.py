@@ -15,6 +15,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..client.io import client_config
+from ..client.status import waiting
 from .options import ISOLATION_LEVEL, READ_COMMITTED, Bound, SparkSourceError, TopicSpec
 from .planning import TopicPartition, Watermarks
 
@@ -102,14 +103,17 @@ class ClusterOffsets:
         if not tps:
             return {}
         deadline_s = time.monotonic() + METADATA_TIMEOUT_S
-        while True:
-            offsets, problem = self._try_list(tps, spec, by_time)
-            if problem is None:
-                return offsets
-            if time.monotonic() > deadline_s:
-                raise SparkSourceError(f"cannot list offsets: {problem}")
-            time.sleep(RETRY_BACKOFF_S)
-            self._admin = self._new_admin()  # librdkafka's admin keeps asking a dead leader
+        with waiting(f"asking the leaders of {_names(tps)} for offsets…") as status:
+            while True:
+                offsets, problem = self._try_list(tps, spec, by_time)
+                if problem is None:
+                    return offsets
+                if time.monotonic() > deadline_s:
+                    raise SparkSourceError(f"cannot list offsets: {problem}")
+                status.say(f"waiting for the leaders of {_names(tps)} to answer ({problem}: "
+                           f"a leader may be moving; up to {METADATA_TIMEOUT_S:g} s)…")
+                time.sleep(RETRY_BACKOFF_S)
+                self._admin = self._new_admin()  # librdkafka's admin keeps asking a dead leader
 
     def _try_list(self, tps: list[TopicPartition], spec: OffsetSpec,
                   by_time: bool) -> tuple[dict, str | None]:
@@ -130,3 +134,9 @@ class ClusterOffsets:
                 return {}, f"no answer for {tp.topic}-{tp.partition} in {ATTEMPT_TIMEOUT_S} s"
             offsets[(tp.topic, tp.partition)] = offset
         return offsets, None
+
+
+def _names(tps: list[TopicPartition]) -> str:
+    """The topics of ``tps`` as a user named them: "clicks", "clicks and orders"."""
+    topics = sorted({topic for topic, _partition in tps})
+    return topics[0] if len(topics) == 1 else f"{', '.join(topics[:-1])} and {topics[-1]}"

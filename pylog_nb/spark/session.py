@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -21,6 +24,8 @@ from .source import SHORT_NAME, PylogDataSource, plan_batch
 LOOPBACK = "127.0.0.1"
 START_S_TYPICAL = 15  # what the first start of the JVM and SparkContext takes on a laptop
 CORES_DEFAULT = 2
+# The JVM stops Spark in its shutdown hooks, ~1 s; a kernel being shut down is killed after 5 s.
+JVM_EXIT_WAIT_S = 3.0
 SHUFFLE_PARTITIONS = 4  # Spark's 200 is for clusters; a notebook's data fits a few tasks
 LOCAL_SETTINGS = {
     "spark.driver.host": LOOPBACK,
@@ -37,17 +42,25 @@ def local_spark(app_name: str = "pylog-nb", *, cores: int = CORES_DEFAULT,
 
     Everything listens on 127.0.0.1, the web UI included, and Python workers run this very
     interpreter, so they import the same pylog_nb and pyarrow as the kernel. The JVM's own
-    output (log4j lines, task stack traces) goes to :func:`spark_log_path`, not into cells.
+    output (log4j lines, task stack traces) goes to :func:`spark_log_path`, not into cells; the
+    file goes when the interpreter exits, after the JVM. The first call says what it waits for
+    until the session is ready, the JVM's start and the source's registration included.
     """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)  # the UI binds where this says
     conf = SparkConf().setMaster(f"local[{cores}]").setAppName(app_name).setAll(
         list({**LOCAL_SETTINGS, **(settings or {})}.items()))
-    if SparkContext._gateway is None:  # the first session of this kernel starts the JVM
-        with waiting(f"starting Spark (about {START_S_TYPICAL} s)…", delay_s=0) as status:
-            _start_jvm(conf)
-            status.done(f"Spark started in {status.elapsed_s:.0f} s")
+    if SparkContext._gateway is not None:
+        return _session(conf)
+    with waiting(f"starting Spark (about {START_S_TYPICAL} s)…", delay_s=0) as status:
+        _start_jvm(conf)  # the first session of this kernel starts the JVM
+        spark = _session(conf)  # its first session and source take seconds more
+        status.done(f"Spark started in {status.elapsed_s:.0f} s")
+    return spark
+
+
+def _session(conf: SparkConf) -> SparkSession:
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(PylogDataSource)
@@ -55,13 +68,32 @@ def local_spark(app_name: str = "pylog-nb", *, cores: int = CORES_DEFAULT,
 
 
 def _start_jvm(conf: SparkConf) -> None:
-    with open(spark_log_path(), "ab") as log:
+    log_path = spark_log_path()
+    with open(log_path, "ab") as log:
         gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+    atexit.register(_stop_jvm_and_remove_log, gateway.proc, log_path)
     SparkContext(conf=conf, gateway=gateway)
 
 
+def _stop_jvm_and_remove_log(jvm: subprocess.Popen, log_path: Path) -> None:
+    """At interpreter exit: stop the JVM (it exits once its stdin closes, as PySpark
+    arranges), then remove its log, so that no kernel leaves one in the temp directory."""
+    context = SparkContext._active_spark_context
+    if context is not None:  # first, or the JVM's going would break Python's end of Spark
+        with contextlib.suppress(Exception):  # a JVM already gone: nothing left to stop
+            context.stop()
+    if jvm.stdin is not None:
+        jvm.stdin.close()
+    try:
+        jvm.wait(JVM_EXIT_WAIT_S)
+    except subprocess.TimeoutExpired:
+        jvm.kill()
+        jvm.wait()
+    log_path.unlink(missing_ok=True)
+
+
 def spark_log_path() -> Path:
-    """Where this kernel's JVM writes its log."""
+    """Where this kernel's JVM writes its log (removed when the kernel exits)."""
     return Path(tempfile.gettempdir()) / f"pylog-nb-spark-{os.getpid()}.log"
 
 
@@ -88,7 +120,9 @@ def to_spark(source, topic: str, *, spark: SparkSession | None = None,
     given["endingOffsets"] = _offsets_option(topic, ending, partitions, LATEST)
     plan_batch(parse_read_options(given, streaming=False))  # Spark plans again when it reads
     spark = spark or local_spark()
-    frame = spark.read.format(SHORT_NAME).options(**given).load()
+    # the source's schema comes from a Python worker; the first one takes seconds to start
+    with waiting("planning the read in Spark (in a Python worker)…"):
+        frame = spark.read.format(SHORT_NAME).options(**given).load()
     if text:
         frame = frame.withColumns({"key": frame.key.cast("string"),
                                    "value": frame.value.cast("string")})
