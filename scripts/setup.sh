@@ -23,4 +23,11 @@ PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[${EXTRAS}]"
+# JupyterLab saves the live view's state with the notebook (ipywidgets' "Save Widget State
+# Automatically"), so a notebook saved while the view is open reopens showing its last picture.
+if [ -d .venv/share/jupyter/lab ]; then
+  mkdir -p .venv/share/jupyter/lab/settings
+  printf '%s\n' '{"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": true}}' \
+    > .venv/share/jupyter/lab/settings/overrides.json
+fi
 echo "setup: ready (.venv)"

@@ -519,10 +519,9 @@ def stacked_marks(start_ms: int) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def shots() -> Path:
+def shots(tmp_path_factory) -> Path:
     """Where the bare page's screenshots go (printed)."""
-    where = Path("/tmp/view-shots")
-    where.mkdir(exist_ok=True)
+    where = tmp_path_factory.mktemp("view-shots")
     print(f"bare-page screenshots in {where}")
     return where
 
@@ -672,4 +671,38 @@ def test_a_notebook_saved_after_its_kernel_shut_down_reopens_with_a_picture_of_t
         expect(page.locator("#jp-main-statusbar")).to_contain_text(KERNEL_IDLE, timeout=WAIT_MS)
         expect(page.get_by_text("Error displaying widget")).to_have_count(0)
         picture.screenshot(path=str(shots / "saved-notebook-picture.png"))
+        page.close()
+
+
+def test_a_notebook_saved_while_its_view_is_open_reopens_with_the_view_drawn(
+        browser, tmp_path, shots):
+    """scripts/setup.sh turns on JupyterLab's "Save Widget State Automatically": a notebook
+    saved while the view is open keeps the view's last state, and reopened by a new server
+    (the old kernel and cluster gone) draws it again instead of "Error displaying widget:
+    model not found"."""
+    write_notebook(tmp_path / NOTEBOOK, [
+        "%load_ext pylog_nb",
+        f"cluster = %log_cluster start --brokers 1 --data-dir {tmp_path / 'data'}",
+        f"%log_topic create {TOPIC} -p 1 -r 1",
+        "view = %log_watch",
+        "view"])
+    with running_lab(tmp_path) as server:
+        page = browser.new_page(viewport=LAPTOP)
+        page.set_default_timeout(WAIT_MS)
+        page.goto(server.url(NOTEBOOK))
+        run_all_cells(page)
+        expect(page.locator(f'.pylog-view .pylog-partition[data-partition="{TOPIC}-0"]')
+               ).to_have_count(1, timeout=WAIT_MS)
+        page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+        expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=WAIT_MS)
+        page.close()
+    with running_lab(tmp_path) as server:
+        page = browser.new_page(viewport=LAPTOP)
+        page.set_default_timeout(WAIT_MS)
+        page.goto(server.url(NOTEBOOK))
+        expect(page.locator("#jp-main-statusbar")).to_contain_text(KERNEL_IDLE, timeout=WAIT_MS)
+        redrawn = page.locator(f'.pylog-view .pylog-partition[data-partition="{TOPIC}-0"]')
+        expect(redrawn).to_have_count(1, timeout=WAIT_MS)
+        expect(page.get_by_text("Error displaying widget")).to_have_count(0)
+        page.locator(".pylog-view").screenshot(path=str(shots / "saved-open-view.png"))
         page.close()
