@@ -97,6 +97,15 @@ def test_start_after_kill_pause_and_isolate_stops_the_leftovers_and_keeps_the_to
     first.stop()  # reaps what it started; nothing left to signal
 
 
+def test_a_stopped_cluster_starts_again_with_its_topics(tmp_path):
+    cluster = LocalCluster(brokers=3, data_dir=tmp_path).start()
+    topic = _topic_with_records(cluster)
+    cluster.stop()
+    with cluster.start():
+        assert cluster.broker_states() == {1: "up", 2: "up", 3: "up"}
+        assert list(consume(cluster.bootstrap_servers, topic).value) == ["kept"]
+
+
 def test_start_reuses_a_healthy_cluster_another_process_runs(tmp_path, capsys):
     other, theirs = _start_elsewhere(tmp_path)
     try:

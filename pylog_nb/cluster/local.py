@@ -169,6 +169,8 @@ class LocalCluster:
 
     def _start_locked(self) -> None:
         self._load_ports()  # another process may have started this directory since __init__
+        if self._parent_w < 0:  # stop() closed the pipe: started again
+            self._parent_r, self._parent_w = os.pipe()
         if not self._reuse_or_clear():
             self._pick_controller_ports()
             self._spawn_all(self._nodes())
