@@ -31,11 +31,10 @@ FAILING_CELL = 'raise RuntimeError("injected: a cell failed half-way through Run
 # next Run All says about the cluster the failed run left (None: it starts a cluster of its own).
 FAULT_POINTS: dict[str, tuple[str, str | None] | None] = {
     "01-first-log.ipynb": ("cluster.restart(1)", "reusing the cluster already running on"),
-    # Not later: a failed run's background producer (started further on) writes on into the
-    # next run's topic, since it looks the global `topic` up at each record.
-    "02-replication.ipynb": ('cluster.kill(old["leader"])',
-                             "stopped what was left of the cluster on"),
-    "03-consumer-groups.ipynb": ("cluster.kill(old)", None),  # a temporary directory each run
+    # A controller and a broker down, the background producer still writing.
+    "02-replication.ipynb": ("cluster.kill(victim)", "stopped what was left of the cluster on"),
+    # It stops its earlier cluster itself and empties data/tutorial-03 before starting anew.
+    "03-consumer-groups.ipynb": ("cluster.kill(old)", None),
     "04-magics.ipynb": ("%log_cluster pause", "stopped the running cluster (3 brokers)"),
     # Same restart as 04 and 07, with Spark's session kept: clean by hand (failed at the first
     # %log_spark), but a JVM makes it ~3 minutes, more than the rest together.

@@ -123,7 +123,9 @@ class ClusterView(anywidget.AnyWidget):
     def __repr__(self) -> str:  # anywidget's text/plain, where no widget can be drawn
         if not hasattr(self, "cluster"):
             return "ClusterView()"
-        return f"ClusterView({len(self.cluster.brokers)} brokers, every {self.refresh_s:g} s)"
+        brokers = len(self.cluster.brokers)
+        return (f"ClusterView({brokers} broker{'s' if brokers != 1 else ''}, "
+                f"every {self.refresh_s:g} s)")
 
     def _ipython_display_(self) -> None:
         """Display the widget under a display id of its own, so that ``close()`` can put a
