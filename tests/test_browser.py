@@ -286,8 +286,11 @@ def test_killing_the_leader_from_the_view_shows_pending_then_a_new_leader(page, 
     shows(view, view.locator(".pylog-actions"), f"kill broker {old}: pending")
     expect(node).to_have_attribute("data-state", "up")
     page.screenshot(path=str(artifacts / "pending.png"), full_page=True)
+    # The busy kernel has not answered the view's hello: the view says why it may be silent.
+    shows(view, view.locator(".pylog-head .pylog-no-kernel"), "a cell is running")
     (root / GO_FILE).touch()
     expect(node).to_have_attribute("data-state", "down", timeout=WAIT_MS)
+    expect(view.locator(".pylog-no-kernel")).to_have_count(0)  # the free kernel answered
     shows(view, view.locator(".pylog-actions"), f"kill broker {old}: done")
     # Another replica leads, and the dead broker has left the ISR (data-isr: "3,2,1").
     shown = view.locator(f'.pylog-partition[data-partition="{partition}"]')
@@ -488,6 +491,7 @@ SILENT_SINCE_MS = 1_764_158_463_000  # when the dead broker went silent
 STACKED_POSITIONS = 40  # as filed in issue 19: 129 marks on 40 x positions
 STACKED_MARKS = 129
 PX_TOLERANCE = 0.75  # sub-pixel rounding of the drawn geometry
+KERNEL_ANSWER_MS = 5000  # as cluster_view.js: how long a view waits for its kernel's answer
 
 
 def isolated_leader_snapshot() -> dict:
@@ -589,6 +593,25 @@ def test_a_dead_brokers_replica_says_since_when_and_what_it_last_claimed(browser
     page.close()
 
 
+def test_a_view_without_an_answering_kernel_says_so_until_one_answers(browser):
+    """A view whose hello gets no answer (a busy kernel, or a view drawn from a saved notebook
+    whose kernel is gone) says so after KERNEL_ANSWER_MS, and stops saying it once answered;
+    one answered at once never says it."""
+    silent = view_page.show(browser, isolated_leader_snapshot(), taken_ms=SILENT_SINCE_MS,
+                            kernel=False)
+    assert silent.evaluate("window.sent").count({"type": "hello"}) == 1
+    warning = silent.locator(".pylog-head .pylog-no-kernel")
+    expect(warning).to_contain_text("no answer from the kernel yet", timeout=WAIT_MS)
+    expect(warning).to_contain_text("saved with the notebook")
+    silent.evaluate("window.answer()")
+    expect(warning).to_have_count(0)
+    silent.close()
+    answered = view_page.show(browser, isolated_leader_snapshot(), taken_ms=SILENT_SINCE_MS)
+    answered.wait_for_timeout(KERNEL_ANSWER_MS + 1000)
+    expect(answered.locator(".pylog-no-kernel")).to_have_count(0)
+    answered.close()
+
+
 def test_the_view_fits_a_laptop_screen_with_the_legend_folded(browser, shots):
     """The topology and the timeline within the first 900 px, so the timeline can be scrubbed
     while the brokers change; the legend folded until asked for."""
@@ -618,7 +641,7 @@ def test_a_hover_on_stacked_timeline_marks_lists_every_mark_there(browser):
     at_first = [m for m in marks if m["now_ms"] == marks[0]["now_ms"]]
     assert all(f"controller: {m['text']}\n" in first + "\n" for m in at_first), first
     stacks.first.locator(".pylog-mark-hit").click()  # replays the stack's first snapshot
-    assert page.evaluate("window.sent") == [{"type": "replay", "seq": at_first[0]["seq"]}]
+    assert page.evaluate("window.sent")[-1:] == [{"type": "replay", "seq": at_first[0]["seq"]}]
     page.close()
 
 
@@ -704,5 +727,7 @@ def test_a_notebook_saved_while_its_view_is_open_reopens_with_the_view_drawn(
         redrawn = page.locator(f'.pylog-view .pylog-partition[data-partition="{TOPIC}-0"]')
         expect(redrawn).to_have_count(1, timeout=WAIT_MS)
         expect(page.get_by_text("Error displaying widget")).to_have_count(0)
+        expect(page.locator(".pylog-view .pylog-no-kernel")).to_contain_text(
+            "saved with the notebook", timeout=WAIT_MS)
         page.locator(".pylog-view").screenshot(path=str(shots / "saved-open-view.png"))
         page.close()

@@ -20,14 +20,22 @@ ESM = (WIDGETS / "cluster_view.js").read_text()
 CSS = (WIDGETS / "cluster_view.css").read_text()
 
 # Load the module from a blob (as anywidget does) and render it with a stand-in model; the
-# messages the view sends are kept in window.sent.
-RENDER_JS = """async ({esm, values}) => {
+# messages the view sends are kept in window.sent. Like a free kernel, the model answers the
+# view's hello at once, unless ``kernel`` is false (a view drawn from saved widget state);
+# window.answer() answers it later (a kernel whose cell ended).
+RENDER_JS = """async ({esm, values, kernel}) => {
   const bytes = (text) => Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
   const traits = {...values, base_z: bytes(values.base_z), delta_z: bytes(values.delta_z)};
   window.sent = [];
+  const handlers = {};
+  window.answer = () => handlers["msg:custom"]?.({type: "hello"});
   const model = {
     get: (name) => traits[name], set: (name, value) => { traits[name] = value; },
-    save_changes() {}, on() {}, off() {}, send: (message) => window.sent.push(message),
+    save_changes() {}, on: (name, handler) => { handlers[name] = handler; }, off() {},
+    send: (message) => {
+      window.sent.push(message);
+      if (kernel && message.type === "hello") setTimeout(window.answer, 0);
+    },
   };
   const url = URL.createObjectURL(new Blob([esm], {type: "text/javascript"}));
   const module = await import(url);
@@ -94,9 +102,10 @@ def snapshot(brokers: dict[int, str], partitions: list[dict], events: list[dict]
 
 
 def show(browser, shown: dict, *, marks: list[dict] | None = None, taken_ms: int,
-         replaying: bool = False, viewport: dict | None = None):
+         replaying: bool = False, viewport: dict | None = None, kernel: bool = True):
     """A new page of ``browser`` drawing ``shown`` (live, or as a replayed snapshot) with the
-    timeline ``marks``; returns the page once the view has drawn its partitions."""
+    timeline ``marks``, the model answering as a free kernel would unless not ``kernel``;
+    returns the page once the view has drawn its partitions."""
     page = browser.new_page(viewport=viewport or {"width": 1400, "height": 900})
     page.set_content('<!doctype html><html><body style="margin:0"><div id="root"></div></body>'
                      "</html>")
@@ -114,7 +123,7 @@ def show(browser, shown: dict, *, marks: list[dict] | None = None, taken_ms: int
         "replay": {"seq": 1, "taken_ms": taken_ms, "snapshot": shown} if replaying else {},
         "action_help": {"kill": "SIGKILL"}, "controller_action_help": {"kill": "SIGKILL"},
     }
-    page.evaluate(RENDER_JS, {"esm": ESM, "values": values})
+    page.evaluate(RENDER_JS, {"esm": ESM, "values": values, "kernel": kernel})
     page.locator(".pylog-partition").first.wait_for()
     return page
 

@@ -65,6 +65,11 @@ const CATEGORY_HELP = {
 };
 const LSO_HELP = "the last stable offset: read_committed consumers read only below it. The first record of the oldest open transaction holds it there until that transaction's commit or abort marker is written; with no open transaction it is the HW";
 const MARKER_HELP = "a transaction marker: an offset no consumer receives. The commit or abort of a transaction is a control record written into each partition it touched; read_committed consumers learn from it which records to deliver or drop, and every consumer skips its offset";
+// A free kernel answers the view's hello in milliseconds, a busy one when its cell ends, and a
+// view drawn from a saved notebook's widget state never: after this long, say which it may be.
+const KERNEL_ANSWER_MS = 5000;
+const NO_KERNEL_TEXT = "⚠ no answer from the kernel yet: a cell is running (clicks wait until it ends), "
+  + "or this view was saved with the notebook and the kernel that drew it is gone: it shows the cluster as it was then";
 const MARKERS_LISTED_MAX = 4; // the newest markers a replica's note names (the bar shows them all)
 let viewCount = 0; // per page: each view's SVG pattern ids are its own
 
@@ -333,6 +338,7 @@ function render({ model, el }) {
     const status = model.get("status");
     if (status) lines.push(h("div", { class: "pylog-error" }, `⚠ ${status}`));
     if (live.error) lines.push(h("div", { class: "pylog-error" }, `⚠ cannot read the kernel's update: ${live.error}`));
+    if (page.kernel === "silent") lines.push(h("div", { class: "pylog-warning pylog-no-kernel" }, NO_KERNEL_TEXT));
     if (controllers.length && !active) {
       lines.push(h("div", { class: "pylog-warning pylog-no-active" },
         "⚠ no controller is active (an election, or no majority answers): brokers keep the metadata they have"));
@@ -1121,6 +1127,24 @@ function render({ model, el }) {
     performance.clearMeasures(DRAW_MEASURE);
   }
 
+  // Whether a kernel is behind this view: "asking" until it answers hello ("answering"), or
+  // "silent" once KERNEL_ANSWER_MS passed without an answer (busy, or gone: see NO_KERNEL_TEXT).
+  function askTheKernel() {
+    page.kernel = "asking";
+    send({ type: "hello" });
+    return setTimeout(() => {
+      if (page.kernel !== "asking") return;
+      page.kernel = "silent";
+      drawHead();
+    }, KERNEL_ANSWER_MS);
+  }
+
+  function onKernelMessage(content) {
+    if (!content || content.type !== "hello" || page.kernel === "answering") return;
+    page.kernel = "answering";
+    drawHead();
+  }
+
   let inflating = Promise.resolve(); // one after the other: a newer delta never lands first
   function onChange() {
     inflating = inflating.then(inflateTraits).then(redrawLive, (error) => {
@@ -1149,11 +1173,14 @@ function render({ model, el }) {
     ["change:action", onAction],
     ["change:status", drawHead],
     ["change:show_internal", drawPartitions],
+    ["msg:custom", onKernelMessage],
   ];
   for (const [name, handler] of handlers) model.on(name, handler);
   drawShown();
   onChange();
+  const silence = askTheKernel();
   return () => {
+    clearTimeout(silence);
     for (const [name, handler] of handlers) model.off(name, handler);
   };
 }

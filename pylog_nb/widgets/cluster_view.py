@@ -30,12 +30,15 @@ ES module) only draws it and sends back what the user asked for.
 - ``{"type": "replay", "seq"}`` puts a recorded snapshot in ``replay``; ``{"type": "live"}``
   empties it. Live snapshots keep arriving underneath; the browser shows the replayed one.
 - ``show_internal``, set by the browser's checkbox, folds or unfolds internal topics.
+- ``{"type": "hello"}`` is answered with the same: a view that gets no answer within seconds
+  says so (a cell is running, or it was drawn from a saved notebook whose kernel is gone).
 - Closing leaves a picture: the view is displayed with a display id, and ``close()`` (also at
   kernel exit, for views still open) replaces every place it was shown with a static HTML
   picture of its last snapshot (``render.render_closed_view``), so a notebook saved after that
   reopens with the picture, not ipywidgets' "Error displaying widget: model not found". A
   notebook saved while a view is open keeps only the widget's reference: JupyterLab draws it
-  again from the saved widget state if its "Save Widget State Automatically" setting is on.
+  again from the saved widget state if its "Save Widget State Automatically" setting is on
+  (``scripts/setup.sh`` turns it on for the venv's JupyterLab).
 """
 
 from __future__ import annotations
@@ -257,6 +260,8 @@ class ClusterView(anywidget.AnyWidget):
                 self.status = f"snapshot {content['seq']} is no longer kept"
         elif kind == "live":
             self.show(None)
+        elif kind == "hello":  # the browser asks whether a kernel is behind the view
+            self.send({"type": "hello"})
         elif kind == "act":
             self._on_act(content)
 
