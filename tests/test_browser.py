@@ -395,10 +395,8 @@ def test_commit_and_abort_markers_are_drawn_on_every_replica(view, lab, artifact
     expect(rows.locator(".pylog-marker")).to_have_count(2 * MARKERS_REPLICAS)
     for marks in (commits, aborts):
         for i in range(MARKERS_REPLICAS):
-            # a vertical tick: its geometric box has no width, so check the drawn stroke itself
-            drawn = marks.nth(i).locator(".pylog-marker-tick").evaluate(
-                "tick => [tick.getTotalLength(), getComputedStyle(tick).strokeWidth]")
-            assert drawn[0] > 0 and drawn[1] not in ("0px", ""), drawn
+            drawn = drawn_stroke(marks.nth(i).locator(".pylog-marker-tick"))
+            assert drawn is not None and drawn[0] > 0 and drawn[1] not in ("0px", ""), drawn
     hover = commits.first.locator("title").text_content()
     assert hover.startswith("COMMIT marker at offset 1, producer id "), hover
     assert "an offset no consumer receives" in hover
@@ -427,6 +425,20 @@ def leader_address_of(bootstrap: str, topic: str) -> tuple[int, str]:
             return leader, f"{broker.host}:{broker.port}"
         time.sleep(1)
     raise AssertionError(f"{topic}-0 has no leader after {WAIT_S} s")
+
+
+def drawn_stroke(tick) -> list:
+    """A vertical tick's length and stroke width as drawn (its geometric box has no width, so
+    the stroke itself is checked). The view redraws its rows as the cluster changes, and a
+    replaced element is no longer rendered: ask again for the one drawn now."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        drawn = tick.evaluate("tick => tick.isConnected"
+                              " ? [tick.getTotalLength(), getComputedStyle(tick).strokeWidth]"
+                              " : null")
+        if drawn is not None or time.monotonic() > deadline:
+            return drawn
+        time.sleep(POLL_S)
 
 
 def test_killing_the_active_controller_from_the_view_shows_another_one_active(view, artifacts):
