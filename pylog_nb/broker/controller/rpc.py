@@ -1,7 +1,7 @@
 """The controller RPC: its wire format, an asyncio client, and a blocking one-shot call.
 
-Wire format (loopback only). Every message is one *frame*: an int32 big-endian length, then that
-many bytes holding one UTF-8 JSON object::
+Wire format (loopback only; ``rpc_framing.py``, shared with the Raft voters). Every message is
+one *frame*: an int32 big-endian length, then that many bytes holding one UTF-8 JSON object::
 
     request   {"id": int, "method": str, "params": {...}}
     response  {"id": int, "error_code": int, "message": str, "result": any}
@@ -40,13 +40,13 @@ import itertools
 import json
 import logging
 import socket
-import struct
 import time
 from collections.abc import Sequence
 from typing import Any, Self
 
 from ..errors import Errors, KafkaError
 from ..metadata.records import MetadataRecord, record_from_json
+from ..rpc_framing import FRAME_SIZE, FrameError, encode_frame, parse_frame, read_frame
 
 __all__ = [
     "CALL_TIMEOUT_MS",
@@ -71,7 +71,6 @@ log = logging.getLogger("pylog.broker")
 
 Address = tuple[str, int]  # (host, port) of a controller's RPC listener
 NOT_CONTROLLER = Errors.NOT_CONTROLLER
-_SIZE = struct.Struct(">i")
 # The largest real request is create_topic with a manual assignment of PARTITIONS_MAX partitions
 # (well under 1 MiB); the bound caps what one peer can make the controller buffer.
 REQUEST_BYTES_MAX = 16 * 1024 * 1024
@@ -97,10 +96,6 @@ IDEMPOTENT_METHODS = frozenset(
 )
 
 
-class FrameError(ValueError):
-    """A frame broke the wire format (size out of bounds, not UTF-8 JSON, wrong shape)."""
-
-
 class ControllerRpcError(KafkaError):
     """The controller refused a call: a Kafka error code and a one-line message.
 
@@ -123,40 +118,7 @@ class ControllerRpcError(KafkaError):
         return f"ControllerRpcError({self.error_code}, {self.message!r})"
 
 
-# -- framing ---------------------------------------------------------------------------------------
-
-
-def encode_frame(message: dict[str, Any]) -> bytes:
-    """One frame holding ``message`` as compact JSON."""
-    payload = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-    return _SIZE.pack(len(payload)) + payload
-
-
-def parse_frame(payload: bytes) -> dict[str, Any]:
-    """The JSON object in a frame's payload, or FrameError."""
-    try:
-        message = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise FrameError(f"frame is not UTF-8 JSON: {str(error)[:100]}") from None
-    if not isinstance(message, dict):
-        raise FrameError(f"frame holds a JSON {type(message).__name__}, not an object")
-    if type(message.get("id")) is not int:
-        raise FrameError("frame has no integer id")
-    return message
-
-
-async def read_frame(reader: asyncio.StreamReader, size_max: int) -> bytes | None:
-    """The next frame's payload; None at a clean end of stream between frames."""
-    try:
-        head = await reader.readexactly(_SIZE.size)
-    except asyncio.IncompleteReadError as error:
-        if error.partial:
-            raise  # the peer went away mid-frame: a dropped connection, not a bad frame
-        return None
-    size = _SIZE.unpack(head)[0]
-    if not 0 <= size <= size_max:
-        raise FrameError(f"frame of {size} bytes is outside 0..{size_max}")
-    return await reader.readexactly(size)
+# -- requests and responses (their framing: rpc_framing.py) ----------------------------------------
 
 
 def _check_response(message: dict[str, Any], request_id: int) -> Any:
@@ -182,7 +144,7 @@ def _refusal(code: int, text: str, result: Any) -> ControllerRpcError:
 
 def _request_frame(frame_id: int, method: str, params: dict[str, Any]) -> bytes:
     frame = encode_frame({"id": frame_id, "method": method, "params": params})
-    assert len(frame) - _SIZE.size <= REQUEST_BYTES_MAX, f"{method} request is too large"
+    assert len(frame) - FRAME_SIZE.size <= REQUEST_BYTES_MAX, f"{method} request is too large"
     return frame
 
 
@@ -584,7 +546,7 @@ def _call_blocking(address: Address, frame: bytes, timeout_s: float) -> Any:
     with sock:
         try:
             sock.sendall(frame)
-            size = _SIZE.unpack(_recv_exactly(sock, _SIZE.size))[0]
+            size = FRAME_SIZE.unpack(_recv_exactly(sock, FRAME_SIZE.size))[0]
             if not 0 <= size <= RESPONSE_BYTES_MAX:
                 raise FrameError(
                     f"response frame of {size} bytes is outside 0..{RESPONSE_BYTES_MAX}")

@@ -1,12 +1,12 @@
 """RaftShell: the asyncio shell of one voter (Kafka's KafkaNetworkChannel and the raft I/O thread).
 
 Theory of operation: the core (``RaftNode``) decides everything; the shell only moves its
-messages and fires its timer. It listens on ``host:port`` for the other voters; every frame it
-reads (the controller RPC's framing: an int32 length, then a JSON object) is one message,
-``{"id": 0, "from": <voter>, ...codec.encode_message}``, handed to ``node.handle``. What the
-core returns is queued per destination and written on one outbound connection per peer, opened
-when first needed and again after it breaks. Messages are one-way: an answer is a message of
-its own, on the answerer's connection.
+messages and fires its timer. It listens on ``host:port`` for the other voters; every frame
+it reads (``rpc_framing.py``, as the controller RPC's: an int32 length, then a JSON object) is
+one message, ``{"id": 0, "from": <voter>, ...codec.encode_message}``, handed to
+``node.handle``. What the core returns is queued per destination and written on one outbound
+connection per peer, opened when first needed and again after it breaks. Messages are one-way:
+an answer is a message of its own, on the answerer's connection.
 
 A message that cannot be written (the peer is down, the connection broke) is dropped; a fetch
 among them is reported to the core (``request_failed``), as a refused connection is. A peer that
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from ..controller.rpc import FrameError, encode_frame, parse_frame, read_frame
+from ..rpc_framing import FrameError, encode_frame, parse_frame, read_frame
 from .codec import decode_message, encode_message
 from .messages import FetchRequest, FetchSnapshotRequest, Message, Send
 from .node import NotLeaderError, RaftNode, Role
