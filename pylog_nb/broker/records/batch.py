@@ -321,6 +321,18 @@ def has_keyless_record(buf, pos: int = 0, *,
                for _delta, field, _end in _key_fields(body, header.records_count))
 
 
+def keyless_record_indexes(buf, pos: int = 0, *,
+                           decompressed_bytes_max: int = codecs.DECOMPRESSED_BYTES_MAX
+                           ) -> list[int]:
+    """Index within the (validated) batch at ``pos`` of each record with a null key: what a
+    compacted topic's produce path answers per record (KIP-467's ``batch_index``)."""
+    header = read_header(buf, pos)
+    body = _body(buf, pos, header, decompressed_bytes_max)
+    return [index for index, (_delta, field, _end)
+            in enumerate(_key_fields(body, header.records_count))
+            if decode_varint(body, field)[0] == NULL_LENGTH]
+
+
 def _key_fields(body: bytes, count: int) -> Iterator[tuple[int, int, int]]:
     """Offset delta, position of the key and end of each of the ``count`` records."""
     at = 0

@@ -52,6 +52,7 @@ from ..storage import cleaner
 from ..storage.cleaner import FilterStats
 from ..storage.errors import InvalidTxnStateError
 from ..storage.log import Log, LogAppendInfo
+from ..storage.log_validator import RecordValidationError
 from .config import REPLICA_LAG_TIME_MAX_MS
 from .stats import BrokerTopicStats
 
@@ -402,7 +403,8 @@ class ReplicaManager:
             code = errors.error_code_of(error)
             if isinstance(error, ValueError) and not isinstance(error, errors.KafkaError):
                 code = errors.CORRUPT_MESSAGE
-            return {**result, "error_code": code, "error_message": str(error)[:200]}, []
+            return {**result, "error_code": code, "error_message": str(error)[:200],
+                    **_record_errors(error)}, []
         self.stats.on_append(info.last_offset - info.first_offset + 1,
                              info.size_bytes if size_bytes is None else size_bytes)
         result.update(error_code=errors.NONE, base_offset=info.first_offset,
@@ -531,6 +533,15 @@ def _read_records(partition: Partition, target: FetchTarget, budget: int, min_on
     if target.fetch_offset > log.log_end_offset:
         log.read(target.fetch_offset, 0, max_offset=upper)  # raises OffsetOutOfRange
     return None
+
+
+def _record_errors(error: Exception) -> dict:
+    """Produce v8's ``record_errors`` (KIP-467) if ``error`` names the records a batch was
+    refused for."""
+    if not isinstance(error, RecordValidationError):
+        return {}
+    return {"record_errors": [{"batch_index": e.batch_index, "batch_index_error_message":
+                               e.message} for e in error.record_errors]}
 
 
 def _min_insync(topic: TopicImage) -> int:

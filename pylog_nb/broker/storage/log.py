@@ -36,19 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from pylog_nb.broker.records.batch import (
-    decode_batch,
-    encode_batch,
-    has_keyless_record,
-    recompress_batches,
-)
+from pylog_nb.broker.records.batch import decode_batch, encode_batch, recompress_batches
 from pylog_nb.broker.records.header import (
     HEADER_BYTES,
     BatchHeader,
     InvalidRecordError,
     batch_size_at,
     check_batch,
-    iter_batches,
     read_header,
     set_base_offset,
     set_log_append_time,
@@ -61,12 +55,12 @@ from .epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, EpochEndOffset, LeaderEpo
 from .errors import (
     CorruptRecordError,
     KafkaStorageError,
-    KeylessRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
 from .index import INT32_MAX
+from .log_validator import validate_leader_records
 from .producer_state import CompletedTxn, DuplicateBatch, ProducerStateManager
 from .segment import (
     INDEX_SUFFIX,
@@ -147,17 +141,6 @@ def _marker_of(buf, pos: int) -> Marker | None:
     except InvalidRecordError as error:
         raise CorruptRecordError(str(error)) from error
     return decode_marker(records[0].key, records[0].value) if records else None
-
-
-def _check_keys(buf, pos: int) -> None:
-    """A compacted topic keeps records by key, so each needs one (Kafka's LogValidator); the
-    only place the broker decompresses what a producer sends."""
-    try:
-        keyless = has_keyless_record(buf, pos)
-    except InvalidRecordError as error:
-        raise CorruptRecordError(str(error)) from error
-    if keyless:
-        raise KeylessRecordError("a compacted topic cannot accept a record without a key")
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,7 +530,7 @@ class Log:
         buf = records if isinstance(records, bytearray) else bytearray(records)
         if not buf:
             return self._empty_append_info()
-        batches = self._validate_leader_records(buf)
+        batches = validate_leader_records(buf, self.config, self.directory.name)
         duplicate = self._check_producers(batches)
         if duplicate is not None:
             return duplicate
@@ -578,27 +561,6 @@ class Log:
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, NO_TIMESTAMP, NO_TIMESTAMP, self._log_start_offset)
-
-    def _validate_leader_records(self, buf: bytearray) -> list[tuple[int, BatchHeader]]:
-        if len(buf) > self.config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"record set of {len(buf)} bytes is larger than max_message_bytes "
-                f"{self.config.max_message_bytes}"
-            )
-        try:
-            batches = list(iter_batches(buf))
-        except CorruptRecordError:
-            raise
-        except InvalidRecordError as error:
-            raise CorruptRecordError(str(error)) from error
-        for pos, header in batches:
-            if header.records_count == 0 or header.records_count != header.last_offset_delta + 1:
-                raise CorruptRecordError("record count does not match last offset delta")
-            if header.is_control:
-                raise CorruptRecordError("producers may not write control batches")
-            if self.config.compact:
-                _check_keys(buf, pos)
-        return batches
 
     def _recompress(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: int
                     ) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:

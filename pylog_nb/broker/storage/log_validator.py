@@ -1,0 +1,97 @@
+"""Kafka's LogValidator: what a leader checks in a producer's batches before appending them.
+
+Theory of operation: a Produce request's records for one partition are refused whole or written
+whole; nothing is appended until every batch passed.
+
+- Batch-level rules (header only, no decompression): the record set fits ``max.message.bytes``;
+  each batch is whole, magic v2, with a known codec and a matching CRC-32C
+  (``header.check_batch``); its record count equals ``lastOffsetDelta + 1``; it is no control
+  batch. A breach refuses the request's partition with CORRUPT_MESSAGE.
+- Record-level rules (KIP-467): a compacted topic keeps records by key, so each record needs
+  one. Every record breaking a rule becomes a ``RecordError`` (its index within its batch and
+  why); the first batch with any raises ``RecordValidationError`` carrying all of that batch's
+  errors, answered as INVALID_RECORD with ``record_errors`` (Produce v8+) so the client can
+  tell the culprits from the records that failed only because they shared their batch.
+
+Only compacted topics decompress what a producer sends, to read the keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pylog_nb.broker.records.batch import keyless_record_indexes
+from pylog_nb.broker.records.header import BatchHeader, InvalidRecordError, iter_batches
+
+from .config import LogConfig
+from .errors import CorruptRecordError, KeylessRecordError, RecordTooLargeError
+
+__all__ = ["RecordError", "RecordValidationError", "validate_leader_records"]
+
+# Kafka's message for a refused batch names at most its first three record errors.
+RECORD_ERRORS_SHOWN_MAX = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """One refused record (Kafka's ``ProduceResponse.RecordError``): its index within its
+    batch, and why."""
+
+    batch_index: int
+    message: str
+
+
+class RecordValidationError(KeylessRecordError):
+    """Records of a batch broke record-level rules (Kafka's RecordValidationException):
+    INVALID_RECORD for the partition, with one ``RecordError`` per culprit."""
+
+    def __init__(self, record_errors: Sequence[RecordError]) -> None:
+        assert record_errors, "a record validation error names at least one record"
+        self.record_errors = tuple(record_errors)
+        shown = ", ".join(f"batch index {e.batch_index}: {e.message}"
+                          for e in self.record_errors[:RECORD_ERRORS_SHOWN_MAX])
+        super().__init__(f"One or more records have been rejected due to "
+                         f"{len(self.record_errors)} record errors in total, the first: {shown}")
+
+
+def validate_leader_records(buf, config: LogConfig, topic_partition: str
+                            ) -> list[tuple[int, BatchHeader]]:
+    """``(position, header)`` of each batch of a producer's record set for ``topic_partition``;
+    raise if the set must be refused (see the module docstring)."""
+    if len(buf) > config.max_message_bytes:
+        raise RecordTooLargeError(
+            f"record set of {len(buf)} bytes is larger than max_message_bytes "
+            f"{config.max_message_bytes}"
+        )
+    try:
+        batches = list(iter_batches(buf))
+    except CorruptRecordError:
+        raise
+    except InvalidRecordError as error:
+        raise CorruptRecordError(str(error)) from error
+    for pos, header in batches:
+        validate_batch(header)
+        if config.compact:
+            _check_keys(buf, pos, topic_partition)
+    return batches
+
+
+def validate_batch(header: BatchHeader) -> None:
+    """The batch-level rules a producer's batch obeys beyond ``check_batch``."""
+    if header.records_count == 0 or header.records_count != header.last_offset_delta + 1:
+        raise CorruptRecordError("record count does not match last offset delta")
+    if header.is_control:
+        raise CorruptRecordError("producers may not write control batches")
+
+
+def _check_keys(buf, pos: int, topic_partition: str) -> None:
+    """Every record of the batch at ``pos`` has a key (Kafka's ``validateKey``)."""
+    try:
+        keyless = keyless_record_indexes(buf, pos)
+    except InvalidRecordError as error:
+        raise CorruptRecordError(str(error)) from error
+    if keyless:
+        message = ("Compacted topic cannot accept message without key in topic partition "
+                   f"{topic_partition}")
+        raise RecordValidationError([RecordError(index, message) for index in keyless])
