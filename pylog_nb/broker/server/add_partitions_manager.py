@@ -27,18 +27,15 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .. import errors
 from ..metadata.topics import TRANSACTION_STATE_TOPIC
 from ..protocol.versions import ADD_PARTITIONS_TO_TXN_KEY
 from ..txn import AddPartitionsAnswer
+from ..types import TopicPartition
 from .broker_channel import BrokerChannel, BrokerChannels
+from .ports import TxnVerifierHost
 from .tasks import BackgroundTasks
-from .txn_marker_channel import TopicPartition
-
-if TYPE_CHECKING:
-    from .node import BrokerNode
 
 log = logging.getLogger("pylog.broker")
 
@@ -87,7 +84,7 @@ def produce_error(code: int) -> tuple[int, str]:
 class AddPartitionsToTxnManager:
     """Asks transaction coordinators whether partitions are in a producer's transaction."""
 
-    def __init__(self, node: BrokerNode) -> None:
+    def __init__(self, node: TxnVerifierHost) -> None:
         self.node = node
         self._waiting: dict[int, dict[str, _Verification]] = defaultdict(dict)  # by broker
         self._in_flight: set[int] = set()  # coordinator brokers with a request under way

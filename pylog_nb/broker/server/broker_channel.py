@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..protocol import codec
-
-if TYPE_CHECKING:
-    from .node import BrokerNode
+from .ports import BrokerDirectory
 
 _SIZE = struct.Struct(">i")
 
@@ -66,7 +64,7 @@ class BrokerChannel:
             self.connection = None
 
 
-def live_endpoint(node: BrokerNode, broker_id: int) -> dict | None:
+def live_endpoint(node: BrokerDirectory, broker_id: int) -> dict | None:
     """The endpoint of ``broker_id`` if it is live; None otherwise."""
     if broker_id not in node.live_broker_ids():
         return None
@@ -79,7 +77,8 @@ Channel = TypeVar("Channel", bound=BrokerChannel)
 class BrokerChannels(Generic[Channel]):
     """One ``channel_type`` per live peer broker, reopened when the broker's address changed."""
 
-    def __init__(self, node: BrokerNode, channel_type: type[Channel], client_id: str) -> None:
+    def __init__(self, node: BrokerDirectory, channel_type: type[Channel], client_id: str
+                 ) -> None:
         self.node = node
         self.channel_type = channel_type
         self.client_id = client_id

@@ -15,7 +15,7 @@ from .. import errors
 from ..controller.rpc import ControllerRpcError
 from ..metadata import topic_config
 from ..metadata.image import PartitionImage, TopicImage
-from .cluster_link import ClusterLink
+from .ports import ControllerLink
 
 NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"  # a topic deleted before we saw it
 DEFAULT_FROM_BROKER = -1  # num_partitions / replication_factor of -1 mean "broker default"
@@ -30,7 +30,7 @@ class AdminError(errors.KafkaError):
 
 
 class ControllerAdmin:
-    def __init__(self, link: ClusterLink) -> None:
+    def __init__(self, link: ControllerLink) -> None:
         self.link = link
 
     @property

@@ -35,33 +35,20 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from .. import errors
 from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..records.batch import encode_batch, iter_batches_decoded
-from ..txn import (
-    Action,
-    AddOffsetsAnswer,
-    AddPartitionsAnswer,
-    AppendRecords,
-    EndTxnAnswer,
-    InitProducerIdAnswer,
-    TransactionCoordinator,
-    WriteTxnMarkers,
-)
+from ..txn import Action, AppendRecords, TransactionCoordinator, WriteTxnMarkers
+from ..types import TopicPartition
 from .broker_channel import live_endpoint
+from .ports import TxnAnswer, TxnCoordinatorHost
 from .purgatory import ProduceDone
 from .replica_manager import ACKS_ALL, Partition
 from .tasks import BackgroundTasks
-from .txn_marker_channel import TopicPartition, TransactionMarkerChannelManager
-
-if TYPE_CHECKING:
-    from .node import BrokerNode
+from .txn_marker_channel import TransactionMarkerChannelManager
 
 log = logging.getLogger("pylog.broker")
-
-Answer = InitProducerIdAnswer | AddPartitionsAnswer | AddOffsetsAnswer | EndTxnAnswer
 
 TRANSACTION_STATE_APPEND_TIMEOUT_MS = 5_000  # Kafka's transaction.state.log append timeout
 MARKER_APPEND_TIMEOUT_MS = 30_000  # one WriteTxnMarkers partition, acks=all (request.timeout)
@@ -77,7 +64,7 @@ PRODUCER_IDS_LOW = 4
 class TransactionService:
     """The transaction coordinator core of this broker and the I/O it asks for."""
 
-    def __init__(self, node: BrokerNode) -> None:
+    def __init__(self, node: TxnCoordinatorHost) -> None:
         self.node = node
         config = node.config
         self.core = TransactionCoordinator(
@@ -224,7 +211,7 @@ class TransactionService:
         self._parked[request_id] = future
         return request_id, future
 
-    async def ask(self, call: Callable[[int], list[Action]]) -> Answer | None:
+    async def ask(self, call: Callable[[int], list[Action]]) -> TxnAnswer | None:
         """Run ``call(request_id)`` on the core and await its answer (None: shutting down)."""
         request_id, future = self.park()
         try:
@@ -233,7 +220,7 @@ class TransactionService:
         finally:
             self._parked.pop(request_id, None)
 
-    def _answer(self, request_id: int, answer: Answer) -> None:
+    def _answer(self, request_id: int, answer: TxnAnswer) -> None:
         future = self._parked.pop(request_id, None)
         if future is not None and not future.done():
             future.set_result(answer)
@@ -245,8 +232,7 @@ class TransactionService:
         for action in actions:
             if action.EVENT:
                 self.node.events.append(action)
-            if isinstance(action, InitProducerIdAnswer | AddPartitionsAnswer | AddOffsetsAnswer
-                          | EndTxnAnswer):
+            if isinstance(action, TxnAnswer):
                 self._answer(action.request_id, action)
             elif isinstance(action, AppendRecords):
                 self._append(action)

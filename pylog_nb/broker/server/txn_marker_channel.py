@@ -20,19 +20,16 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from .. import errors
 from ..protocol.versions import WRITE_TXN_MARKERS_KEY
 from ..txn import WriteTxnMarkers
+from ..types import TopicPartition
 from .broker_channel import BrokerChannel, BrokerChannels
-
-if TYPE_CHECKING:
-    from .node import BrokerNode
+from .ports import ClusterView
 
 log = logging.getLogger("pylog.broker")
 
-TopicPartition = tuple[str, int]
 # (producer id, producer epoch, coordinator epoch, committed, partitions) -> code per partition
 WriteLocal = Callable[[int, int, int, bool, list[TopicPartition]],
                       Awaitable[dict[TopicPartition, int]]]
@@ -45,7 +42,7 @@ MARKER_RESPONSE_TIMEOUT_S = 35.0
 class TransactionMarkerChannelManager:
     """Sends a transaction's markers and collects one error code per partition."""
 
-    def __init__(self, node: BrokerNode, write_local: WriteLocal) -> None:
+    def __init__(self, node: ClusterView, write_local: WriteLocal) -> None:
         self.node = node
         self.write_local = write_local
         self._channels = BrokerChannels(node, _MarkerChannel,
