@@ -11,6 +11,7 @@ from pylog_nb.broker.metadata.image import PartitionImage
 from pylog_nb.broker.protocol import codec
 from pylog_nb.broker.records import codecs
 from pylog_nb.broker.records.batch import encode_batch
+from pylog_nb.broker.records.header import parse_batches
 from pylog_nb.broker.replication import LeaderState
 from pylog_nb.broker.server.replica_manager import ACKS_LEADER, Partition, ReplicaManager
 from pylog_nb.broker.storage import KeylessRecordError, Log, LogConfig
@@ -41,7 +42,7 @@ def keyless_indexes(count: int = RECORD_COUNT) -> list[int]:
 def test_each_keyless_record_of_a_compacted_topics_batch_is_named_by_its_batch_index(codec_id):
     batch = encode_batch(records_some_keyless(), codec=codec_id)
     with pytest.raises(RecordValidationError) as refused:
-        validate_leader_records(batch, COMPACTED, f"{TOPIC}-0")
+        validate_leader_records(parse_batches(batch), COMPACTED, f"{TOPIC}-0")
     assert [e.batch_index for e in refused.value.record_errors] == keyless_indexes()
     assert refused.value.error_code == errors.INVALID_RECORD
     assert all("without key in topic partition t-0" in e.message
@@ -51,7 +52,7 @@ def test_each_keyless_record_of_a_compacted_topics_batch_is_named_by_its_batch_i
 
 def test_a_topic_that_is_not_compacted_takes_keyless_records():
     batch = encode_batch(records_some_keyless())
-    [(position, header)] = validate_leader_records(batch, LogConfig(), f"{TOPIC}-0")
+    [(position, header)] = validate_leader_records(parse_batches(batch), LogConfig(), f"{TOPIC}-0")
     assert position == 0 and header.records_count == RECORD_COUNT
 
 

@@ -36,14 +36,14 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import errors
 from ..metadata import topic_config
 from ..metadata.image import ClusterImage, PartitionImage, TopicImage
-from ..records.header import HEADER_BYTES, BatchHeader, read_header
+from ..records.header import ParsedBatches, parse_batches
 from ..replication.actions import Action, RoleChanged
 from ..replication.divergence import diverging_epoch
 from ..replication.follower import FollowerState
@@ -168,12 +168,12 @@ class Partition:
             guard = self.verification_guards[producer_id] = VerificationGuard(producer_id)
         return guard
 
-    def check_verified(self, records: bytes, guard: VerificationGuard) -> list[int]:
+    def check_verified(self, records: ParsedBatches, guard: VerificationGuard) -> list[int]:
         """Raise INVALID_TXN_STATE for a transactional batch of a producer with no ongoing
         transaction here unless ``guard`` is still its guard; the transactional producer ids."""
         producer_ids = []
         ongoing = self.log.producer_state.ongoing_txns
-        for header in batch_headers(records):
+        for header in records.headers:
             if not header.is_transactional or not header.has_producer_id:
                 continue
             producer_ids.append(header.producer_id)
@@ -341,10 +341,14 @@ class ReplicaManager:
     # == produce ==================================================================================
 
     def append_records(
-        self, topic: str, index: int, records: bytes | None, acks: int, timeout_ms: int,
-        produce_id: int | None = None, verification_guard: VerificationGuard | None = None,
+        self, topic: str, index: int, records: bytes | ParsedBatches | None, acks: int,
+        timeout_ms: int, produce_id: int | None = None,
+        verification_guard: VerificationGuard | None = None,
     ) -> tuple[dict, list[Action]]:
         """Append one partition's records as leader; its response, and the actions it caused.
+
+        ``records`` may come with their batch headers already read (Produce parses each
+        partition's records once, ``ParsedBatches``); the log works from those headers.
 
         For acks=all, ``produce_id`` names the append: exactly one Complete or
         FailDelayedProduce for it follows, in these actions or later ones, unless the response
@@ -352,19 +356,21 @@ class ReplicaManager:
         ``verification_guard`` (transaction verification on) a transactional batch opening a
         transaction is appended only if the guard still holds (``Partition.check_verified``).
         """
+        parsed = records if records is None or isinstance(records, ParsedBatches) else (
+            parse_batches(records))
+
         def append(partition: Partition, leader: LeaderState, now_ms: int) -> LogAppendInfo:
-            if records is None:
+            if parsed is None:
                 raise ValueError("produce request without records")
             producer_ids = [] if verification_guard is None else partition.check_verified(
-                records, verification_guard)
+                parsed, verification_guard)
             info = partition.log.append_as_leader(
-                bytearray(records), leader_epoch=leader.leader_epoch, now_ms=now_ms,
-                codec=partition.codec)
+                parsed, leader_epoch=leader.leader_epoch, now_ms=now_ms, codec=partition.codec)
             partition.clear_verification(producer_ids)
             return info
 
         return self._append_as_leader(topic, index, append, acks, timeout_ms, produce_id,
-                                      len(records) if records is not None else 0)
+                                      len(parsed.records) if parsed is not None else 0)
 
     def append_control_batch(
         self, topic: str, index: int, producer_id: int, producer_epoch: int,
@@ -546,16 +552,3 @@ def _record_errors(error: Exception) -> dict:
 
 def _min_insync(topic: TopicImage) -> int:
     return topic_config.effective(topic.configs)["min.insync.replicas"]
-
-
-
-def batch_headers(records: bytes | None) -> Iterator[BatchHeader]:
-    """The headers of the batches in ``records``, unchecked; bytes too short for a header are
-    left to the log to refuse."""
-    pos = 0
-    while records is not None and len(records) - pos >= HEADER_BYTES:
-        header = read_header(records, pos)
-        yield header
-        if header.size_bytes <= 0:
-            return
-        pos += header.size_bytes

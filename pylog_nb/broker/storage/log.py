@@ -41,8 +41,10 @@ from pylog_nb.broker.records.header import (
     HEADER_BYTES,
     BatchHeader,
     InvalidRecordError,
+    ParsedBatches,
     batch_size_at,
     check_batch,
+    parse_batches,
     read_header,
     set_base_offset,
     set_log_append_time,
@@ -110,15 +112,6 @@ MARKER_REBUILD_OFFSETS_MAX = 100_000  # on open, markers are looked for this far
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _validated_headers(buf) -> Iterator[tuple[int, BatchHeader]]:
-    """``(position, header)`` of batches already checked once, without recomputing CRCs."""
-    pos = 0
-    while pos < len(buf):
-        header = read_header(buf, pos)
-        yield pos, header
-        pos += header.size_bytes
 
 
 def _control_batch_offsets(path: Path) -> set[int]:
@@ -506,13 +499,14 @@ class Log:
     # == appends =================================================================================
 
     def append_as_leader(
-        self, records: bytearray, *, leader_epoch: int, now_ms: int | None = None,
-        codec: int | None = None,
+        self, records: bytearray | ParsedBatches, *, leader_epoch: int,
+        now_ms: int | None = None, codec: int | None = None,
     ) -> LogAppendInfo:
         """Validate, assign offsets from the LEO, stamp ``leader_epoch`` and append.
 
-        ``records`` (one produce request's batches for this partition) is patched in place when
-        it is a ``bytearray``. ``codec`` (the topic's ``compression.type``; None: ``producer``)
+        ``records`` (one produce request's batches for this partition, or them with their
+        headers as Produce parsed them) is patched in place when it is a ``bytearray``, else
+        copied once validated. ``codec`` (the topic's ``compression.type``; None: ``producer``)
         rewrites every batch with another codec first, as Kafka's LogValidator does. Raises
         CorruptRecordError, RecordTooLargeError, OutOfOrderSequenceError or
         InvalidProducerEpochError without touching the log. A retried idempotent batch returns
@@ -527,19 +521,21 @@ class Log:
         if leader_epoch < 0:
             raise ValueError(f"leader epoch {leader_epoch} is negative")
         now = self._now_ms() if now_ms is None else now_ms
-        buf = records if isinstance(records, bytearray) else bytearray(records)
-        if not buf:
+        parsed = records if isinstance(records, ParsedBatches) else parse_batches(records)
+        if not parsed.records:
             return self._empty_append_info()
-        batches = validate_leader_records(buf, self.config, self.directory.name)
+        batches = validate_leader_records(parsed, self.config, self.directory.name)
         duplicate = self._check_producers(batches)
         if duplicate is not None:
             return duplicate
+        # Patched in place: the caller's bytearray, else a copy (a ParsedBatches is a value).
+        buf = records if isinstance(records, bytearray) else bytearray(parsed.records)
         if codec is not None:
             buf, batches = self._recompress(buf, batches, codec)
         append_time_ms = now if self.config.log_append_time else NO_TIMESTAMP
-        self._assign_offsets(buf, batches, leader_epoch, append_time_ms)
+        batches = self._assign_offsets(buf, batches, leader_epoch, append_time_ms)
         self.leader_epoch_cache.assign(leader_epoch, self._log_end_offset)
-        return self._append(buf, append_time_ms, now)
+        return self._append(buf, batches, append_time_ms, now)
 
     def append_as_follower(self, records) -> LogAppendInfo:
         """Append batches copied from the leader, offsets and epochs as they are.
@@ -550,14 +546,15 @@ class Log:
         """
         self._check_open()
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        valid_bytes = self._validate_follower_records(buf)
-        if not valid_bytes:
+        batches = self._validate_follower_records(buf)
+        if not batches:
             return self._empty_append_info()
-        view = memoryview(buf)[:valid_bytes]
-        for _, header in _validated_headers(view):
+        last_pos, last = batches[-1]
+        view = memoryview(buf)[:last_pos + last.size_bytes]
+        for _, header in batches:
             if header.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-        return self._append(view, NO_TIMESTAMP, self._now_ms())
+        return self._append(view, batches, NO_TIMESTAMP, self._now_ms())
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, NO_TIMESTAMP, NO_TIMESTAMP, self._log_start_offset)
@@ -576,7 +573,7 @@ class Log:
             raise RecordTooLargeError(
                 f"record set of {len(rewritten)} bytes once recompressed is larger than "
                 f"max_message_bytes {self.config.max_message_bytes}")
-        return rewritten, list(_validated_headers(rewritten))
+        return rewritten, list(parse_batches(rewritten).batches)
 
     def _check_producers(self, batches: list[tuple[int, BatchHeader]]) -> LogAppendInfo | None:
         pending: dict[int, tuple[int, int, bool]] = {}
@@ -599,18 +596,26 @@ class Log:
         batches: list[tuple[int, BatchHeader]],
         leader_epoch: int,
         append_time_ms: int,
-    ) -> None:
+    ) -> list[tuple[int, BatchHeader]]:
+        """Patch offsets, ``leader_epoch`` and LogAppendTime into ``buf``; the batches' headers
+        as they now read."""
         offset = self._log_end_offset
+        assigned = []
         for pos, header in batches:
             set_base_offset(buf, pos, offset)
             set_partition_leader_epoch(buf, pos, leader_epoch)
             if append_time_ms != NO_TIMESTAMP:
                 set_log_append_time(buf, pos, header.size_bytes, append_time_ms)
+                header = read_header(buf, pos)  # attributes, max timestamp and CRC changed
+            assigned.append(
+                (pos, header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)))
             offset += header.last_offset_delta + 1
+        return assigned
 
-    def _validate_follower_records(self, buf: bytearray) -> int:
-        """Bytes of whole valid batches at the start of ``buf``; raise on a corrupt one."""
+    def _validate_follower_records(self, buf: bytearray) -> list[tuple[int, BatchHeader]]:
+        """The whole valid batches at the start of ``buf``; raise on a corrupt one."""
         pos, next_offset = 0, self._log_end_offset
+        batches = []
         while pos < len(buf):
             size_bytes = batch_size_at(buf, pos)
             if size_bytes < 0 or pos + size_bytes > len(buf):
@@ -625,15 +630,18 @@ class Log:
                     f"{next_offset}"
                 )
             next_offset = header.next_offset
+            batches.append((pos, header))
             pos += size_bytes
-        return pos
+        return batches
 
-    def _append(self, buf, append_time_ms: int, now_ms: int) -> LogAppendInfo:
-        """Write validated batches with final offsets, rolling between chunks as needed."""
-        first_offset = read_header(buf).base_offset
+    def _append(self, buf, batches: list[tuple[int, BatchHeader]], append_time_ms: int,
+                now_ms: int) -> LogAppendInfo:
+        """Write validated ``batches`` (position in ``buf`` and header, offsets final, covering
+        ``buf`` whole), rolling between chunks as needed."""
+        first_offset = batches[0][1].base_offset
         assert first_offset >= self._log_end_offset, (first_offset, self._log_end_offset)
         max_timestamp_ms, message_count = NO_TIMESTAMP, 0
-        for chunk in self._chunks(buf):
+        for chunk in self._chunks(batches):
             segment = self._maybe_roll(chunk, now_ms)
             try:
                 segment.append(
@@ -647,7 +655,7 @@ class Log:
                 raise KafkaStorageError(f"append to {segment.path} failed: {error}") from error
             self._log_end_offset = chunk.last_offset + 1
             max_timestamp_ms = max(max_timestamp_ms, chunk.max_timestamp_ms)
-        for pos, header in _validated_headers(buf):
+        for pos, header in batches:
             marker = _marker_of(buf, pos) if header.is_control else None
             self._remember_marker(header, marker)
             completed = self.producer_state.update(header, header.base_offset, marker)
@@ -702,14 +710,14 @@ class Log:
             log_append_time=self.config.log_append_time))
         self.leader_epoch_cache.assign(leader_epoch, self._log_end_offset)
         append_time_ms = now if self.config.log_append_time else NO_TIMESTAMP
-        return self._append(buf, append_time_ms, now)
+        return self._append(buf, list(parse_batches(buf).batches), append_time_ms, now)
 
-    def _chunks(self, buf) -> Iterator[_Chunk]:
+    def _chunks(self, batches: list[tuple[int, BatchHeader]]) -> Iterator[_Chunk]:
         """Split batches into runs that fit one segment: at most ``segment_bytes`` (a bigger
         batch goes alone) and at most an int32 of relative offsets (compressed batches may
         claim huge offset deltas)."""
         chunk: _Chunk | None = None
-        for pos, header in _validated_headers(buf):
+        for pos, header in batches:
             size_bytes = header.size_bytes
             if chunk is not None and (
                 pos + size_bytes - chunk.start > self.config.segment_bytes

@@ -22,7 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pylog_nb.broker.records.batch import keyless_record_indexes
-from pylog_nb.broker.records.header import BatchHeader, InvalidRecordError, iter_batches
+from pylog_nb.broker.records.header import (
+    BatchHeader,
+    InvalidRecordError,
+    ParsedBatches,
+    check_parsed,
+)
 
 from .config import LogConfig
 from .errors import CorruptRecordError, KeylessRecordError, RecordTooLargeError
@@ -55,26 +60,28 @@ class RecordValidationError(KeylessRecordError):
                          f"{len(self.record_errors)} record errors in total, the first: {shown}")
 
 
-def validate_leader_records(buf, config: LogConfig, topic_partition: str
+def validate_leader_records(parsed: ParsedBatches, config: LogConfig, topic_partition: str
                             ) -> list[tuple[int, BatchHeader]]:
-    """``(position, header)`` of each batch of a producer's record set for ``topic_partition``;
-    raise if the set must be refused (see the module docstring)."""
+    """``(position, header)`` of each batch of a producer's record set for ``topic_partition``
+    (its headers read once, by Produce); raise if the set must be refused (see the module
+    docstring)."""
+    buf = parsed.records
     if len(buf) > config.max_message_bytes:
         raise RecordTooLargeError(
             f"record set of {len(buf)} bytes is larger than max_message_bytes "
             f"{config.max_message_bytes}"
         )
     try:
-        batches = list(iter_batches(buf))
+        check_parsed(parsed, len(buf))
     except CorruptRecordError:
         raise
     except InvalidRecordError as error:
         raise CorruptRecordError(str(error)) from error
-    for pos, header in batches:
+    for pos, header in parsed.batches:
         validate_batch(header)
         if config.compact:
             _check_keys(buf, pos, topic_partition)
-    return batches
+    return list(parsed.batches)
 
 
 def validate_batch(header: BatchHeader) -> None:

@@ -14,16 +14,23 @@ fails with REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS_AFTER_APPEND. A partition wh
 smaller than ``min.insync.replicas`` refuses acks=all with NOT_ENOUGH_REPLICAS before writing.
 A zstd batch on a request version older than zstd (v7, KIP-110) is refused per partition with
 UNSUPPORTED_COMPRESSION_TYPE, as Kafka's ``ProduceRequest.validateRecords`` does.
+
+Each partition's records are parsed once, here (``ParsedBatches``: every batch header and where
+the batch lies); the checks above read those headers, and the replica manager and the log
+(validation, producer state, offsets, chunks) take the same value instead of walking the batches
+again. Only ``LogSegment.append`` still reads each header, to index it.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ... import errors
 from ...metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ...protocol.codec import Request, duration_ms
 from ...records.codecs import CODEC_ZSTD
+from ...records.header import ParsedBatches, parse_batches
 from ..add_partitions_manager import produce_error
 from ..node import BrokerNode
 from ..replica_manager import (
@@ -32,7 +39,6 @@ from ..replica_manager import (
     ACKS_NONE,
     SENTINEL,
     VerificationGuard,
-    batch_headers,
 )
 from ..txn_marker_channel import TopicPartition
 
@@ -41,37 +47,44 @@ PRODUCE_TIMEOUT_MS_MAX = 2**31 - 1
 PRODUCE_ZSTD_VERSION_MIN = 7  # the first Produce version whose clients may send zstd (KIP-110)
 
 
+# The request's partitions in its order, by topic: each partition's index and parsed records
+# (None: a partition sent without records, which the replica manager refuses).
+ParsedTopics = list[tuple[str, list[tuple[int, ParsedBatches | None]]]]
+
+
 async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
     body = request.body
-    if body.transactional_id is None and _has_transactional_records(body):
+    topics = _parse(body)
+    if body.transactional_id is None and _has_transactional_records(topics):
         return _reject_all(body, errors.Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                            "transactional records need a transactional id")
     if body.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
         return _reject_all(body, errors.INVALID_REQUIRED_ACKS, f"acks={body.acks} is invalid")
-    producers = _transactional_producers(body)
+    producers = _transactional_producers(topics)
     if len(producers) > 1:
         return _reject_all(body, errors.INVALID_PRODUCER_ID_MAPPING,
                            "Transactional records contained more than one producer ID")
     guards: dict[TopicPartition, VerificationGuard] = {}
     refused: dict[TopicPartition, dict] = {}
     if producers and node.config.transaction_partition_verification_enable:
-        guards, refused = await _verify_transaction(node, body, *producers.pop())
+        guards, refused = await _verify_transaction(node, body.transactional_id, topics,
+                                                    *producers.pop())
     timeout_ms = min(max(0, duration_ms(body.timeout)), PRODUCE_TIMEOUT_MS_MAX)
     zstd_allowed = request.header.api_version >= PRODUCE_ZSTD_VERSION_MIN
     waiting: dict[int, dict] = {}  # produce id -> its partition's response
     responses = []
-    for topic in body.topic_data:
+    for topic, partitions in topics:
         parts = []
-        for part in topic.partition_data:
-            key = (topic.name, part.index)
-            result, produce_id = refused.get(key), None
+        for index, parsed in partitions:
+            result, produce_id = refused.get((topic, index)), None
             if result is None:
-                result, produce_id = _append_from_client(node, topic.name, part, body.acks,
-                                                         timeout_ms, zstd_allowed, guards.get(key))
+                result, produce_id = _append_from_client(
+                    node, topic, index, parsed, body.acks, timeout_ms, zstd_allowed,
+                    guards.get((topic, index)))
             parts.append(result)
             if produce_id is not None:
                 waiting[produce_id] = result
-        responses.append({"name": topic.name, "partition_responses": parts})
+        responses.append({"name": topic, "partition_responses": parts})
     if waiting:  # acks=all: answered once the ISR has every partition's records
         done = await node.watch(list(waiting))
         for produce_id, code in done.error_codes.items():
@@ -81,31 +94,49 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
     return {"responses": responses}
 
 
-def _append_from_client(node: BrokerNode, topic: str, part, acks: int, timeout_ms: int,
-                        zstd_allowed: bool, guard: VerificationGuard | None):
+def _parse(body) -> ParsedTopics:
+    """Every partition's records of the request, parsed once."""
+    return [(topic.name, [(part.index, None if part.records is None
+                           else parse_batches(part.records))
+                          for part in topic.partition_data])
+            for topic in body.topic_data]
+
+
+def _headers(topics: ParsedTopics):
+    """Every batch header of the request."""
+    return (header for _topic, partitions in topics for _index, parsed in partitions
+            if parsed is not None for _pos, header in parsed.batches)
+
+
+def _append_from_client(node: BrokerNode, topic: str, index: int, parsed: ParsedBatches | None,
+                        acks: int, timeout_ms: int, zstd_allowed: bool,
+                        guard: VerificationGuard | None):
     if topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):  # written by coordinators only
         message = f"Cannot append to internal topic {topic}"
-        return _refused(part.index, errors.INVALID_TOPIC_EXCEPTION, message), None
-    if not zstd_allowed and any(h.codec == CODEC_ZSTD for h in batch_headers(part.records)):
+        return _refused(index, errors.INVALID_TOPIC_EXCEPTION, message), None
+    if not zstd_allowed and parsed is not None and any(
+            header.codec == CODEC_ZSTD for header in parsed.headers):
         message = (f"Produce requests with version < {PRODUCE_ZSTD_VERSION_MIN} are not allowed "
                    "to use ZStandard compression")
-        return _refused(part.index, errors.Errors.UNSUPPORTED_COMPRESSION_TYPE, message), None
-    result, produce_id = node.append(topic, part.index, part.records, acks, timeout_ms, guard)
+        return _refused(index, errors.Errors.UNSUPPORTED_COMPRESSION_TYPE, message), None
+    # BrokerNode.append hands its records to ReplicaManager.append_records, which takes parsed
+    # ones; its annotation still says bytes (node.py is being reworked).
+    records: Any = parsed
+    result, produce_id = node.append(topic, index, records, acks, timeout_ms, guard)
     if result["error_code"] != errors.NONE:
-        log.warning("produce to %s-%d refused: %s %s", topic, part.index,
+        log.warning("produce to %s-%d refused: %s %s", topic, index,
                     errors.error_name(result["error_code"]), result.get("error_message", ""))
     return result, produce_id
 
 
-def _transactional_producers(body) -> set[tuple[int, int]]:
+def _transactional_producers(topics: ParsedTopics) -> set[tuple[int, int]]:
     """(producer id, epoch) of the request's transactional batches."""
-    return {(header.producer_id, header.producer_epoch)
-            for topic in body.topic_data for part in topic.partition_data
-            for header in batch_headers(part.records)
+    return {(header.producer_id, header.producer_epoch) for header in _headers(topics)
             if header.is_transactional and header.has_producer_id}
 
 
-async def _verify_transaction(node: BrokerNode, body, producer_id: int, producer_epoch: int
+async def _verify_transaction(node: BrokerNode, transactional_id: str, topics: ParsedTopics,
+                              producer_id: int, producer_epoch: int
                               ) -> tuple[dict[TopicPartition, VerificationGuard],
                                          dict[TopicPartition, dict]]:
     """Each transactional partition's guard (SENTINEL: its transaction is ongoing here), and
@@ -113,34 +144,31 @@ async def _verify_transaction(node: BrokerNode, body, producer_id: int, producer
     ``appendRecordsWithTransactionVerification``)."""
     guards: dict[TopicPartition, VerificationGuard] = {}
     refused: dict[TopicPartition, dict] = {}
-    for topic in body.topic_data:
-        for part in topic.partition_data:
-            if topic.name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC) or not any(
-                    h.is_transactional for h in batch_headers(part.records)):
+    for topic, partitions in topics:
+        for index, parsed in partitions:
+            if (topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC) or parsed is None
+                    or not parsed.has_transactional):
                 continue
             try:
-                partition = node.replicas.leader_partition(topic.name, part.index)
+                partition = node.replicas.leader_partition(topic, index)
                 guard = partition.maybe_start_transaction_verification(producer_id)
             except errors.KafkaError as error:
-                refused[(topic.name, part.index)] = _refused(part.index, error.error_code,
-                                                             str(error))
+                refused[(topic, index)] = _refused(index, error.error_code, str(error))
                 continue
-            guards[(topic.name, part.index)] = guard
+            guards[(topic, index)] = guard
     to_verify = [tp for tp, guard in guards.items() if guard is not SENTINEL]
     if to_verify:
         unverified = await node.add_partitions.verify_transaction(
-            body.transactional_id, producer_id, producer_epoch, to_verify)
+            transactional_id, producer_id, producer_epoch, to_verify)
         for (topic_name, index), code in unverified.items():
             refused[(topic_name, index)] = _refused(index, *produce_error(code))
     return guards, refused
 
 
-def _has_transactional_records(body) -> bool:
+def _has_transactional_records(topics: ParsedTopics) -> bool:
     """Whether a batch of the request has the transactional bit (Kafka's
     ``hasTransactionalRecords``)."""
-    return any(header.is_transactional
-               for topic in body.topic_data for part in topic.partition_data
-               for header in batch_headers(part.records))
+    return any(header.is_transactional for header in _headers(topics))
 
 
 def _refused(index: int, code: int, message: str) -> dict:
