@@ -3,7 +3,10 @@
 Usage::
 
     .venv/bin/python bench/bench.py [--records N] [--repeats R] [--only ours|tansu] [--rss-gb 1]
-                                    [--skip-cluster]
+                                    [--skip-cluster] [--small-records N] [--workload W]
+
+``--workload big`` runs the original (big-batch) phases only, ``small`` the small-batch
+produce only, ``all`` (the default) both.
 
 Targets
     ours   pylog_nb.LocalCluster(brokers=1, data_dir=<fresh temp dir>)
@@ -33,6 +36,12 @@ consume
     timed from assign() until all N records have been received.
     fetch.queue.backoff.ms=0 so librdkafka's 1 s pause after its local queue
     fills is not what gets measured; everything else is librdkafka defaults.
+small-batch produce (acks=1, then acks=all, each into its own new 6-partition topic)
+    Kafka's standard small-batch workload (its producer perf test with batch.size=8196):
+    --small-records records of 100 bytes, no compression, batch.size=8196, linger.ms=5
+    (Kafka's producer default since 4.0, librdkafka's too), keyless records spread over 6
+    partitions by librdkafka's default partitioner. Besides records/s it reports the
+    broker's CPU seconds per million records, the figure that shows per-request cost.
 broker CPU s
     CPU time (utime+stime, all threads, /proc/PID/stat) the broker process(es)
     spent during each produce/consume phase. On a small machine the Python
@@ -118,6 +127,16 @@ PRODUCER_QUEUE_MAX_MESSAGES = 10_000_000  # librdkafka's upper limit is 2**31-1
 PRODUCER_QUEUE_MAX_KBYTES = 2_097_151  # ~2 GB: the queue never blocks in our runs
 PRODUCER_FLUSH_TIMEOUT_S = 300.0
 PRODUCER_FULL_QUEUE_POLL_S = 0.05
+
+# Kafka's small-batch workload (the batch.size its perf test docs use; linger.ms and
+# compression as the producer defaults): many small requests, so per-request cost shows.
+SMALL_BATCH_SIZE_BYTES = 8196
+SMALL_LINGER_MS = 5
+SMALL_PARTITIONS = 6
+SMALL_COMPRESSION = "none"
+DEFAULT_SMALL_RECORDS = 300_000
+RECORDS_PER_MILLION = 1_000_000
+WORKLOADS = ("all", "big", "small")
 
 CONSUME_BATCH_MESSAGES = 10_000
 CONSUME_POLL_TIMEOUT_S = 0.5
@@ -381,7 +400,14 @@ def create_topic(bootstrap: str, partitions: int = 1, replication_factor: int = 
     raise TimeoutError(f"topic {name} has no leader after {TOPIC_READY_TIMEOUT_S}s")
 
 
-def make_producer(bootstrap: str, acks: str, errors: list) -> Producer:
+BIG_BATCH_CONFIG = {"compression.type": "lz4", "linger.ms": PRODUCER_LINGER_MS,
+                    "batch.size": PRODUCER_BATCH_SIZE_BYTES}
+SMALL_BATCH_CONFIG = {"compression.type": SMALL_COMPRESSION, "linger.ms": SMALL_LINGER_MS,
+                      "batch.size": SMALL_BATCH_SIZE_BYTES}
+
+
+def make_producer(bootstrap: str, acks: str, errors: list,
+                  batching: dict | None = None) -> Producer:
     def on_delivery(err, _msg):  # called only for failures (delivery.report.only.error)
         if err is not None:
             errors.append(str(err))
@@ -389,9 +415,7 @@ def make_producer(bootstrap: str, acks: str, errors: list) -> Producer:
     return Producer({
         "bootstrap.servers": bootstrap,
         "acks": acks,
-        "compression.type": "lz4",
-        "linger.ms": PRODUCER_LINGER_MS,
-        "batch.size": PRODUCER_BATCH_SIZE_BYTES,
+        **(batching or BIG_BATCH_CONFIG),
         "queue.buffering.max.messages": PRODUCER_QUEUE_MAX_MESSAGES,
         "queue.buffering.max.kbytes": PRODUCER_QUEUE_MAX_KBYTES,
         "delivery.report.only.error": True,
@@ -420,10 +444,11 @@ def flush_all(producer: Producer, errors: list) -> None:
         raise RuntimeError(f"{len(errors)} delivery errors, first: {errors[0]}")
 
 
-def measure_produce(bootstrap: str, topic: str, records: int, acks: str) -> float:
+def measure_produce(bootstrap: str, topic: str, records: int, acks: str,
+                    batching: dict | None = None) -> float:
     """Produce `records` values into `topic`; return elapsed seconds."""
     errors: list[str] = []
-    producer = make_producer(bootstrap, acks, errors)
+    producer = make_producer(bootstrap, acks, errors, batching)
     producer.list_topics(topic, timeout=METADATA_TIMEOUT_S)  # connect outside the timed region
     t0 = time.perf_counter()
     produce_records(producer, topic, records)
@@ -525,24 +550,46 @@ def add_rate(result: TargetResult, prefix: str, records: int, elapsed_s: float) 
     result.add(f"{prefix} MB/s", records * VALUE_SIZE_BYTES / BYTES_PER_MB / elapsed_s)
 
 
-def run_one_repeat(target: str, records: int, result: TargetResult) -> None:
-    """Fresh broker: start-up, produce acks=1, produce acks=all, consume."""
+def run_one_repeat(target: str, args: argparse.Namespace, result: TargetResult) -> None:
+    """Fresh broker: start-up, then the big-batch and/or the small-batch phases."""
     with BROKER_STARTERS[target]() as broker:
         result.add("start-to-ready s", broker.startup_s)
-        bootstrap, consume_topic = broker.bootstrap_servers, None
-        for acks in ("1", "all"):
-            topic = create_topic(bootstrap)
-            cpu_before_s = broker_cpu_s(broker.pids)
-            elapsed_s = measure_produce(bootstrap, topic, records, acks)
-            add_rate(result, f"produce acks={acks}", records, elapsed_s)
-            cpu_used_s = broker_cpu_s(broker.pids) - cpu_before_s
-            result.add(f"produce acks={acks} broker CPU s", cpu_used_s)
-            consume_topic = consume_topic or topic
+        if args.workload in ("all", "big"):
+            run_big_batch(broker, args.records, result)
+        if args.workload in ("all", "small"):
+            run_small_batch(broker, args.small_records, result)
+
+
+def run_small_batch(broker: RunningBroker, records: int, result: TargetResult) -> None:
+    """Kafka's small-batch workload, acks=1 then acks=all, each into a new 6-partition topic."""
+    bootstrap = broker.bootstrap_servers
+    for acks in ("1", "all"):
+        topic = create_topic(bootstrap, partitions=SMALL_PARTITIONS)
         cpu_before_s = broker_cpu_s(broker.pids)
-        elapsed_s = measure_consume(bootstrap, consume_topic, records)
-        add_rate(result, "consume", records, elapsed_s)
-        result.add("consume broker CPU s", broker_cpu_s(broker.pids) - cpu_before_s)
-        result.add("broker RSS after run MB", rss_mb(broker.pids))
+        elapsed_s = measure_produce(bootstrap, topic, records, acks, SMALL_BATCH_CONFIG)
+        cpu_used_s = broker_cpu_s(broker.pids) - cpu_before_s
+        prefix = f"small-batch produce acks={acks}"
+        add_rate(result, prefix, records, elapsed_s)
+        result.add(f"{prefix} broker CPU s per 1M records",
+                   cpu_used_s * RECORDS_PER_MILLION / records)
+
+
+def run_big_batch(broker: RunningBroker, records: int, result: TargetResult) -> None:
+    """Produce acks=1, produce acks=all, consume, with big lz4 batches."""
+    bootstrap, consume_topic = broker.bootstrap_servers, None
+    for acks in ("1", "all"):
+        topic = create_topic(bootstrap)
+        cpu_before_s = broker_cpu_s(broker.pids)
+        elapsed_s = measure_produce(bootstrap, topic, records, acks)
+        add_rate(result, f"produce acks={acks}", records, elapsed_s)
+        cpu_used_s = broker_cpu_s(broker.pids) - cpu_before_s
+        result.add(f"produce acks={acks} broker CPU s", cpu_used_s)
+        consume_topic = consume_topic or topic
+    cpu_before_s = broker_cpu_s(broker.pids)
+    elapsed_s = measure_consume(bootstrap, consume_topic, records)
+    add_rate(result, "consume", records, elapsed_s)
+    result.add("consume broker CPU s", broker_cpu_s(broker.pids) - cpu_before_s)
+    result.add("broker RSS after run MB", rss_mb(broker.pids))
 
 
 def rss_mb(pids: list[int]) -> float:
@@ -573,7 +620,7 @@ def run_target(target: str, args: argparse.Namespace) -> TargetResult:
     result = TargetResult()
     for repeat in range(1, args.repeats + 1):
         print(f"[{target}] repeat {repeat}/{args.repeats} ({args.records:,} records)", flush=True)
-        run_one_repeat(target, args.records, result)
+        run_one_repeat(target, args, result)
     if args.rss_gb:
         print(f"[{target}] RSS phase: writing {args.rss_gb:g} GB", flush=True)
         run_rss_phase(target, args.rss_gb, result)
@@ -966,6 +1013,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="opt-in: write this many GB and sample broker RSS")  # fmt: skip
     parser.add_argument("--skip-cluster", action="store_true",
                         help="skip the 3-broker replicated phase (runs whenever ours is a target)")
+    parser.add_argument("--small-records", type=int, default=DEFAULT_SMALL_RECORDS,
+                        help="records per small-batch produce run")
+    parser.add_argument("--workload", choices=WORKLOADS, default="all",
+                        help="big: the lz4 big-batch phases; small: Kafka's small-batch produce")
     return parser.parse_args(argv)
 
 
@@ -983,14 +1034,20 @@ def main(argv: list[str] | None = None) -> int:
     results = {target: run_target(target, args) for target in targets}
     medians = {target: result.medians() for target, result in results.items()}
     cluster_result = None
-    if "ours" in targets and not args.skip_cluster:
+    if "ours" in targets and not args.skip_cluster and args.workload != "small":
         cluster_result = run_cluster_phase(args, medians["ours"].get("produce acks=1 records/s"))
 
     print()
     print("Machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
-    print(f"Workload: {args.records:,} records x {VALUE_SIZE_BYTES} B, lz4, "
-          f"linger.ms={PRODUCER_LINGER_MS}, batch.size={PRODUCER_BATCH_SIZE_BYTES:,}, "
-          f"median of {args.repeats} run(s)")  # fmt: skip
+    if args.workload in ("all", "big"):
+        print(f"Workload: {args.records:,} records x {VALUE_SIZE_BYTES} B, lz4, "
+              f"linger.ms={PRODUCER_LINGER_MS}, batch.size={PRODUCER_BATCH_SIZE_BYTES:,}, "
+              f"median of {args.repeats} run(s)")  # fmt: skip
+    if args.workload in ("all", "small"):
+        print(f"Small-batch workload: {args.small_records:,} records x {VALUE_SIZE_BYTES} B, "
+              f"{SMALL_COMPRESSION}, linger.ms={SMALL_LINGER_MS}, "
+              f"batch.size={SMALL_BATCH_SIZE_BYTES}, {SMALL_PARTITIONS} partitions, "
+              f"median of {args.repeats} run(s)")  # fmt: skip
     print()
     print(markdown_table(medians))
     cluster = None
@@ -1029,7 +1086,10 @@ def main(argv: list[str] | None = None) -> int:
         "config": {"records": args.records, "repeats": args.repeats, "rss_gb": args.rss_gb,
                    "value_size_bytes": VALUE_SIZE_BYTES, "compression": "lz4",
                    "linger_ms": PRODUCER_LINGER_MS,
-                   "batch_size_bytes": PRODUCER_BATCH_SIZE_BYTES},
+                   "batch_size_bytes": PRODUCER_BATCH_SIZE_BYTES,
+                   "workload": args.workload, "small_records": args.small_records,
+                   "small_batch_size_bytes": SMALL_BATCH_SIZE_BYTES,
+                   "small_linger_ms": SMALL_LINGER_MS, "small_partitions": SMALL_PARTITIONS},
         "median": medians,
         "samples": {target: result.samples for target, result in results.items()},
         "cluster": cluster,
