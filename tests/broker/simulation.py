@@ -38,11 +38,22 @@ has superseded and every replica holds every acknowledged write.
 from __future__ import annotations
 
 import heapq
+import logging
 import os
 import random
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sim_groups import (
+    GROUP,
+    GROUP_CLIENT_BASE,
+    MIN_SESSION_MS,
+    REBALANCE_MS,
+    SESSION_MS,
+    GroupWorkload,
+)
 
 from pylog_nb.broker.controller import (
     BROKER_SESSION_TIMEOUT_MS,
@@ -54,25 +65,36 @@ from pylog_nb.broker.controller.controller import ControllerResult
 from pylog_nb.broker.controller.quorum import NotControllerError, QuorumController
 from pylog_nb.broker.controller.rpc import ControllerRpcError, _Round, _Route
 from pylog_nb.broker.errors import NOT_CONTROLLER, OFFSET_OUT_OF_RANGE
-from pylog_nb.broker.metadata.follower import MetadataFollower
+from pylog_nb.broker.group import partition_for
+from pylog_nb.broker.group.errors import NONE, NOT_COORDINATOR
+from pylog_nb.broker.metadata.follower import FetchMetadata
+from pylog_nb.broker.metadata.topics import OFFSETS_TOPIC
 from pylog_nb.broker.raft.log import LOG_FILE_NAME, RaftLog
 from pylog_nb.broker.raft.node import RaftNode
 from pylog_nb.broker.raft.quorum_state import QuorumStateStore
 from pylog_nb.broker.records.batch import decode_records, encode_batch
-from pylog_nb.broker.replication.actions import RequestIsrChange, RoleChanged, Truncated
-from pylog_nb.broker.server.alter_partition_manager import AlterPartitionManager
+from pylog_nb.broker.replication.actions import RoleChanged, Truncated
+from pylog_nb.broker.server.alter_partition_manager import AlterPartitionRequest
+from pylog_nb.broker.server.config import BrokerConfig
+from pylog_nb.broker.server.core import (
+    ALTERED,
+    EVENTS_MAX,
+    TICK_MS,
+    BrokerCore,
+    HeartbeatAnswer,
+    LeaderOffsets,
+    MetadataAnswer,
+    Outbound,
+    Registered,
+    ReplicaFetch,
+)
 from pylog_nb.broker.server.lifecycle_manager import (
-    LIFECYCLE_POLL_MS,
     BrokerLifecycleManager,
     LifecycleState,
+    SendHeartbeat,
     SendRegistration,
 )
-from pylog_nb.broker.server.purgatory import ProducePurgatory
-from pylog_nb.broker.server.replica_fetcher import (
-    PARTITION_MAX_BYTES,
-    FetcherState,
-    PartitionAnswer,
-)
+from pylog_nb.broker.server.replica_fetcher import PARTITION_MAX_BYTES, PartitionAnswer
 from pylog_nb.broker.server.replica_manager import ACKS_ALL, FetchTarget, ReplicaManager
 from pylog_nb.broker.storage import Log
 
@@ -80,13 +102,15 @@ TOPIC = "t"
 BROKERS = (1, 2, 3)
 MIN_INSYNC = 2
 LAG_MS = 2_000  # replica.lag.time.max.ms, short so ISR changes happen within a schedule
-TICK_MS = LIFECYCLE_POLL_MS  # a running broker's timers
 CONTROLLER = 0  # a broker's address for "the active controller": its route picks one
 CONTROLLER_ADDRESS_BASE = 100  # controller (voter) v listens at 100 + v
 # Broker requests to the controller, by the RPC method they are (rpc.IDEMPOTENT_METHODS).
 CONTROLLER_METHODS = {"register": "register_broker", "heartbeat": "heartbeat",
                       "fetch_metadata": "fetch_metadata", "alter_partition": "alter_partition"}
-CLIENT = -1  # clients' address
+CONTROLLER_KINDS = {SendRegistration: "register", SendHeartbeat: "heartbeat",
+                    FetchMetadata: "fetch_metadata", AlterPartitionRequest: "alter_partition"}
+CLIENT = -1  # clients' address (producers)
+OFFSETS_PARTITIONS = 2  # __consumer_offsets, RF 3: the group coordinators move with its leaders
 REQUEST_TIMEOUT_MS = 3_000  # a request without an answer by then failed
 PRODUCE_TIMEOUT_MS = 5_000
 METADATA_RECORDS_MAX = 50
@@ -95,6 +119,9 @@ PAUSES_MS = (300, 1_500, 3_000, 6_000, 12_000, 20_000)  # beyond the session and
 DURATIONS_MS = (8_000, 15_000, 30_000)
 SETTLE_MS_MAX = 60_000
 HEAVY_CHECK_EVERY = 25  # events between the full-log invariant checks
+# The cores log as the broker does ("serving", "not serving until caught up"); a schedule logs
+# thousands of such lines, which only a replay (-s, with a handler of its own) wants to see.
+logging.getLogger("pylog.broker").addHandler(logging.NullHandler())
 
 
 class InvariantViolation(AssertionError):
@@ -168,28 +195,44 @@ class Pending:
     payload: object
 
 
+class SimEvents(deque):
+    """A broker core's introspection events, counted into the simulation's stats."""
+
+    def __init__(self, stats: dict[str, int]) -> None:
+        super().__init__(maxlen=EVENTS_MAX)
+        self.stats = stats
+
+    def append(self, action) -> None:
+        if isinstance(action, Truncated):
+            self.stats["truncations"] += 1
+        super().append(action)
+
+
 class SimBroker:
-    """One broker process: the shipped parts plus what the asyncio shell does with them."""
+    """One broker process: the shipped ``BrokerCore``, carried over the simulated network.
+
+    This is the core's shell (``core.Shell``), as ``node.py`` and ``cluster_link.py`` are the
+    asyncio broker's: it sends the core's calls as messages, reports every answer, error or
+    timeout back to the core exactly once, and answers a leader's side of replica fetches and
+    clients' produces through the core. Only routing to the active controller (the
+    ControllerClient's ``_Round``) and request timeouts are the shell's own."""
 
     def __init__(self, sim: Sim, broker_id: int, incarnation: int) -> None:
         self.sim = sim
         self.broker_id = broker_id
         self.incarnation = incarnation
-        self.lifecycle = BrokerLifecycleManager(
-            broker_id, f"b{broker_id}-{incarnation}", now_ms=sim.now_ms,
-            session_timeout_ms=sim.session_timeout_ms)
-        self.replicas = ReplicaManager(
-            broker_id, sim.root / f"broker-{broker_id}", now_ms=sim.clock,
-            replica_lag_time_max_ms=LAG_MS, serving=self.lifecycle.serving)
-        self.metadata = MetadataFollower()
-        self.alter = AlterPartitionManager(self.replicas)
-        self.purgatory = ProducePurgatory()
-        self.fetchers: dict[int, FetcherState] = {}
-        self.fetching: set[int] = set()  # leaders with a fetch in flight
+        data_dir = sim.root / f"broker-{broker_id}"
+        config = BrokerConfig(broker_id, data_dir, group_min_session_timeout_ms=MIN_SESSION_MS)
+        self.core = BrokerCore(broker_id, data_dir, self, now_ms=sim.clock,
+                               incarnation_id=f"b{broker_id}-{incarnation}",
+                               session_timeout_ms=sim.session_timeout_ms,
+                               replica_lag_time_max_ms=LAG_MS, events=SimEvents(sim.stats),
+                               config=config,
+                               rng=random.Random(f"{sim.seed}:b{broker_id}:{incarnation}"))
+        self.group_requests: dict[int, tuple[Message, str]] = {}  # parked: request id -> ...
         self.pending: dict[int, Pending] = {}
         self.appended: dict[int, tuple] = {}  # produce id -> (partition, offsets, values, epoch)
         self.produce_clients: dict[int, int] = {}  # request id -> client request id
-        self.image = None
         self.paused_until = -1
         self.isolated = False
         self.held: list[Message] = []  # arrived while paused
@@ -198,27 +241,35 @@ class SimBroker:
         self.route = _Route([("sim", c.address) for c in sim.controllers.values()],
                             announce=False)
 
+    @property
+    def replicas(self) -> ReplicaManager:
+        return self.core.replicas
+
+    @property
+    def lifecycle(self) -> BrokerLifecycleManager:
+        return self.core.lifecycle
+
+    @property
+    def image(self) -> ClusterImage:
+        return self.core.image
+
     def running(self, now_ms: int) -> bool:
         return now_ms >= self.paused_until
 
-    # == the shell: actions ======================================================================
+    # == the core's shell ========================================================================
 
-    def on_actions(self, actions: list) -> None:
-        sim = self.sim
-        for action in actions:
-            if isinstance(action, RequestIsrChange):
-                topic = self.image.topics.get(action.topic) if self.image else None
-                request = self.alter.submit(action, topic.topic_id if topic else None)
-                if request is not None:
-                    self.send(CONTROLLER, "alter_partition", {"request": request})
-            elif isinstance(action, RoleChanged) and action.role == "leader":
-                sim.on_become_leader(self, action.partition, action.leader_epoch)
-            elif isinstance(action, Truncated):
-                sim.stats["truncations"] += 1
-        for done in self.purgatory.on_actions(actions):
-            self.answer_produce(done)
+    def send(self, outbound: Outbound) -> None:
+        """Carry one of the core's calls: to the active controller, or to a leader."""
+        if isinstance(outbound, ReplicaFetch):
+            self.send_request(outbound.leader_id, "fetch", {"outbound": outbound})
+        elif isinstance(outbound, LeaderOffsets):
+            self.send_request(outbound.leader_id, "list_offsets", {"outbound": outbound})
+        else:
+            request = outbound.request
+            kind = CONTROLLER_KINDS[type(request)]
+            self.send_request(CONTROLLER, kind, {"outbound": outbound, "request": request})
 
-    def answer_produce(self, done) -> None:
+    def produce_done(self, done) -> None:
         for produce_id, code in done.error_codes.items():
             index, offsets, values, epoch = self.appended.pop(produce_id)
             if code == 0:
@@ -227,101 +278,96 @@ class SimBroker:
                 self.sim.stats["failed"] += 1
         client_request = self.produce_clients.pop(done.request_id, None)
         if client_request is not None:
-            self.send(CLIENT, "produce_answer", {"request": client_request})
+            self.sim.post(self, CLIENT, "produce_answer", {"request": client_request})
 
-    # == the shell: sending ======================================================================
+    def role_changed(self, action: RoleChanged, partition) -> None:
+        if action.role == "leader" and action.topic == TOPIC:
+            self.sim.on_become_leader(self, action.partition, action.leader_epoch)
 
-    def send(self, dst: int, kind: str, body: dict, *, request: bool = True) -> None:
-        """Send a request (or an answer); one to CONTROLLER goes where a ControllerClient's
-        round over the controllers (rpc._Round) says, first the one believed active."""
+    def group_answer(self, request_id: int, answer) -> None:
+        message, kind = self.group_requests.pop(request_id)
+        if answer is None:  # the coordinator moved away in the middle of the request
+            self.sim.groups.checker.count(f"moved_during_{kind}")
+            self.answer_group(message, NOT_COORDINATOR)
+            return
+        checker, body = self.sim.groups.checker, message.body
+        if kind == "join":
+            checker.on_join(answer)
+            self.answer_group(message, answer.error_code, answer=answer)
+        elif kind == "sync":
+            checker.on_sync(body["member_id"], body["generation"], answer)
+            self.answer_group(message, answer.error_code, answer=answer)
+        else:
+            checker.on_commit(body["offsets"], answer)
+            errors = {p: answer.errors.get((TOPIC, p), NONE) for p in body["offsets"]}
+            code = next((c for c in errors.values() if c != NONE), NONE)
+            self.answer_group(message, code, errors=errors)
+
+    def txn_answer(self, request_id: int, answer) -> None:
+        raise AssertionError("no transactional clients in this simulation yet")
+
+    def send_markers(self, action) -> None:
+        raise AssertionError("no transactional clients in this simulation yet")
+
+    def refill_producer_ids(self) -> None:
+        raise AssertionError("no __transaction_state in this simulation yet")
+
+    # == sending =================================================================================
+
+    def send_request(self, dst: int, kind: str, body: dict) -> None:
+        """Send a request; one to CONTROLLER goes where a ControllerClient's round over the
+        controllers (rpc._Round) says, first the one believed active."""
         if dst == CONTROLLER:
             call = _Round(self.route, CONTROLLER_METHODS[kind])
             dst = self.sim.controller_address(call.next())
             body = {**body, "round": call}
-        if request:
-            request_id = self.sim.next_id()
-            body = {**body, "id": request_id}
-            self.pending[request_id] = Pending(kind, self.sim.now_ms + REQUEST_TIMEOUT_MS, body)
+        request_id = self.sim.next_id()
+        body = {**body, "id": request_id}
+        self.pending[request_id] = Pending(kind, self.sim.now_ms + REQUEST_TIMEOUT_MS, body)
         self.sim.post(self, dst, kind, body)
 
-    def fail(self, request_id: int, timed_out: bool = True) -> None:
-        """A request got no answer in time (or its connection broke)."""
+    def fail(self, request_id: int, timed_out: bool = True, error_code: int | None = None
+             ) -> None:
+        """A request got no answer in time (or its connection broke), or an error."""
         pending = self.pending.pop(request_id)
-        now_ms, body = self.sim.now_ms, pending.payload
+        body = pending.payload
         if timed_out and "round" in body:
             body["round"].on_timeout()  # the next call tries the next controller
-        if pending.kind in ("register", "heartbeat"):
-            self.lifecycle.on_failed(None, now_ms)
-        elif pending.kind == "fetch_metadata":
-            self.metadata.on_fetch_failed(now_ms)
-        elif pending.kind == "fetch":
-            self.fetching.discard(body["leader"])
-            self.on_actions(body["state"].on_failure(body["issued"], now_ms))
-        elif pending.kind == "list_offsets":
-            self.on_actions(body["state"].on_leader_offsets(body["follower"], -1, -1, now_ms))
-        elif pending.kind == "alter_partition":
-            self.on_actions(self.alter.on_answer(body["request"], -1, now_ms))
+        self.core.on_failed(body["outbound"], error_code)
 
-    # == the shell: timers =======================================================================
+    # == timers ==================================================================================
 
     def tick(self) -> None:
         now_ms = self.sim.now_ms
         for request_id in [i for i, p in self.pending.items() if p.deadline_ms <= now_ms]:
             self.fail(request_id)
-        for request in self.lifecycle.poll(now_ms):
-            if isinstance(request, SendRegistration):
-                self.send(CONTROLLER, "register", {"incarnation_id": request.incarnation_id})
-            else:
-                self.send(CONTROLLER, "heartbeat", {"request": request})
-        fetch = self.metadata.poll(now_ms) if self.lifecycle.may_follow_metadata else None
-        if fetch is not None:
-            self.send(CONTROLLER, "fetch_metadata", {"from_offset": fetch.from_offset})
-        self.on_actions(self.replicas.tick(now_ms))
-        for request in self.alter.due(now_ms):
-            self.send(CONTROLLER, "alter_partition", {"request": request})
-        for leader_id, state in self.fetchers.items():
-            if leader_id in self.fetching:
-                continue
-            issued = state.next_fetches(now_ms)
-            if issued:
-                self.fetching.add(leader_id)
-                self.send(leader_id, "fetch", {"leader": leader_id, "state": state,
-                                               "issued": issued})
+        self.core.tick(now_ms)
         self.next_tick_ms = now_ms + TICK_MS
 
-    # == the shell: receiving ====================================================================
+    # == receiving ===============================================================================
 
     def receive(self, message: Message) -> None:
         body = message.body
-        answered = self.pending.pop(body.get("re", -1), None) if "re" in body else None
-        if "re" in body and answered is None:
+        if "re" not in body:
+            getattr(self, f"on_{message.kind}")(message)
+            return
+        answered = self.pending.pop(body["re"], None)
+        if answered is None:
             return  # an answer after its request timed out: the connection is gone
-        if answered is not None and "round" in answered.payload and message.kind != (
-                "controller_error"):
+        if "round" in answered.payload and message.kind != "controller_error":
             answered.payload["round"].on_answer(None)  # this controller is the active one
-        handler = getattr(self, f"on_{message.kind}")
-        handler(message, answered)
-
-    def on_registered(self, message: Message, answered: Pending) -> None:
-        self.lifecycle.on_registered(message.body["end_offset"], self.sim.now_ms)
-
-    def on_heartbeat_answer(self, message: Message, answered: Pending) -> None:
-        body = message.body
-        self.lifecycle.on_heartbeat_answer(
-            answered.payload["request"].sent_ms, body["fenced"], body["end_offset"],
-            self.sim.now_ms)
+        if message.kind == "controller_error":
+            self.on_controller_error(message, answered)
+            return
+        self.core.on_answer(answered.payload["outbound"], _answer_of(message))
 
     def on_controller_error(self, message: Message, answered: Pending) -> None:
-        code, now_ms = message.body["error_code"], self.sim.now_ms
+        code = message.body["error_code"]
+        self.pending[message.body["re"]] = answered
         if code == NOT_CONTROLLER:
             self.not_controller(message, answered)
-        elif answered.kind in ("register", "heartbeat"):
-            self.lifecycle.on_failed(code, now_ms)
-        elif answered.kind == "alter_partition":
-            self.on_actions(self.alter.on_answer(answered.payload["request"], code, now_ms))
         else:
-            self.pending[message.body["re"]] = answered
-            self.fail(message.body["re"], timed_out=False)
+            self.fail(message.body["re"], timed_out=False, error_code=code)
 
     def not_controller(self, message: Message, answered: Pending) -> None:
         """Follow the round as the ControllerClient does: to the controller named active, or
@@ -332,7 +378,6 @@ class SimBroker:
         error = ControllerRpcError(NOT_CONTROLLER, "not the active controller",
                                    leader_id=message.body["leader_id"],
                                    outcome_unknown=message.body["outcome_unknown"])
-        self.pending[request_id] = answered
         try:
             call.on_not_controller(error)
         except ConnectionError:
@@ -345,54 +390,22 @@ class SimBroker:
         answered.deadline_ms = self.sim.now_ms + REQUEST_TIMEOUT_MS
         self.sim.post(self, self.sim.controller_address(index), answered.kind, body)
 
-    def on_metadata(self, message: Message, answered: Pending) -> None:
-        body = message.body
-        if self.metadata.on_records(body["from_offset"], body["records"], body["next_offset"],
-                                    body["end_offset"], reset=body["reset"]):
-            self.image = self.metadata.image
-            self.on_actions(self.replicas.apply_image(self.image))
-            self.reconcile_fetchers()
-        self.lifecycle.on_metadata_applied(self.metadata.next_offset)
+    # == a leader's side ==========================================================================
 
-    def on_alter_answer(self, message: Message, answered: Pending) -> None:
-        self.on_actions(self.alter.on_answer(answered.payload["request"], 0, self.sim.now_ms))
-
-    def reconcile_fetchers(self) -> None:
-        leaders = {p.follower.leader_id for p in self.replicas.partitions.values()
-                   if p.follower is not None}
-        live = {b.broker_id for b in self.image.brokers.values() if not b.fenced}
-        for leader_id in list(self.fetchers):
-            if leader_id not in leaders or leader_id not in live:
-                del self.fetchers[leader_id]
-        for leader_id in leaders & live:
-            self.fetchers.setdefault(
-                leader_id, FetcherState(self.replicas, leader_id, self.lifecycle.serving))
-
-    def on_fetch(self, message: Message, answered: None) -> None:
-        """server/apis/fetch.py without the long poll: the ReplicaManager's read path."""
+    def on_fetch(self, message: Message) -> None:
+        """A replica Fetch, read through the core (apis/fetch.py without the long poll)."""
         answers = []
-        for (topic, index), (_follower, spec) in message.body["issued"].items():
+        for (topic, index), (_follower, spec) in message.body["outbound"].issued.items():
             target = FetchTarget(topic, index, spec.fetch_offset, spec.current_leader_epoch,
                                  spec.last_fetched_epoch, spec.replica_id)
-            response, actions = self.replicas.read_for_fetch(target, PARTITION_MAX_BYTES, True)
-            self.on_actions(actions)
-            answers.append(_answer(topic, index, response))
+            response = self.core.read_for_fetch(target, PARTITION_MAX_BYTES, True)
+            answers.append(_partition_answer(topic, index, response))
         self.sim.post(self, message.src, "fetch_answer", {"re": message.body["id"],
                                                           "answers": answers},
                       incarnation=message.body["from_incarnation"])
 
-    def on_fetch_answer(self, message: Message, answered: Pending) -> None:
-        body, now_ms = answered.payload, self.sim.now_ms
-        self.fetching.discard(body["leader"])
-        actions, need_offsets = body["state"].on_response(
-            body["issued"], message.body["answers"], now_ms)
-        self.on_actions(actions)
-        for follower in need_offsets:
-            self.send(body["leader"], "list_offsets",
-                      {"state": body["state"], "follower": follower})
-
-    def on_list_offsets(self, message: Message, answered: None) -> None:
-        follower = message.body["follower"]
+    def on_list_offsets(self, message: Message) -> None:
+        follower = message.body["outbound"].follower
         try:
             partition = self.replicas.leader_partition(follower.topic, follower.partition)
             offsets = (partition.log.log_start_offset, partition.log.log_end_offset)
@@ -402,37 +415,83 @@ class SimBroker:
                       {"re": message.body["id"], "offsets": offsets},
                       incarnation=message.body["from_incarnation"])
 
-    def on_list_offsets_answer(self, message: Message, answered: Pending) -> None:
-        body = answered.payload
-        start, end = message.body["offsets"]
-        self.on_actions(body["state"].on_leader_offsets(body["follower"], start, end,
-                                                        self.sim.now_ms))
-
-    def on_produce(self, message: Message, answered: None) -> None:
-        """server/apis/produce.py: append as leader, watch the acks=all appends."""
+    def on_produce(self, message: Message) -> None:
+        """A client's Produce of a few values, appended through the core."""
         body = message.body
-        produce_id = self.purgatory.new_produce_id() if body["acks"] == ACKS_ALL else None
         batch = encode_batch([(None, v, [], self.sim.now_ms) for v in body["values"]])
-        result, actions = self.replicas.append_records(
-            TOPIC, body["partition"], batch, body["acks"], PRODUCE_TIMEOUT_MS, produce_id)
+        result, produce_id = self.core.append(TOPIC, body["partition"], batch, body["acks"],
+                                              PRODUCE_TIMEOUT_MS)
         if result["error_code"] != 0:
             self.sim.stats["refused"] += 1
-            self.on_actions(actions)
             return
         self.sim.stats["appended"] += 1
         if produce_id is None:
-            self.on_actions(actions)
             return
         first = result["base_offset"]
         offsets = list(range(first, first + len(body["values"])))
         epoch = self.replicas.partitions[(TOPIC, body["partition"])].leader_epoch
         self.appended[produce_id] = (body["partition"], offsets, body["values"], epoch)
-        self.on_actions(actions)
-        request_id = self.sim.next_id()
+        request_id, done = self.core.watch([produce_id])
         self.produce_clients[request_id] = body["client_request"]
-        done = self.purgatory.watch(request_id, [produce_id])
         if done is not None:
-            self.answer_produce(done)
+            self.produce_done(done)
+
+    # == a group coordinator's side (apis/groups.py on the shipped runtime) ======================
+
+    def on_group_join(self, message: Message) -> None:
+        body, now_ms = message.body, self.sim.now_ms
+        self.submit_group(message, "join", lambda core, join_id: core.join(
+            GROUP, body["member_id"], None, "consumer", [("range", b"")], SESSION_MS,
+            REBALANCE_MS, f"client-{message.src}", now_ms, join_id,
+            require_known_member_id=True))
+
+    def on_group_sync(self, message: Message) -> None:
+        body, now_ms = message.body, self.sim.now_ms
+        self.submit_group(message, "sync", lambda core, sync_id: core.sync(
+            GROUP, body["member_id"], body["generation"], body["assignments"], now_ms, sync_id))
+
+    def on_group_commit(self, message: Message) -> None:
+        body, now_ms = message.body, self.sim.now_ms
+        offsets = {(TOPIC, p): (offset, -1, "") for p, offset in body["offsets"].items()}
+        self.submit_group(message, "commit", lambda core, commit_id: core.commit_offsets(
+            GROUP, body["member_id"], body["generation"], offsets, now_ms, commit_id))
+
+    def on_group_heartbeat(self, message: Message) -> None:
+        coordinator = self.core.groups.route(GROUP)
+        if coordinator is None:
+            self.answer_group(message, NOT_COORDINATOR)
+            return
+        body = message.body
+        self.answer_group(message, coordinator.core.heartbeat(
+            GROUP, body["member_id"], body["generation"], self.sim.now_ms))
+
+    def on_group_fetch(self, message: Message) -> None:
+        coordinator = self.core.groups.route(GROUP)
+        if coordinator is None:
+            self.answer_group(message, NOT_COORDINATOR)
+            return
+        partitions = message.body["partitions"]
+        code, found = coordinator.core.fetch_offsets(GROUP, [(TOPIC, p) for p in partitions])
+        offsets = {p: found.get((TOPIC, p), (-1, -1, ""))[0] for p in partitions}
+        if code == NONE and self.sim.leads_for_controller(self, OFFSETS_TOPIC,
+                                                         coordinator.partition):
+            self.sim.groups.checker.on_fetch(offsets)
+        self.answer_group(message, code, offsets=offsets)
+
+    def submit_group(self, message: Message, kind: str, call) -> None:
+        runtime = self.core.groups
+        coordinator = runtime.route(GROUP)
+        if coordinator is None:
+            self.answer_group(message, NOT_COORDINATOR)
+            return
+        request_id = runtime.park(coordinator)
+        self.group_requests[request_id] = (message, kind)
+        runtime.run(coordinator, call(coordinator.core, request_id))
+
+    def answer_group(self, message: Message, error_code: int, **body) -> None:
+        self.sim.post(self, message.src, "group_answer",
+                      {**body, "error_code": error_code,
+                       "client_request": message.body["client_request"]})
 
     def crash(self, rng: random.Random) -> None:
         """SIGKILL: in-memory state is gone; the page cache (file contents) survives."""
@@ -448,13 +507,40 @@ class SimBroker:
         self.replicas.close_handlers()
 
 
+def _answer_of(message: Message) -> object:
+    """A message answering one of the core's calls, as ``BrokerCore.on_answer`` takes it."""
+    body = message.body
+    if message.kind == "registered":
+        return Registered(body["end_offset"])
+    if message.kind == "heartbeat_answer":
+        return HeartbeatAnswer(body["fenced"], body["end_offset"])
+    if message.kind == "metadata":
+        return MetadataAnswer(body["records"], body["next_offset"], body["end_offset"],
+                              body["reset"])
+    if message.kind == "fetch_answer":
+        return body["answers"]
+    if message.kind == "list_offsets_answer":
+        return body["offsets"]
+    assert message.kind == "alter_answer", message.kind
+    return ALTERED
+
+
+def is_group_client(address: int) -> bool:
+    return address >= GROUP_CLIENT_BASE
+
+
+def is_client(address: int) -> bool:
+    """Producers and group members: served even by an isolated broker."""
+    return address == CLIENT or is_group_client(address)
+
+
 def not_controller(error: NotControllerError) -> tuple[str, dict]:
     """server._not_controller: NOT_CONTROLLER naming the active controller, if known."""
     return "controller_error", {"error_code": error.error_code, "leader_id": error.leader_id,
                                 "outcome_unknown": error.outcome_unknown}
 
 
-def _answer(topic: str, index: int, response: dict) -> PartitionAnswer:
+def _partition_answer(topic: str, index: int, response: dict) -> PartitionAnswer:
     records = response.get("records")
     diverging = response.get("diverging_epoch")
     return PartitionAnswer(
@@ -466,10 +552,13 @@ def _answer(topic: str, index: int, response: dict) -> PartitionAnswer:
 
 class Sim:
     def __init__(self, seed: int, root: Path,
-                 session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS, controllers: int = 1) -> None:
+                 session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS, controllers: int = 1,
+                 groups: bool = True) -> None:
         self.seed = seed
         self.session_timeout_ms = session_timeout_ms
         self.rng = random.Random(seed)
+        self.group_rng = random.Random(f"{seed}:groups")
+        self.with_groups = groups
         self.root = root
         self.now_ms = 0
         self.trace: list[str] = []
@@ -480,6 +569,10 @@ class Sim:
         self.controllers = {v: SimController(v) for v in range(1, controllers + 1)}
         self.next_controller_tick_ms = 0
         self.incarnations = dict.fromkeys(BROKERS, 0)
+        self.stats = dict.fromkeys(
+            ("acked", "stale_epoch_acks", "failed", "refused", "appended", "crashes",
+             "pauses", "long_pauses", "isolations", "controller_restarts", "elections",
+             "truncations", "stalls", "lost_messages", "controller_elections"), 0)
         self.brokers: dict[int, SimBroker | None] = {b: SimBroker(self, b, 0) for b in BROKERS}
         self.acked: dict[tuple[int, int], bytes] = {}  # (partition, offset) -> value
         self.epoch_leaders: dict[tuple[int, int], int] = {}  # (partition, epoch) -> leader
@@ -489,10 +582,6 @@ class Sim:
         self.next_fault_ms = 500
         self.next_produce_ms = 300
         self.healing = False
-        self.stats = dict.fromkeys(
-            ("acked", "stale_epoch_acks", "failed", "refused", "appended", "crashes",
-             "pauses", "long_pauses", "isolations", "controller_restarts", "elections",
-             "truncations", "stalls", "lost_messages", "controller_elections"), 0)
         self.active_epochs: set[int] = set()  # the epochs a controller was active in
         for controller in self.controllers.values():
             self._start_controller(controller)
@@ -507,6 +596,13 @@ class Sim:
             TOPIC, self.partition_count, 3, configs={"min.insync.replicas": str(MIN_INSYNC)},
             now_ms=self.now_ms))
         assert result.ok, result
+        if groups:
+            result = self.decide_before_start(
+                lambda c: ControllerResult() if OFFSETS_TOPIC in c.image.topics
+                else c.create_topic(OFFSETS_TOPIC, OFFSETS_PARTITIONS, 3,
+                                    configs={"cleanup.policy": "compact"}, now_ms=self.now_ms))
+            assert result.ok, result
+        self.groups = GroupWorkload(self, self.group_rng)
         self._last_image = ClusterImage.empty()  # the most advanced committed image seen
         self._last_applied = 0
         self.observe_controller()
@@ -617,25 +713,30 @@ class Sim:
     def post(self, sender, dst: int, kind: str, body: dict, *, incarnation: int = -1) -> None:
         """Send a message; it arrives after a seeded delay, or (rarely) never."""
         src = sender.broker_id if isinstance(sender, SimBroker) else sender
-        if isinstance(sender, SimBroker) and sender.isolated and dst != CLIENT:
+        if isinstance(sender, SimBroker) and sender.isolated and not is_client(dst):
             return  # cut off from the controller and its peers
-        roll = self.rng.random()
+        # The group's messages have a random stream of their own, so the replication part of a
+        # schedule stays the same whatever they do (regression seeds stay put).
+        rng = self.group_rng if is_group_client(src) or is_group_client(dst) else self.rng
+        roll = rng.random()
         if roll < 0.005:
             self.stats["lost_messages"] += 1
             return
-        delay_ms = self.rng.choice((0, 1, 2, 5, 10, 30))
+        delay_ms = rng.choice((0, 1, 2, 5, 10, 30))
         if roll > 0.99:
-            delay_ms = self.rng.choice((1_000, 2_500, 4_000))  # applied late, answered late
+            delay_ms = rng.choice((1_000, 2_500, 4_000))  # applied late, answered late
         if incarnation < 0 and dst in self.brokers:
             incarnation = self.incarnations[dst]
-        if isinstance(sender, SimBroker) and dst != CLIENT:
+        if isinstance(sender, SimBroker) and not is_client(dst):
             body = {**body, "from_incarnation": sender.incarnation}
         message = Message(self.now_ms + delay_ms, self.next_id(), dst, src, kind, body,
                           incarnation)
         heapq.heappush(self.queue, message)
 
     def deliver(self, message: Message) -> None:
-        if message.dst > CONTROLLER_ADDRESS_BASE:
+        if is_group_client(message.dst):
+            self.groups.receive(message)
+        elif message.dst > CONTROLLER_ADDRESS_BASE:
             controller = self.controllers[message.dst - CONTROLLER_ADDRESS_BASE]
             if controller.quorum is None:
                 return  # down: the sender's request times out
@@ -652,7 +753,7 @@ class Sim:
             broker = self.brokers[message.dst]
             if broker is None or broker.incarnation != message.incarnation:
                 return  # sent to a process that died
-            if broker.isolated and message.src != CLIENT:
+            if broker.isolated and not is_client(message.src):
                 return
             if not broker.running(self.now_ms):
                 broker.held.append(message)
@@ -669,10 +770,11 @@ class Sim:
         body, now_ms, broker_id = message.body, self.now_ms, message.src
         try:
             if message.kind == "fetch_metadata":
-                self.reply(controller, message, self.read_metadata(quorum, body["from_offset"]))
+                from_offset = body["request"].from_offset
+                self.reply(controller, message, self.read_metadata(quorum, from_offset))
                 return
             if message.kind == "register":
-                incarnation_id = body["incarnation_id"]
+                incarnation_id = body["request"].incarnation_id
                 result, target, epoch = self.decide(controller, lambda c: c.register_broker(
                     broker_id, "localhost", 9000 + broker_id, incarnation_id, now_ms))
                 answer = ("registered", {"end_offset": target})
@@ -796,14 +898,30 @@ class Sim:
             previous = self.acked.setdefault((index, offset), value)
             check(previous == value, f"p{index}@{offset} acked as {previous!r} and {value!r}")
 
-    def controller_partition(self, index: int):
+    def controller_partition(self, index: int, topic: str = TOPIC):
         """The partition as the controllers last committed it (kept while they are down)."""
         running = [c.quorum for c in self.controllers.values() if c.quorum is not None]
         if running:  # a voter restarted moments ago may not have applied anything yet
             best = max(running, key=lambda q: q.applied_offset)
             if best.applied_offset >= self._last_applied:
                 self._last_image, self._last_applied = best.image, best.applied_offset
-        return self._last_image.topics[TOPIC].partitions[index]
+        return self._last_image.topics[topic].partitions[index]
+
+    def leads_for_controller(self, broker: SimBroker, topic: str, index: int) -> bool:
+        """Whether ``broker`` leads the partition at the epoch the controllers committed last."""
+        state = self.controller_partition(index, topic)
+        mine = broker.replicas.partitions.get((topic, index))
+        return (mine is not None and mine.leader is not None
+                and state.leader == broker.broker_id and state.leader_epoch == mine.leader_epoch)
+
+    def coordinator_of(self, group: str) -> int | None:
+        """The group's coordinator, as a client learns it from a random broker's metadata."""
+        via = self.brokers[self.group_rng.choice(BROKERS)]
+        topic = via.image.topics.get(OFFSETS_TOPIC) if via is not None else None
+        if topic is None:
+            return None
+        leader = topic.partitions[partition_for(group, len(topic.partitions))].leader
+        return leader if self.brokers.get(leader) is not None else None
 
     def log_of(self, broker_id: int, index: int) -> Log | None:
         broker = self.brokers[broker_id]
@@ -820,6 +938,8 @@ class Sim:
     def step(self) -> None:
         """Advance to the next event and carry it out."""
         candidates = [self.next_fault_ms, self.next_produce_ms, self.next_controller_tick_ms]
+        if self.with_groups and not self.healing:
+            candidates.append(self.groups.next_ms())
         if self.queue:
             candidates.append(self.queue[0].deliver_ms)
         for broker in self.brokers.values():
@@ -837,6 +957,8 @@ class Sim:
         elif not self.healing and self.now_ms >= self.next_produce_ms:
             self.produce()
             self.next_produce_ms = self.now_ms + self.rng.choice((5, 20, 50, 100))
+        elif self.with_groups and not self.healing and self.now_ms >= self.groups.next_ms():
+            self.groups.tick()
         else:
             self.tick_brokers()
         if self.events % HEAVY_CHECK_EVERY == 0:
@@ -1077,11 +1199,12 @@ class Sim:
 
 
 def run_schedule(seed: int, root: Path, session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
-                 controllers: int = 1) -> Sim:
+                 controllers: int = 1, groups: bool = True) -> Sim:
     """Run one schedule; raise InvariantViolation (with the trace tail) on a broken invariant.
     The brokers' session timeout is the shipped one unless a test needs another; the controller
-    is a quorum of ``controllers`` voters."""
-    sim = Sim(seed, root, session_timeout_ms, controllers)
+    is a quorum of ``controllers`` voters; ``groups``: a consumer group runs beside the
+    producers (sim_groups.py)."""
+    sim = Sim(seed, root, session_timeout_ms, controllers, groups)
     try:
         sim.run()
     except Exception as error:

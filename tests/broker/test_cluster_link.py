@@ -17,7 +17,7 @@ from fake_quorum import FakeQuorum
 
 from pylog_nb.broker.controller.controller import BROKER_SESSION_TIMEOUT_MS
 from pylog_nb.broker.server.broker import run_broker
-from pylog_nb.broker.server.cluster_link import LIFECYCLE_CALL_TIMEOUT_MS, ClusterLink
+from pylog_nb.broker.server.cluster_link import LIFECYCLE_CALL_TIMEOUT_MS
 from pylog_nb.broker.server.config import BrokerConfig, parse_controllers
 from pylog_nb.broker.server.node import BrokerNode
 
@@ -70,7 +70,7 @@ def test_link_follows_the_active_controller_through_failovers(tmp_path, caplog):
             config = BrokerConfig(broker_id=1, data_dir=tmp_path,
                                   controllers=tuple(quorum.addresses))
             node = BrokerNode.open(config)
-            link = ClusterLink(node, config.controllers)
+            link = node.link
             await link.start()
             try:
                 await wait_until(lambda: link.lifecycle.serving(node.now_ms()), "serving")
@@ -112,8 +112,9 @@ def test_a_paused_active_controller_is_left_within_the_session_timeout(tmp_path)
             for controller in quorum.controllers:
                 controller.answers = dict(ANSWERS)
             quorum.elect(1)
-            node = BrokerNode.open(BrokerConfig(broker_id=1, data_dir=tmp_path))
-            link = ClusterLink(node, quorum.addresses)
+            node = BrokerNode.open(BrokerConfig(broker_id=1, data_dir=tmp_path),
+                                  quorum.addresses)
+            link = node.link
             await link.start()
             try:
                 await wait_until(lambda: link.lifecycle.serving(node.now_ms()), "serving")

@@ -33,6 +33,7 @@ SEED_BASE = int(os.environ.get("SIM_SEED_BASE", "0"))
 CHUNK = 100  # schedules per test item, so progress shows
 DEFAULT_REPLAY_SEED = 1234
 REGRESSION_SEEDS = range(60)  # each old behaviour below is caught within these
+HARNESS_ERRORS = (TypeError, AttributeError, NameError)  # a broken patch, not a caught bug
 
 
 def replay_command(seed: int, controllers: int = 1) -> str:
@@ -41,10 +42,11 @@ def replay_command(seed: int, controllers: int = 1) -> str:
 
 
 REGRESSION_SESSION_TIMEOUT_MS = 2500
-# The lost AlterPartition answer's window is rare: about one schedule in 300 to 600 reaches it.
-# Seed 647 does since the controller runs on a Raft log (seed 91 did before), so the search starts
-# near it; if a change to the simulation moves it, scan a wider range again (see the test).
-LOST_ANSWER_SEEDS = range(600, 700)
+# The lost AlterPartition answer's window is rare: about one schedule in 300 to 1,000 reaches it.
+# Seed 1016 does since the brokers run as BrokerCores (647 did on the controller's Raft log, 91
+# before), without the group's traffic, so the search starts near it; if a change to the
+# simulation moves it, scan a wider range again (see the test).
+LOST_ANSWER_SEEDS = range(1000, 1100)
 
 
 def run(seed: int, **options):
@@ -62,10 +64,15 @@ def run_or_fail(seed: int, controllers: int = 1):
 
 
 def first_violation(seeds=REGRESSION_SEEDS, **options) -> tuple[int, str] | None:
+    """The first seed whose schedule breaks an invariant (the simulation's, or a check of the
+    shipped code); a schedule that crashes on a programming error (a test's patch called with
+    the wrong arguments) fails the test instead of counting as caught."""
     for seed in seeds:
         try:
             run(seed, **options)
         except InvariantViolation as error:
+            if isinstance(error.__cause__, HARNESS_ERRORS):
+                raise
             return seed, str(error)
     return None
 
@@ -104,11 +111,16 @@ def test_schedules_exercise_the_interesting_paths() -> None:
     """Guard against a harness that silently stops doing anything."""
     totals: dict[str, int] = {}
     for seed in range(40):
-        for key, value in run(seed).stats.items():
+        sim = run(seed)
+        for key, value in [*sim.stats.items(), *sim.groups.checker.stats.items()]:
             totals[key] = totals.get(key, 0) + value
     for key in ("acked", "failed", "refused", "crashes", "elections", "truncations", "pauses",
                 "long_pauses", "stalls", "isolations", "controller_restarts", "lost_messages",
-                "controller_elections"):
+                "controller_elections",
+                # the group: generations formed and acted in, commits, checked fetches, and the
+                # coordinator moving away in the middle of a join, a sync and a commit
+                "generations", "syncs", "commits_acked", "fetches_checked", "moved_during_join",
+                "moved_during_sync", "moved_during_commit"):
         assert totals.get(key, 0) > 0, (key, totals)
 
 
@@ -169,11 +181,13 @@ def test_catches_an_isr_expansion_dropped_when_its_answer_was_lost(monkeypatch) 
                         give_up_without_answer)
     # Found with the 2.5 s session of issue 9; at today's 2 s no seed up to 1,500 reaches the
     # window (an expansion's answer lost while the leader stays unfenced), so the test keeps it.
-    found = first_violation(LOST_ANSWER_SEEDS, session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS)
+    found = first_violation(LOST_ANSWER_SEEDS, session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS,
+                            groups=False)
     assert found is not None, "the lost AlterPartition answer was not caught"
     monkeypatch.undo()
     with tempfile.TemporaryDirectory(dir=fast_tmp_root(), prefix="pylog-sim-") as root:
-        run_schedule(found[0], Path(root), session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS)
+        run_schedule(found[0], Path(root), session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS,
+                     groups=False)
 
 
 def test_catches_a_restarted_broker_replaying_old_images(monkeypatch) -> None:
@@ -182,9 +196,10 @@ def test_catches_a_restarted_broker_replaying_old_images(monkeypatch) -> None:
     with a fresh HW. The same seed passes with the shipped code."""
     original = metadata_follower.MetadataFollower.on_records
 
-    def publish_every_batch(self, from_offset, records, next_offset, end_offset):
-        original(self, from_offset, records, next_offset, end_offset)
-        return bool(records)
+    def publish_every_batch(self, from_offset, records, next_offset, end_offset, *,
+                            reset=False):
+        original(self, from_offset, records, next_offset, end_offset, reset=reset)
+        return bool(records) or reset
 
     monkeypatch.setattr(metadata_follower.MetadataFollower, "on_records", publish_every_batch)
     monkeypatch.setattr(lifecycle_manager.BrokerLifecycleManager, "may_follow_metadata", True)

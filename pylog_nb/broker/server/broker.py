@@ -8,7 +8,6 @@ registers with the active controller and serves until told to stop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from ..process.shutdown import arrange_shutdown
 from .admin_http import AdminHttpServer
@@ -30,7 +29,7 @@ async def run_broker(
     if not config.controllers:
         raise ValueError("a broker needs its controllers: --controller HOST:PORT[,HOST:PORT...]")
     node = BrokerNode.open(config)
-    link = link_to_controllers(node, config.controllers)
+    link = node.link
     server = BrokerServer(node)
     port = await server.start()
     admin = AdminHttpServer(node)
@@ -42,14 +41,3 @@ async def run_broker(
     admin.close()
     log.info("broker %d stopped cleanly", config.broker_id)
 
-
-def link_to_controllers(node: BrokerNode, controllers: Sequence[tuple[str, int]]):
-    """The link to the active one of these controllers: metadata, heartbeats, admin, producer
-    ids. It is wired into ``node`` before any request is served; ``start`` registers."""
-    from .cluster_link import ClusterLink
-    from .controller_admin import ControllerAdmin
-
-    link = ClusterLink(node, controllers)
-    node.admin = ControllerAdmin(link)
-    node.producer_id_source = link.allocate_producer_id
-    return link

@@ -28,9 +28,6 @@ _SIZE = struct.Struct(">i")
 WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024  # drain before buffering more responses than this
 PIPELINED_REQUESTS_MAX = 64  # produce requests read ahead of their responses, per connection
 _PRODUCE_KEY_BYTES = struct.pack(">h", PRODUCE_KEY)
-REPLICATION_TICK_MS = 100  # produce timeouts and ISR shrink are checked this often
-GROUP_TICK_MS = 100  # session, rebalance and join timeouts of consumer groups
-TXN_TICK_MS = 100  # transaction timeouts, marker and Complete retries
 
 
 class ProtocolViolation(Exception):
@@ -56,15 +53,9 @@ class BrokerServer:
             asyncio.create_task(self._every(config.retention_check_interval_ms, self._retention)),
             asyncio.create_task(self._every(config.log_cleaner_backoff_ms, self._clean)),
             asyncio.create_task(self._every(config.flush_interval_ms, self.node.replicas.flush)),
-            asyncio.create_task(self._every(REPLICATION_TICK_MS, self._replication_tick)),
-            asyncio.create_task(self._every(GROUP_TICK_MS, self.node.groups.tick)),
-            asyncio.create_task(self._every(TXN_TICK_MS, self.node.txns.tick)),
         ]
         log.info("broker %d listening on %s:%d", config.broker_id, config.host, self.node.port)
         return self.node.port
-
-    def _replication_tick(self) -> None:
-        self.node.replicas.tick(self.node.now_ms())
 
     def _retention(self) -> None:
         deleted = self.node.replicas.enforce_retention(self.node.now_ms())

@@ -1,11 +1,10 @@
 """One broker's parts, assembled for the asyncio shell: what the request handlers are given.
 
-Theory of operation: the synchronous parts (``ReplicaManager``, ``ProducePurgatory``, and the
-lifecycle, metadata follower and AlterPartition manager of ``cluster_link.py``) return actions;
-``on_actions`` is the one place in the shell that carries them out: events go to a bounded deque
-the introspection endpoint serves, answered acks=all requests resolve their futures, a moved HW
-wakes long-polling fetches, ISR change requests go to ``isr_change_sink`` (the link to the active
-controller), and role changes of ``__consumer_offsets`` partitions start or stop group
+Theory of operation: ``BrokerNode`` is the composition root of a broker process. It builds the
+sans-IO ``BrokerCore`` (``core.py``: the replication parts, the one interpreter of their actions,
+the link logic) and is the shell the core reports to: its calls leave through the ``ClusterLink``
+(sockets to the controllers and the leaders), a finished acks=all wait resolves the future its
+Produce handler awaits, and role changes of ``__consumer_offsets`` partitions start or stop group
 coordinators, those of ``__transaction_state`` partitions load or unload transaction
 coordinators. Every broker, however small the cluster, serves the image its controllers
 committed (``image``): there is no metadata a broker decides on its own.
@@ -15,90 +14,108 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import itertools
+import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+from ..controller.rpc import Address
 from ..metadata.image import ClusterImage
-from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from ..replication.actions import (
-    Action,
-    HighWatermarkAdvanced,
-    RequestIsrChange,
-    RoleChanged,
-)
+from ..replication.actions import Action, RoleChanged
+from ..txn import WriteTxnMarkers
 from .add_partitions_manager import AddPartitionsToTxnManager
+from .cluster_link import ClusterLink
 from .config import BrokerConfig
+from .controller_admin import ControllerAdmin
+from .core import BrokerCore, Outbound
 from .group_coordinator import GroupService
 from .purgatory import ProduceDone, ProducePurgatory
-from .replica_manager import ACKS_ALL, ReplicaManager, VerificationGuard, wall_clock_ms
+from .replica_manager import Partition, ReplicaManager, VerificationGuard, wall_clock_ms
 from .txn_coordinator import TransactionService
 
-if TYPE_CHECKING:
-    from .controller_admin import ControllerAdmin
-
-EVENTS_MAX = 1000  # introspection history kept per broker
 FENCED_BROKER_LISTED_MS = 5_000  # a fenced broker stays in Metadata this long (see brokers())
 # The client address of the connection a handler serves ("/127.0.0.1", as Kafka reports it).
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 CLUSTER_ID = "pylog-local-cluster"  # what Metadata and DescribeCluster report
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class _AdminLink:
+    """What the ControllerAdmin uses: this broker and its calls to the active controller."""
+
+    node: BrokerNode
+    link: ClusterLink
+
+    async def call(self, method: str, **params) -> dict:
+        return await self.link.call(method, **params)
+
+
 class BrokerNode:
     """What request handlers see of the broker. The asyncio server owns sockets and timers."""
 
-    config: BrokerConfig
-    replicas: ReplicaManager
-    port: int = 0  # the bound port, known once the server listens
-    now_ms: Callable[[], int] = field(default=wall_clock_ms)
-    events: deque = field(default_factory=lambda: deque(maxlen=EVENTS_MAX))
-    purgatory: ProducePurgatory = field(default_factory=ProducePurgatory)
-    image: ClusterImage = field(default_factory=ClusterImage.empty)  # the last one published
-    # Set by the link to the controllers (cluster_link.py), before any request is served:
-    admin: ControllerAdmin | None = None
-    isr_change_sink: Callable[[RequestIsrChange], None] | None = None
-    producer_id_source: Callable | None = None  # async: ids from blocks the controller hands out
-    lifecycle_view: Callable[[], dict] | None = None  # the controller link's state
-    isolated: bool = False  # fault injection: cut off from peers and controller, not clients
-    groups: GroupService = field(init=False)
-    txns: TransactionService = field(init=False)
-    add_partitions: AddPartitionsToTxnManager = field(init=False)
-    _produce_waiters: dict[int, asyncio.Future] = field(default_factory=dict)
-    _request_ids: itertools.count = field(default_factory=itertools.count)
-    _fenced_since_ms: dict[int, int] = field(default_factory=dict)  # first reported fenced
+    def __init__(self, config: BrokerConfig, controllers: Sequence[Address] | None = None,
+                 *, now_ms=wall_clock_ms) -> None:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self.now_ms = now_ms
+        self.port = config.port  # the bound port, known once the server listens
+        self.isolated = False  # fault injection: cut off from peers and controller, not clients
+        self.core = BrokerCore(config.broker_id, config.data_dir, self, now_ms=now_ms,
+                               incarnation_id=uuid.uuid4().hex,
+                               replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+                               config=config)
+        self.link = ClusterLink(
+            self.core, config.controllers if controllers is None else controllers,
+            host=config.host, port=lambda: self.port, isolated=lambda: self.isolated)
+        self.admin = ControllerAdmin(_AdminLink(self, self.link))
+        self._produce_waiters: dict[int, asyncio.Future] = {}
+        self._fenced_since_ms: dict[int, int] = {}  # first reported fenced
+        self.groups = GroupService(
+            config, self.core.groups, metadata=lambda: self.image, endpoints=self.brokers,
+            live_broker_ids=self.live_broker_ids, admin=self.topic_admin)
+        self.txns = TransactionService(self, self.core.txns)
+        self.add_partitions = AddPartitionsToTxnManager(self)
 
     @classmethod
-    def open(cls, config: BrokerConfig) -> BrokerNode:
-        config.data_dir.mkdir(parents=True, exist_ok=True)
-        replicas = ReplicaManager(config.broker_id, config.data_dir,
-                                  replica_lag_time_max_ms=config.replica_lag_time_max_ms)
-        return cls(config, replicas, config.port)
+    def open(cls, config: BrokerConfig, controllers: Sequence[Address] | None = None
+             ) -> BrokerNode:
+        """The node of ``config``, linked to ``controllers`` (default: the config's)."""
+        return cls(config, controllers)
 
-    def __post_init__(self) -> None:
-        self.groups = GroupService(
-            self.config, self.replicas, metadata=lambda: self.image,
-            endpoints=self.brokers, live_broker_ids=self.live_broker_ids,
-            admin=self.topic_admin, append=self.append, events=self.events,
-            now_ms=self.now_ms)
-        self.groups.watch = self.watch
-        self.txns = TransactionService(self)
-        self.add_partitions = AddPartitionsToTxnManager(self)
+    # == the core's parts, as the handlers use them ===============================================
 
     @property
     def broker_id(self) -> int:
         return self.config.broker_id
 
+    @property
+    def replicas(self) -> ReplicaManager:
+        return self.core.replicas
+
+    @property
+    def image(self) -> ClusterImage:
+        """The image the controllers committed, as this broker last published it."""
+        return self.core.image
+
+    @property
+    def events(self) -> deque:
+        return self.core.events
+
+    @property
+    def purgatory(self) -> ProducePurgatory:
+        return self.core.purgatory
+
+    def lifecycle_view(self) -> dict:
+        return self.core.lifecycle.snapshot()
+
     def topic_admin(self) -> ControllerAdmin:
-        assert self.admin is not None, "the controller link sets the admin before serving"
         return self.admin
 
     def publish(self, image: ClusterImage) -> None:
-        """Serve ``image`` from now on and bring the hosted partitions in line with it."""
-        self.image = image
-        self.on_actions(self.replicas.apply_image(image))
+        self.core.publish(image)
+
+    def on_actions(self, actions: list[Action]) -> None:
+        self.core.on_actions(actions)
 
     def brokers(self) -> list[dict]:
         """Broker endpoints for Metadata / DescribeCluster: the registered brokers.
@@ -134,67 +151,53 @@ class BrokerNode:
         return min(self.image.live_broker_ids() or [self.broker_id])
 
     async def allocate_producer_id(self) -> int:
-        assert self.producer_id_source is not None, "the controller link sets it before serving"
-        return await self.producer_id_source()
+        return await self.link.allocate_producer_id()
 
     # == appends and acks=all =====================================================================
 
-    def append(self, topic: str, index: int, records: bytes | None, acks: int,
-               timeout_ms: int, verification_guard: VerificationGuard | None = None
+    def append(self, topic: str, index: int, records, acks: int, timeout_ms: int,
+               verification_guard: VerificationGuard | None = None
                ) -> tuple[dict, int | None]:
         """Append one partition as leader; its response and, for acks=all, its produce id."""
-        produce_id = self.purgatory.new_produce_id() if acks == ACKS_ALL else None
-        result, actions = self.replicas.append_records(
-            topic, index, records, acks, timeout_ms, produce_id, verification_guard)
-        self.on_actions(actions)
-        return result, produce_id if result["error_code"] == 0 else None
+        return self.core.append(topic, index, records, acks, timeout_ms, verification_guard)
 
     def watch(self, produce_ids: Sequence[int]) -> asyncio.Future:
         """A future for the ProduceDone of these acks=all appends (resolved once all are)."""
         future = asyncio.get_running_loop().create_future()
-        request_id = next(self._request_ids)
-        done = self.purgatory.watch(request_id, produce_ids)
+        request_id, done = self.core.watch(produce_ids)
         if done is not None:
             future.set_result(done)
         else:
             self._produce_waiters[request_id] = future
         return future
 
-    # == actions ==================================================================================
+    # == the core's shell =========================================================================
 
-    def on_actions(self, actions: list[Action]) -> None:
-        for action in actions:
-            if action.EVENT:
-                self.events.append(action)
-            if isinstance(action, HighWatermarkAdvanced):
-                self._wake(action.topic, action.partition)
-            elif isinstance(action, RequestIsrChange):
-                self._request_isr_change(action)
-            elif isinstance(action, RoleChanged) and action.topic == OFFSETS_TOPIC:
-                partition = self.replicas.partitions.get((action.topic, action.partition))
-                self.groups.on_role_change(action.partition, partition)
-            elif isinstance(action, RoleChanged) and action.topic == TRANSACTION_STATE_TOPIC:
-                partition = self.replicas.partitions.get((action.topic, action.partition))
-                self.txns.on_role_change(action.partition, partition)
-        for done in self.purgatory.on_actions(actions):
-            self._resolve(done)
+    def send(self, outbound: Outbound) -> None:
+        self.link.send(outbound)
 
-    def _resolve(self, done: ProduceDone) -> None:
+    def produce_done(self, done: ProduceDone) -> None:
         future = self._produce_waiters.pop(done.request_id, None)
         if future is not None and not future.done():
             future.set_result(done)
 
-    def _wake(self, topic: str, index: int) -> None:
-        partition = self.replicas.partitions.get((topic, index))
-        if partition is not None:
-            partition.wake_waiters()
+    def role_changed(self, action: RoleChanged, partition: Partition | None) -> None:
+        pass  # the coordinators follow their partitions in the core
 
-    def _request_isr_change(self, action: RequestIsrChange) -> None:
-        assert self.isr_change_sink is not None, "the controller link sets it before serving"
-        self.isr_change_sink(action)
+    def group_answer(self, request_id: int, answer) -> None:
+        self.groups.resolve(request_id, answer)
+
+    def txn_answer(self, request_id: int, answer) -> None:
+        self.txns.resolve(request_id, answer)
+
+    def send_markers(self, action: WriteTxnMarkers) -> None:
+        self.txns.send_markers(action)
+
+    def refill_producer_ids(self) -> None:
+        self.txns.refill_producer_ids()
 
     def close(self) -> None:
         self.groups.close()
         self.txns.close()
         self.add_partitions.close()
-        self.replicas.close()
+        self.core.close()

@@ -6,35 +6,22 @@ not serving: back from a pause, it first catches up with the metadata), and feed
 partition's answer back to the same FollowerState. Answers for a FollowerState that was replaced
 meanwhile (a new leader or epoch) are dropped. A partition whose answer asks for the leader's
 offsets (OFFSET_OUT_OF_RANGE) is returned to the caller, which sends ListOffsets and calls
-``on_leader_offsets``. ``ReplicaFetcher`` is the asyncio shell: one connection, Fetch v12 frames,
-a pause after a connection error, stopped when the broker stops following that leader.
+``on_leader_offsets``. The broker's core (``core.py``) keeps one per leader it follows and
+sends its fetches; the shells carry them (``cluster_link.LeaderConnection``, the simulation).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..protocol import codec
 from ..replication.actions import Action, NeedLeaderOffsets
 from ..replication.follower import FetchPhase, FetchRequestSpec, FollowerState
 from .replica_manager import ReplicaManager
 
-log = logging.getLogger("pylog.broker")
-
-FETCH_VERSION = 12  # flexible, has last_fetched_epoch and divergingEpoch, names not topic ids
-LIST_OFFSETS_VERSION = 1
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 16 * 1024 * 1024
 PARTITION_MAX_BYTES = 4 * 1024 * 1024
-IDLE_WAIT_S = 0.1  # nothing to fetch: look again this often (or when poked)
-RECONNECT_BACKOFF_S = 0.2
-RESPONSE_TIMEOUT_S = 10.0
-EARLIEST, LATEST = -2, -1
-_SIZE = struct.Struct(">i")
 
 Issued = dict[tuple[str, int], tuple[FollowerState, FetchRequestSpec]]
 
@@ -131,118 +118,3 @@ class FetcherState:
     def _current(self, follower: FollowerState) -> bool:
         partition = self.replicas.partitions.get((follower.topic, follower.partition))
         return partition is not None and partition.follower is follower
-
-
-class ReplicaFetcher:
-    """The asyncio shell of one FetcherState: a connection to the leader, a loop, a backoff."""
-
-    def __init__(self, state: FetcherState, host: str, port: int,
-                 on_actions: Callable[[list[Action]], None], now_ms: Callable[[], int],
-                 isolated: Callable[[], bool]) -> None:
-        self.state = state
-        self.host = host
-        self.port = port
-        self.on_actions = on_actions
-        self.now_ms = now_ms
-        self.isolated = isolated
-        self.task: asyncio.Task | None = None
-        self.wakeup = asyncio.Event()
-        self.correlation_id = 0
-        self.connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-
-    @property
-    def leader_id(self) -> int:
-        return self.state.leader_id
-
-    def start(self) -> None:
-        self.task = asyncio.create_task(self._run())
-
-    def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-        self._disconnect()
-
-    def poke(self) -> None:
-        self.wakeup.set()
-
-    async def _run(self) -> None:
-        while True:
-            if self.isolated():  # fault injection: the leader is unreachable
-                self._disconnect()
-                await asyncio.sleep(RECONNECT_BACKOFF_S)
-                continue
-            issued = self.state.next_fetches(self.now_ms())
-            if not issued:
-                await self._idle()
-                continue
-            try:
-                response = await self._call(1, FETCH_VERSION, self.state.request_body(issued))
-            except Exception as error:  # noqa: BLE001 - any failure: back off, reconnect
-                self._failed("replica fetch", error)
-                self.on_actions(self.state.on_failure(issued, self.now_ms()))
-                await asyncio.sleep(RECONNECT_BACKOFF_S)
-                continue
-            await self._apply(issued, response)
-
-    async def _idle(self) -> None:
-        self.wakeup.clear()
-        try:
-            await asyncio.wait_for(self.wakeup.wait(), IDLE_WAIT_S)
-        except TimeoutError:
-            pass
-
-    async def _apply(self, issued: Issued, response) -> None:
-        answers = [
-            PartitionAnswer(
-                topic.topic, answer.partition_index, bytes(answer.records or b""),
-                answer.high_watermark, answer.log_start_offset,
-                None if answer.diverging_epoch.epoch < 0
-                else (answer.diverging_epoch.epoch, answer.diverging_epoch.end_offset),
-                int(answer.error_code))
-            for topic in response.responses for answer in topic.partitions
-        ]
-        actions, need_offsets = self.state.on_response(issued, answers, self.now_ms())
-        self.on_actions(actions)
-        for follower in need_offsets:
-            try:
-                start, end = await self._leader_offsets(follower.topic, follower.partition)
-            except Exception as error:  # noqa: BLE001 - the follower backs off and asks again
-                self._failed("ListOffsets", error)
-                start = end = -1
-            self.on_actions(self.state.on_leader_offsets(follower, start, end, self.now_ms()))
-
-    def _failed(self, what: str, error: Exception) -> None:
-        if not isinstance(error, OSError | asyncio.IncompleteReadError | TimeoutError):
-            log.exception("%s to broker %d failed", what, self.leader_id)
-        else:
-            log.info("%s to broker %d failed: %s", what, self.leader_id,
-                     str(error) or type(error).__name__)
-        self._disconnect()
-
-    async def _leader_offsets(self, topic: str, index: int) -> tuple[int, int]:
-        offsets = []
-        for timestamp in (EARLIEST, LATEST):
-            body = {"replica_id": self.state.replicas.broker_id, "topics": [
-                {"name": topic,
-                 "partitions": [{"partition_index": index, "timestamp": timestamp}]}]}
-            response = await self._call(2, LIST_OFFSETS_VERSION, body)
-            offsets.append(response.topics[0].partitions[0].offset)
-        return offsets[0], offsets[1]
-
-    async def _call(self, api_key: int, version: int, body: dict):
-        if self.connection is None:
-            self.connection = await asyncio.open_connection(self.host, self.port)
-        reader, writer = self.connection
-        self.correlation_id += 1
-        client_id = f"replica-fetcher-{self.state.replicas.broker_id}"
-        writer.write(codec.encode_request(api_key, version, self.correlation_id, client_id, body))
-        size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), RESPONSE_TIMEOUT_S))[0]
-        frame = await asyncio.wait_for(reader.readexactly(size), RESPONSE_TIMEOUT_S)
-        correlation_id, response = codec.decode_response(api_key, version, frame)
-        assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
-        return response
-
-    def _disconnect(self) -> None:
-        if self.connection is not None:
-            self.connection[1].close()
-            self.connection = None

@@ -75,9 +75,8 @@ async def handle_join_group(node: BrokerNode, request: Request) -> dict:
         return _join_response(version, NOT_COORDINATOR, body.member_id)
     if len(body.protocols) > PROTOCOLS_PER_MEMBER_MAX:
         return _join_response(version, INVALID_REQUEST, body.member_id)
-    request_id, future = node.groups.park(coordinator)
     rebalance_timeout = getattr(body, "rebalance_timeout", None)
-    node.groups.run(coordinator, coordinator.core.join(
+    request_id, future = node.groups.submit(coordinator, lambda core, join_id: core.join(
         body.group_id,
         body.member_id,
         getattr(body, "group_instance_id", None),
@@ -87,7 +86,7 @@ async def handle_join_group(node: BrokerNode, request: Request) -> dict:
         -1 if rebalance_timeout is None else duration_ms(rebalance_timeout),
         request.header.client_id or "",
         node.now_ms(),
-        request_id,
+        join_id,
         client_host=CLIENT_HOST.get(),
         require_known_member_id=version >= 4,
     ))
@@ -124,14 +123,13 @@ async def handle_sync_group(node: BrokerNode, request: Request) -> dict:
     coordinator = node.groups.route(body.group_id)
     if coordinator is None:
         return _sync_response(NOT_COORDINATOR)
-    request_id, future = node.groups.park(coordinator)
-    node.groups.run(coordinator, coordinator.core.sync(
+    request_id, future = node.groups.submit(coordinator, lambda core, sync_id: core.sync(
         body.group_id,
         body.member_id,
         body.generation_id,
         {a.member_id: a.assignment for a in body.assignments},
         node.now_ms(),
-        request_id,
+        sync_id,
         group_instance_id=getattr(body, "group_instance_id", None),
         protocol_type=getattr(body, "protocol_type", None),
         protocol_name=getattr(body, "protocol_name", None),
@@ -252,8 +250,8 @@ def _topics_response(body, error_of: Callable[[tuple[str, int]], int]) -> dict:
 
 async def _commit(node: BrokerNode, coordinator: Coordinator, offsets: dict,
                   commit: CommitCall) -> dict:
-    request_id, future = node.groups.park(coordinator)
-    node.groups.run(coordinator, commit(coordinator.core, offsets, node.now_ms(), request_id))
+    request_id, future = node.groups.submit(
+        coordinator, lambda core, commit_id: commit(core, offsets, node.now_ms(), commit_id))
     answer = await node.groups.wait(request_id, future)
     if answer is None:
         return {tp: NOT_COORDINATOR for tp in offsets}
