@@ -1,5 +1,7 @@
 """The transaction coordinator core: InitProducerId, AddPartitions/AddOffsets, EndTxn, markers,
-timeouts, fencing, failover and the admin answers, all sans-IO against ``txn_support.Shell``."""
+timeouts, fencing, failover and the admin answers, all sans-IO: the shipped
+``TxnCoordinatorRuntime`` carries out the core's actions on the fake ports of
+``txn_support.Shell``."""
 
 from __future__ import annotations
 
@@ -7,13 +9,11 @@ import random
 import struct
 
 import pytest
-from txn_support import TIMEOUT_MS, Shell
+from txn_support import TIMEOUT_MS, Answer, Append, Shell
 
 from pylog_nb.broker.errors import Errors
 from pylog_nb.broker.group.records import partition_for as offsets_partition_for
 from pylog_nb.broker.txn.actions import (
-    Action,
-    AppendRecords,
     InitProducerIdAnswer,
     TxnStateChanged,
     WriteTxnMarkers,
@@ -310,16 +310,16 @@ def test_ids_of_partitions_not_led_are_not_coordinator_and_loading_is_load_in_pr
     shell = Shell(partitions=4)
     txn = "t"
     partition = shell.coordinator.partition_for(txn)
-    shell.feed(shell.coordinator.unload(partition, 0))
+    shell.runtime.run(shell.coordinator.unload(partition, 0))
     init = shell.init(txn)
     assert init is not None and init.error_code == E.NOT_COORDINATOR
-    shell.coordinator.begin_load(partition)
+    shell.runtime.run(shell.coordinator.begin_load(partition))
     init = shell.init(txn)
     assert init is not None and init.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
     assert shell.coordinator.describe([txn])[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
     listed = shell.coordinator.list_transactions()
     assert listed.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
-    shell.coordinator.load(partition, [], 0, 1)
+    shell.runtime.run(shell.coordinator.load(partition, [], 0, 1))
     init = shell.init(txn)
     assert init is not None and init.error_code == E.NONE
     empty = shell.init("")
@@ -435,10 +435,13 @@ def test_unload_answers_parked_requests_not_coordinator_and_ignores_late_appends
     shell = Shell()
     shell.auto_commit = False
     shell.init("t")
-    append_id = min(shell.appends)
-    shell.feed(shell.coordinator.unload(0, 0))
-    assert shell.answers[1].error_code == E.NOT_COORDINATOR
-    assert shell.coordinator.on_appended(append_id, 0, 0) == []
+    shell.runtime.run(shell.coordinator.unload(0, 0))
+    answer = shell.answers[1]
+    assert answer.error_code == E.NOT_COORDINATOR
+    events = list(shell.events)
+    shell.commit()  # the late append lands: the core has nothing left to do with it
+    assert shell.answers == {1: answer} and shell.events == events
+    assert not shell.appends and not shell.markers
     assert shell.coordinator.transaction("t") is None
 
 
@@ -479,12 +482,7 @@ def test_describe_and_list_transactions() -> None:
 
 
 def test_idle_transactional_id_expires_with_a_tombstone() -> None:
-    shell = Shell()
-    shell.coordinator = TransactionCoordinator(
-        1, 50, shell.producer_id, transactional_id_expiration_ms=100_000
-    )
-    shell.coordinator.begin_load(0)
-    shell.coordinator.load(0, [], 0, 0)
+    shell = Shell(transactional_id_expiration_ms=100_000)
     pid, epoch = begin(shell)
     shell.tick(200_000)  # the transaction times out first: aborted, then idle
     assert shell.state() == "CompleteAbort"
@@ -524,7 +522,7 @@ class ModelShell(Shell):
     """A shell whose appends and markers wait for the schedule, checking invariants as it goes."""
 
     def __init__(self, rng: random.Random) -> None:
-        super().__init__(partitions=2)
+        super().__init__(partitions=2, transactional_id_expiration_ms=MODEL_EXPIRATION_MS)
         self.auto_commit = False
         self.auto_markers = False
         self.rng = rng
@@ -536,31 +534,31 @@ class ModelShell(Shell):
         self.answered_epoch: dict[int, int] = {}  # producer id -> highest epoch answered
         self.initing = False
 
-    def new_coordinator(self) -> TransactionCoordinator:
-        return TransactionCoordinator(
-            self.partitions,
-            self.offsets_partitions,
-            self.producer_id,
-            transactional_id_expiration_ms=MODEL_EXPIRATION_MS,
-        )
+    # -- invariants on what reaches the ports ----------------------------------------------------
 
-    # -- invariants as the actions go by ---------------------------------------------------------
+    def send_markers(self, markers: WriteTxnMarkers) -> None:
+        self._check_markers(markers)
+        super().send_markers(markers)
 
-    def _carry_out(self, action: Action) -> list[Action]:
-        if isinstance(action, WriteTxnMarkers):
-            self._check_markers(action)
-        if isinstance(action, AppendRecords):
-            self._check_fence(action)
-        if isinstance(action, TxnStateChanged):
-            self._check_reason(action)
-        if isinstance(action, InitProducerIdAnswer) and action.error_code == E.NONE:
-            previous = self.answered_epoch.get(action.producer_id, -1)
-            assert action.producer_epoch >= previous, "epochs never go back"
-            self.answered_epoch[action.producer_id] = action.producer_epoch
-            self.handles[action.transactional_id].append(
-                (action.producer_id, action.producer_epoch)
+    def append(self, topic: str, index: int, records, acks: int, timeout_ms: int
+               ) -> tuple[dict, int | None]:
+        result, produce_id = super().append(topic, index, records, acks, timeout_ms)
+        assert produce_id is not None
+        self._check_fence(self.appends[produce_id])
+        return result, produce_id
+
+    def on_event(self, event: TxnStateChanged) -> None:
+        self._check_reason(event)
+
+    def answer(self, request_id: int, answer: Answer | None) -> None:
+        if isinstance(answer, InitProducerIdAnswer) and answer.error_code == E.NONE:
+            previous = self.answered_epoch.get(answer.producer_id, -1)
+            assert answer.producer_epoch >= previous, "epochs never go back"
+            self.answered_epoch[answer.producer_id] = answer.producer_epoch
+            self.handles[answer.transactional_id].append(
+                (answer.producer_id, answer.producer_epoch)
             )
-        return super()._carry_out(action)
+        super().answer(request_id, answer)
 
     def _check_markers(self, markers: WriteTxnMarkers) -> None:
         value = self.last_record(markers.transactional_id)
@@ -570,7 +568,7 @@ class ModelShell(Shell):
             markers.producer_id, markers.producer_epoch)
         assert set(markers.partitions) <= _partitions(value), "markers beyond the transaction"
 
-    def _check_fence(self, append: AppendRecords) -> None:
+    def _check_fence(self, append: Append) -> None:
         """A bumped-epoch abort comes from a re-init, or else from a timeout that is due."""
         ((_, data),) = append.records
         value = decode_value(data)
@@ -671,7 +669,7 @@ class ModelShell(Shell):
         markers = self.rng.choice(self.markers_open)
         if error_code == E.NONE:
             self.acked.setdefault(markers.transactional_id, set()).update(markers.partitions)
-        self.feed(self._ack(markers, error_code))
+        self._ack(markers, error_code)
 
     def handle(self, txn: str) -> tuple[int, int]:
         handles = self.handles[txn]
