@@ -2,9 +2,12 @@
 
 The shell routes a group to ``partition_for(group_id, partitions)``, feeds the coordinator of
 that partition JoinGroup/SyncGroup/Heartbeat/... and clock ticks (``now_ms``), and carries out
-the ``actions`` it returns. See ``coordinator.py`` for the theory of operation; ``offsets.py``
-holds the rules for committed offsets, ``storage.py`` the group state as log records and back,
-``describe.py`` what admin clients see.
+the ``actions`` it returns. ``coordinator.py`` is the facade (and its theory of operation) over
+Kafka's seams: ``group_metadata_manager.py`` holds every group, with a handler per group type
+(classic: ``classic_groups.py`` for the requests, ``classic_rebalance.py`` for the rebalance);
+``offset_metadata_manager.py`` owns committed offsets, with their rules in ``offsets.py``;
+``appends.py`` tracks the appends awaiting their outcome. ``group.py`` is the group as data,
+``storage.py`` the group state as log records and back, ``describe.py`` what admin clients see.
 """
 
 from .actions import (

@@ -1,7 +1,8 @@
 """One consumer group's membership state (Kafka's GroupMetadata / MemberMetadata), no behaviour.
 
 Theory of operation: this module holds data and pure queries; every transition is driven by
-``coordinator.py``. States and their legal predecessors are Kafka's table
+the classic handlers (``classic_groups.py``, ``classic_rebalance.py``) and, for deletion, by
+``group_metadata_manager.py``. States and their legal predecessors are Kafka's table
 (GroupMetadata.validPreviousStates); ``transition`` asserts against it.
 """
 

@@ -1,4 +1,7 @@
-"""A coordinator's state as ``__consumer_offsets`` records, and back (Kafka's GroupMetadataManager).
+"""A coordinator's state as ``__consumer_offsets`` records, and back.
+
+Kafka's Scala GroupMetadataManager did this (storeGroup, loadGroupsAndOffsets); the Java class
+of that name, which holds the groups, is ``group_metadata_manager.py`` here.
 
 Theory of operation:
 
