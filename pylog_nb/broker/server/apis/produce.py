@@ -24,7 +24,6 @@ again. Only ``LogSegment.append`` still reads each header, to index it.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from ... import errors
 from ...metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
@@ -119,10 +118,7 @@ def _append_from_client(node: BrokerNode, topic: str, index: int, parsed: Parsed
         message = (f"Produce requests with version < {PRODUCE_ZSTD_VERSION_MIN} are not allowed "
                    "to use ZStandard compression")
         return _refused(index, errors.Errors.UNSUPPORTED_COMPRESSION_TYPE, message), None
-    # BrokerNode.append hands its records to ReplicaManager.append_records, which takes parsed
-    # ones; its annotation still says bytes (node.py is being reworked).
-    records: Any = parsed
-    result, produce_id = node.append(topic, index, records, acks, timeout_ms, guard)
+    result, produce_id = node.append(topic, index, parsed, acks, timeout_ms, guard)
     if result["error_code"] != errors.NONE:
         log.warning("produce to %s-%d refused: %s %s", topic, index,
                     errors.error_name(result["error_code"]), result.get("error_message", ""))
