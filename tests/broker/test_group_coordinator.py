@@ -64,12 +64,12 @@ def test_sync_distributes_the_leaders_assignment_once_stored() -> None:
     shell.join(client="a")
     leader = next(iter(shell.joins.values()))
     follower_join = shell.join(client="b")
-    shell.join(leader.member_id)
+    leader_join = shell.join(leader.member_id)
     follower = shell.joins[follower_join]
     follower_sync = shell.sync(follower.member_id, 2)
     assert follower_sync not in shell.syncs  # parked until the leader's assignment
     leader_sync = shell.sync(
-        shell.joins[3].member_id, 2, {follower.member_id: b"p0", "stranger": b"x"}
+        shell.joins[leader_join].member_id, 2, {follower.member_id: b"p0", "stranger": b"x"}
     )
     assert not shell.syncs and len(shell.pending_appends) == 1
     shell.confirm()

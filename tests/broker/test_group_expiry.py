@@ -43,7 +43,7 @@ def test_delete_groups_exactly_at_the_session_timeout_succeeds_without_a_tick() 
     assert errors == {"g": NONE}
     assert removed(actions) == [(member_id, "session_timeout")]
     assert shell.coordinator.group("g") is None
-    shell.take(actions)
+    shell.runtime.run(shell.home, actions)
     assert shell.log[-2:] == [(shell.log[-2][0], None), (shell.log[-1][0], None)]  # tombstones
 
 
@@ -56,7 +56,7 @@ def test_expire_due_applies_only_the_groups_deadlines_due_by_now() -> None:
     assert shell.coordinator.expire_due("nope", deadline) == []
     actions = shell.coordinator.expire_due("g1", deadline)
     assert removed(actions) == [(first, "session_timeout")]
-    shell.take(actions)
+    shell.runtime.run(shell.home, actions)
     assert shell.coordinator.group("g1").state is GroupState.EMPTY
     assert shell.coordinator.group("g2").state is GroupState.STABLE  # its own request decides
     [described] = shell.coordinator.describe(["g1"])
@@ -83,6 +83,6 @@ def test_a_member_still_in_session_keeps_the_group_non_empty() -> None:
     assert errors == {"g": NON_EMPTY_GROUP}
     assert removed(actions) == [(first.member_id, "session_timeout")]
     assert list(coordinator.group("g").members) == [second.member_id]
-    shell.take(actions)
+    shell.runtime.run(shell.home, actions)
     errors, actions = coordinator.delete_groups(["g"], HEARTBEAT_AT + 1 + SESSION_MS)
     assert errors == {"g": NONE} and removed(actions) == [(second.member_id, "session_timeout")]

@@ -73,8 +73,7 @@ class GroupModel(RuleBasedStateMachine):
             member_id = ""  # forgotten by the coordinator: start over, as a client would
         self.member_of[client] = member_id
         instance = "i0" if client.startswith("s") else None
-        self.join_client[self.shell.request_id_next + 1] = client
-        self.shell.join(
+        join_id = self.shell.join(
             member_id,
             protocols=protocols,
             instance=instance,
@@ -84,6 +83,7 @@ class GroupModel(RuleBasedStateMachine):
             session_ms=SESSION_MS,
             rebalance_ms=REBALANCE_MS,
         )
+        self.join_client[join_id] = client
         self._absorb()
 
     @rule(client=st.sampled_from(CLIENTS))
@@ -97,19 +97,9 @@ class GroupModel(RuleBasedStateMachine):
             assignment = {m: f"{generation}:{m}".encode() for m in self.group.members}
             self.assigned.setdefault(generation, assignment)
         instance = "i0" if client.startswith("s") else None
-        sync_id = self.shell._id() + 1000  # disjoint from join ids
+        sync_id = self.shell.sync(member_id, generation, assignment, now=self.now,
+                                  instance=instance)
         self.sync_generation[sync_id] = generation
-        self.shell.take(
-            self.shell.coordinator.sync(
-                "g",
-                member_id,
-                generation,
-                assignment,
-                self.now,
-                sync_id,
-                group_instance_id=instance,
-            )
-        )
         self._absorb()
 
     @rule(client=st.sampled_from(CLIENTS))

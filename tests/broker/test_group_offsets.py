@@ -248,7 +248,7 @@ def test_a_new_coordinator_rebuilds_groups_and_offsets_from_the_log() -> None:
     shell.commit({("t", 0): (20, 2, "n")}, member_id=b.member_id, generation=2, now=6)
     shell.commit({("x", 3): (1, -1, "")}, group="gone")
     errors, deletes = shell.coordinator.delete_groups(["gone"], 7)
-    shell.take(deletes)  # tombstones for the group and its offsets
+    shell.runtime.run(shell.home, deletes)  # tombstones for the group and its offsets
     assert errors == {"gone": 0}
     log = shell.batches
 
@@ -292,11 +292,13 @@ def test_offsets_of_an_empty_group_expire_after_the_retention_then_the_group_goe
     shell.commit({("t", 1): (9, -1, "")}, now=8_000)  # a simple commit while Empty
     retention_ms = 10_000
 
-    shell.take(shell.coordinator.expire_offsets(14_999, retention_ms))
+    shell.runtime.run(shell.home, shell.coordinator.expire_offsets(14_999, retention_ms))
     assert shell.coordinator.fetch_offsets("g")[1] == {("t", 0): (7, -1, ""), ("t", 1): (9, -1, "")}
-    shell.take(shell.coordinator.expire_offsets(15_000, retention_ms))  # 5 s + retention
+    # 5 s + retention
+    shell.runtime.run(shell.home, shell.coordinator.expire_offsets(15_000, retention_ms))
     assert shell.coordinator.fetch_offsets("g")[1] == {("t", 1): (9, -1, "")}
-    shell.take(shell.coordinator.expire_offsets(18_000, retention_ms))  # 8 s + retention
+    # 8 s + retention
+    shell.runtime.run(shell.home, shell.coordinator.expire_offsets(18_000, retention_ms))
     assert shell.coordinator.group("g") is None
 
     successor = GroupCoordinator()
@@ -327,7 +329,7 @@ def test_offset_delete_spares_subscribed_topics_of_a_live_group() -> None:
                  generation=a.generation_id)
     error, errors, actions = shell.coordinator.delete_offsets(
         "g", [("orders", 0), ("old", 0), ("never", 3)], 0)
-    shell.take(actions)
+    shell.runtime.run(shell.home, actions)
     assert error == 0
     assert errors == {("orders", 0): GROUP_SUBSCRIBED_TO_TOPIC, ("old", 0): 0, ("never", 3): 0}
     assert shell.coordinator.fetch_offsets("g")[1] == {("orders", 0): (5, -1, "")}

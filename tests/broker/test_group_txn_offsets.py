@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from group_support import Shell
 
-from pylog_nb.broker.group import AppendRecords, GroupCoordinator, GroupState
+from pylog_nb.broker.group import GroupCoordinator, GroupState
 from pylog_nb.broker.group.errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
     FENCED_INSTANCE_ID,
@@ -114,7 +114,7 @@ def test_the_append_is_a_transactional_batch_of_the_producer() -> None:
     shell = Shell(auto_append=False)
     commit = shell.txn_commit({T0: (9, -1, "")}, producer_id=PID, producer_epoch=3, now=11)
     [append] = shell.pending_appends
-    assert isinstance(append, AppendRecords)
+    assert append.is_transactional
     assert (append.producer_id, append.producer_epoch) == (PID, 3)
     assert append.records == ((encode_key(OffsetCommitKey("g", "t", 0)),
                                value(9, -1, "", 11)),)
@@ -201,10 +201,10 @@ def test_coordinator_and_input_errors() -> None:
 def test_a_group_with_only_pending_transactional_offsets_does_not_expire() -> None:
     shell = Shell()
     shell.txn_commit({T0: (1, -1, "")}, producer_id=PID, now=0)
-    shell.take(shell.coordinator.expire_offsets(10**9, 1))
+    shell.runtime.run(shell.home, shell.coordinator.expire_offsets(10**9, 1))
     assert shell.coordinator.group("g") is not None
     shell.marker(PID, committed=False)
-    shell.take(shell.coordinator.expire_offsets(10**9, 1))
+    shell.runtime.run(shell.home, shell.coordinator.expire_offsets(10**9, 1))
     assert shell.coordinator.group("g") is None
 
 
