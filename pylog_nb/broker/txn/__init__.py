@@ -4,8 +4,11 @@ The shell routes a transactional id to ``partition_for(id, partitions)``, feeds 
 ``TransactionCoordinator`` InitProducerId / AddPartitionsToTxn / AddOffsetsToTxn / EndTxn
 requests, leadership changes (``begin_load`` / ``load`` / ``unload``), append and marker
 outcomes (``on_appended``, ``on_markers_written``) and clock ticks, and carries out the
-``actions`` it returns. See ``coordinator.py`` for the theory of operation; ``metadata.py`` holds
-the states and their table, ``records.py`` the record format.
+``actions`` it returns. See ``coordinator.py`` for the theory of operation and the requests;
+``state_manager.py`` holds the ids, their appends and the loading of partitions (Kafka's
+TransactionStateManager); ``transitions.py`` the image each request moves an id to;
+``markers.py`` the completion of decided transactions; ``replies.py`` and ``describe.py`` the
+answers; ``metadata.py`` the states and their table; ``records.py`` the record format.
 """
 
 from .actions import (

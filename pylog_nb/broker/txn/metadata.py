@@ -14,9 +14,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from ..records.batch import NO_PRODUCER_EPOCH
+from ..records.header import NO_PRODUCER_ID
+from .actions import TopicPartition
 from .records import TransactionLogValue
 
 __all__ = [
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
     "PRODUCER_EPOCH_MAX",
     "TransactionMetadata",
     "TransactionState",
@@ -24,11 +29,7 @@ __all__ = [
     "is_epoch_exhausted",
 ]
 
-TopicPartition = tuple[str, int]
-
 PRODUCER_EPOCH_MAX = 32767  # Short.MaxValue: epochs are int16 on the wire
-NO_PRODUCER_EPOCH = -1  # RecordBatch.NO_PRODUCER_EPOCH
-NO_PRODUCER_ID = -1  # RecordBatch.NO_PRODUCER_ID
 
 
 class TransactionState(enum.IntEnum):
