@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..types import TopicPartition
+
 __all__ = [
     "Action",
     "AppendRecords",
@@ -74,7 +76,7 @@ class CommitAnswer(Action):
     """Answer the OffsetCommit request ``commit_id``: an error code per (topic, partition)."""
 
     commit_id: int
-    errors: dict[tuple[str, int], int] = field(default_factory=dict)
+    errors: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ..types import TopicPartition
 from . import offsets as offset_rules
 from .actions import Action, JoinAnswer, SyncAnswer
 from .appends import PendingAppends, Untracked
@@ -50,7 +51,6 @@ __all__ = [
     "LeaveResult",
 ]
 
-TopicPartition = offset_rules.TopicPartition
 LOADING = COORDINATOR_LOAD_IN_PROGRESS
 
 

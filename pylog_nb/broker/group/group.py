@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..types import TopicPartition
 from .records import OffsetCommitValue
 
 __all__ = ["Group", "GroupState", "Member", "TxnOffset"]
@@ -102,31 +103,31 @@ class Group:
     initial_delay_ms: int = 0
     initial_delay_remaining_ms: int = 0
     new_member_added: bool = False
-    offsets: dict[tuple[str, int], OffsetCommitValue] = field(default_factory=dict)
+    offsets: dict[TopicPartition, OffsetCommitValue] = field(default_factory=dict)
     # Where each committed offset's record sits in __consumer_offsets (the base offset of its
     # batch; Kafka's CommitRecordMetadataAndOffset.appendedBatchOffset): a transaction's offset
     # replaces a committed one only if its own record came later in the log.
-    offset_batch_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    offset_batch_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     # KIP-98: offsets written by transactions not yet decided, by producer id, each with its
     # batch offset; invisible until the COMMIT marker (Kafka's pendingTransactionalOffsetCommits).
-    txn_offsets: dict[int, dict[tuple[str, int], TxnOffset]] = field(default_factory=dict)
+    txn_offsets: dict[int, dict[TopicPartition, TxnOffset]] = field(default_factory=dict)
 
     def is_(self, state: GroupState) -> bool:
         return self.state is state
 
     def put_offset(
-        self, topic_partition: tuple[str, int], value: OffsetCommitValue, batch_offset: int
+        self, topic_partition: TopicPartition, value: OffsetCommitValue, batch_offset: int
     ) -> None:
         """Make ``value`` the committed offset; its record's batch starts at ``batch_offset``."""
         assert batch_offset >= 0, batch_offset
         self.offsets[topic_partition] = value
         self.offset_batch_offsets[topic_partition] = batch_offset
 
-    def drop_offset(self, topic_partition: tuple[str, int]) -> None:
+    def drop_offset(self, topic_partition: TopicPartition) -> None:
         del self.offsets[topic_partition]
         self.offset_batch_offsets.pop(topic_partition, None)
 
-    def has_pending_txn_offset(self, topic_partition: tuple[str, int]) -> bool:
+    def has_pending_txn_offset(self, topic_partition: TopicPartition) -> bool:
         return any(topic_partition in pending for pending in self.txn_offsets.values())
 
     def transition(self, state: GroupState, now_ms: int) -> GroupState:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..types import TopicPartition
 from . import offsets as offset_rules
 from .actions import Action, CommitAnswer
 from .appends import PendingAppends, Untracked
@@ -37,7 +38,6 @@ from .storage import Record, offset_records, offset_tombstones
 
 __all__ = ["CommitStore", "OffsetMetadataManager", "TxnCommitStore", "commit_answer"]
 
-TopicPartition = offset_rules.TopicPartition
 CommitTriple = tuple[int, int, str | None]  # offset, leader_epoch, metadata (None: "")
 Errors = dict[TopicPartition, int]
 

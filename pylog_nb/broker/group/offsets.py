@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ..types import TopicPartition
 from .errors import (
     COORDINATOR_NOT_AVAILABLE,
     FENCED_INSTANCE_ID,
@@ -61,7 +62,6 @@ PARTITIONS_PER_COMMIT_MAX = 10_000
 UNKNOWN_OFFSET = (-1, -1, "")  # OffsetFetch's answer for a partition with no commit
 
 OffsetTriple = tuple[int, int, str]  # offset, leader_epoch, metadata
-TopicPartition = tuple[str, int]
 CONSUMER_PROTOCOL_TYPE = "consumer"  # the protocol type whose metadata lists subscribed topics
 
 
@@ -148,9 +148,9 @@ def metadata_error(metadata: str | None, metadata_bytes_max: int) -> int:
 
 
 def fetch(
-    offsets: Mapping[tuple[str, int], OffsetCommitValue],
-    partitions: Iterable[tuple[str, int]] | None,
-) -> dict[tuple[str, int], OffsetTriple]:
+    offsets: Mapping[TopicPartition, OffsetCommitValue],
+    partitions: Iterable[TopicPartition] | None,
+) -> dict[TopicPartition, OffsetTriple]:
     """OffsetFetch: ``partitions`` (None: all committed) -> (offset, leader_epoch, metadata)."""
     if partitions is None:
         partitions = sorted(offsets)

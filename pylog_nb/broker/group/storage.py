@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..types import TopicPartition
 from .group import Group, GroupState, Member, TxnOffset
 from .records import (
     GroupMetadataKey,
@@ -86,7 +87,7 @@ def group_tombstone(group_id: str) -> Record:
 
 
 def offset_records(
-    group_id: str, values: Mapping[tuple[str, int], OffsetCommitValue]
+    group_id: str, values: Mapping[TopicPartition, OffsetCommitValue]
 ) -> list[Record]:
     return [
         (encode_key(OffsetCommitKey(group_id, topic, partition)), encode_value(value))
@@ -94,7 +95,7 @@ def offset_records(
     ]
 
 
-def offset_tombstones(group_id: str, partitions: Iterable[tuple[str, int]]) -> list[Record]:
+def offset_tombstones(group_id: str, partitions: Iterable[TopicPartition]) -> list[Record]:
     return [
         (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
         for topic, partition in partitions

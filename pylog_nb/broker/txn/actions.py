@@ -19,6 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..records.batch import NO_PRODUCER_EPOCH
+from ..records.header import NO_PRODUCER_ID
+from ..types import TopicPartition
+
 __all__ = [
     "Action",
     "AddOffsetsAnswer",
@@ -29,8 +33,6 @@ __all__ = [
     "TxnStateChanged",
     "WriteTxnMarkers",
 ]
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,8 +51,8 @@ class InitProducerIdAnswer(Action):
 
     request_id: int
     error_code: int
-    producer_id: int = -1
-    producer_epoch: int = -1
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

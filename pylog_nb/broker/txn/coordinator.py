@@ -38,7 +38,8 @@ from dataclasses import replace
 
 from ..group.records import partition_for as offsets_partition_for
 from ..metadata.topics import OFFSETS_TOPIC
-from .actions import Action, AddPartitionsAnswer, TopicPartition
+from ..types import TopicPartition
+from .actions import Action, AddPartitionsAnswer
 from .describe import ListedTransaction, ListTransactionsResult, TransactionDescription
 from .errors import (
     CONCURRENT_TRANSACTIONS,

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from .actions import Action, TopicPartition, WriteTxnMarkers
+from ..types import TopicPartition
+from .actions import Action, WriteTxnMarkers
 from .errors import MARKER_FENCED, MARKER_WRITTEN
 from .metadata import PREPARE_STATES, TransactionMetadata, TransactionState
 from .state_manager import TransactionStateManager

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..records.batch import NO_PRODUCER_EPOCH
 from ..records.header import NO_PRODUCER_ID
-from .actions import TopicPartition
+from ..types import TopicPartition
 from .records import TransactionLogValue
 
 __all__ = [

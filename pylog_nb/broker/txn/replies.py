@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..types import TopicPartition
 from .actions import (
     Action,
     AddOffsetsAnswer,
     AddPartitionsAnswer,
     EndTxnAnswer,
     InitProducerIdAnswer,
-    TopicPartition,
 )
 from .errors import INVALID_PRODUCER_EPOCH, NONE, PRODUCER_FENCED
 from .metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnImage

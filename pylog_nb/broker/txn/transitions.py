@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from .actions import TopicPartition
+from ..types import TopicPartition
 from .errors import (
     CONCURRENT_TRANSACTIONS,
     COORDINATOR_LOAD_IN_PROGRESS,
