@@ -54,6 +54,14 @@ from sim_groups import (
     SESSION_MS,
     GroupWorkload,
 )
+from sim_txns import (
+    TXN_CLIENT_BASE,
+    TXN_GROUP,
+    TxnWorkload,
+    committed_values,
+    open_transactions,
+    txn_partition_for,
+)
 
 from pylog_nb.broker.controller import (
     BROKER_SESSION_TIMEOUT_MS,
@@ -64,11 +72,11 @@ from pylog_nb.broker.controller import (
 from pylog_nb.broker.controller.controller import ControllerResult
 from pylog_nb.broker.controller.quorum import NotControllerError, QuorumController
 from pylog_nb.broker.controller.rpc import ControllerRpcError, _Round, _Route
-from pylog_nb.broker.errors import NOT_CONTROLLER, OFFSET_OUT_OF_RANGE
+from pylog_nb.broker.errors import NOT_CONTROLLER, OFFSET_OUT_OF_RANGE, Errors
 from pylog_nb.broker.group import partition_for
 from pylog_nb.broker.group.errors import NONE, NOT_COORDINATOR
 from pylog_nb.broker.metadata.follower import FetchMetadata
-from pylog_nb.broker.metadata.topics import OFFSETS_TOPIC
+from pylog_nb.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from pylog_nb.broker.raft.log import LOG_FILE_NAME, RaftLog
 from pylog_nb.broker.raft.node import RaftNode
 from pylog_nb.broker.raft.quorum_state import QuorumStateStore
@@ -96,6 +104,7 @@ from pylog_nb.broker.server.lifecycle_manager import (
 )
 from pylog_nb.broker.server.replica_fetcher import PARTITION_MAX_BYTES, PartitionAnswer
 from pylog_nb.broker.server.replica_manager import ACKS_ALL, FetchTarget, ReplicaManager
+from pylog_nb.broker.server.txn_runtime import MarkerSend
 from pylog_nb.broker.storage import Log
 
 TOPIC = "t"
@@ -111,6 +120,8 @@ CONTROLLER_KINDS = {SendRegistration: "register", SendHeartbeat: "heartbeat",
                     FetchMetadata: "fetch_metadata", AlterPartitionRequest: "alter_partition"}
 CLIENT = -1  # clients' address (producers)
 OFFSETS_PARTITIONS = 2  # __consumer_offsets, RF 3: the group coordinators move with its leaders
+TXN_STATE_PARTITIONS = 2  # __transaction_state, RF 3: so do the transaction coordinators
+MARKERS_TIMEOUT_MS = 6_000  # a WriteTxnMarkers request without an answer by then failed
 REQUEST_TIMEOUT_MS = 3_000  # a request without an answer by then failed
 PRODUCE_TIMEOUT_MS = 5_000
 METADATA_RECORDS_MAX = 50
@@ -222,7 +233,11 @@ class SimBroker:
         self.broker_id = broker_id
         self.incarnation = incarnation
         data_dir = sim.root / f"broker-{broker_id}"
-        config = BrokerConfig(broker_id, data_dir, group_min_session_timeout_ms=MIN_SESSION_MS)
+        # KIP-890 verification is the asyncio AddPartitionsToTxnManager's: off here
+        config = BrokerConfig(broker_id, data_dir, group_min_session_timeout_ms=MIN_SESSION_MS,
+                              offsets_topic_num_partitions=OFFSETS_PARTITIONS,
+                              transaction_state_num_partitions=TXN_STATE_PARTITIONS,
+                              transaction_partition_verification_enable=False)
         self.core = BrokerCore(broker_id, data_dir, self, now_ms=sim.clock,
                                incarnation_id=f"b{broker_id}-{incarnation}",
                                session_timeout_ms=sim.session_timeout_ms,
@@ -230,6 +245,8 @@ class SimBroker:
                                config=config,
                                rng=random.Random(f"{sim.seed}:b{broker_id}:{incarnation}"))
         self.group_requests: dict[int, tuple[Message, str]] = {}  # parked: request id -> ...
+        self.txn_requests: dict[int, tuple[Message, str]] = {}  # parked txn requests
+        self.marker_sends: dict[int, MarkerSend] = {}  # WriteTxnMarkers on their way
         self.pending: dict[int, Pending] = {}
         self.appended: dict[int, tuple] = {}  # produce id -> (partition, offsets, values, epoch)
         self.produce_clients: dict[int, int] = {}  # request id -> client request id
@@ -288,7 +305,10 @@ class SimBroker:
         message, kind = self.group_requests.pop(request_id)
         if answer is None:  # the coordinator moved away in the middle of the request
             self.sim.groups.checker.count(f"moved_during_{kind}")
-            self.answer_group(message, NOT_COORDINATOR)
+            if kind == "txn_commit":
+                self.answer_client(message, NOT_COORDINATOR)
+            else:
+                self.answer_group(message, NOT_COORDINATOR)
             return
         checker, body = self.sim.groups.checker, message.body
         if kind == "join":
@@ -298,19 +318,62 @@ class SimBroker:
             checker.on_sync(body["member_id"], body["generation"], answer)
             self.answer_group(message, answer.error_code, answer=answer)
         else:
-            checker.on_commit(body["offsets"], answer)
             errors = {p: answer.errors.get((TOPIC, p), NONE) for p in body["offsets"]}
             code = next((c for c in errors.values() if c != NONE), NONE)
+            if kind == "txn_commit":  # visible once its transaction commits (sim_txns checks)
+                self.answer_client(message, code)
+                return
+            checker.on_commit(body["offsets"], answer)
             self.answer_group(message, code, errors=errors)
 
     def txn_answer(self, request_id: int, answer) -> None:
-        raise AssertionError("no transactional clients in this simulation yet")
-
-    def send_markers(self, action) -> None:
-        raise AssertionError("no transactional clients in this simulation yet")
+        message, kind = self.txn_requests.pop(request_id)
+        code = int(Errors.NOT_COORDINATOR) if answer is None else int(answer.error_code) if (
+            hasattr(answer, "error_code")) else _first_error(answer.errors)
+        handle = None
+        if kind == "init" and answer is not None:
+            handle = (answer.producer_id, answer.producer_epoch)
+        self.sim.txns.on_coordinator_answer(kind, message.body, code, handle)
+        extra = {} if handle is None else {"producer_id": handle[0], "producer_epoch": handle[1]}
+        self.answer_client(message, code, **extra)
 
     def refill_producer_ids(self) -> None:
-        raise AssertionError("no __transaction_state in this simulation yet")
+        """The controller's producer id blocks, as one counter of the simulation."""
+        txns = self.core.txns
+        txns.add_producer_ids([self.sim.next_producer_id()
+                               for _ in range(txns.wants_producer_ids())])
+
+    def send_markers(self, action) -> None:
+        """WriteTxnMarkers through each partition's leader, as ``MarkerSend`` plans it (the
+        shipped TransactionMarkerChannelManager's plan): this broker's own directly, one
+        request per other leader; every partition gets an outcome."""
+        send = MarkerSend.plan(action, self.image)
+        send_id = self.sim.next_id()
+        self.marker_sends[send_id] = send
+        for leader, partitions in list(send.by_leader.items()):
+            body = {"send_id": send_id, "partitions": partitions,
+                    "producer_id": action.producer_id, "producer_epoch": action.producer_epoch,
+                    "coordinator_epoch": action.coordinator_epoch,
+                    "committed": action.committed, "leader": leader}
+            if leader == self.broker_id:
+                self.write_markers(body, lambda written, s=send_id, b=leader: (
+                    self.markers_written(s, b, written)))
+            else:
+                self.send_request(leader, "write_markers", body)
+        self.markers_written(send_id, None, {})
+
+    def markers_written(self, send_id: int, leader: int | None, written: dict,
+                        error_code: int | None = None) -> None:
+        send = self.marker_sends.get(send_id)
+        if send is None:
+            return
+        if error_code is not None:
+            send.failed(leader, error_code)
+        elif leader is not None:
+            send.answered(leader, written)
+        if send.done:
+            del self.marker_sends[send_id]
+            self.core.txns.on_markers_written(send.action, send.results)
 
     # == sending =================================================================================
 
@@ -333,6 +396,10 @@ class SimBroker:
         body = pending.payload
         if timed_out and "round" in body:
             body["round"].on_timeout()  # the next call tries the next controller
+        if pending.kind == "write_markers":
+            self.markers_written(body["send_id"], body["leader"], {},
+                                 error_code=int(Errors.NETWORK_EXCEPTION))
+            return
         self.core.on_failed(body["outbound"], error_code)
 
     # == timers ==================================================================================
@@ -358,6 +425,10 @@ class SimBroker:
             answered.payload["round"].on_answer(None)  # this controller is the active one
         if message.kind == "controller_error":
             self.on_controller_error(message, answered)
+            return
+        if message.kind == "write_markers_answer":
+            payload = answered.payload
+            self.markers_written(payload["send_id"], payload["leader"], message.body["results"])
             return
         self.core.on_answer(answered.payload["outbound"], _answer_of(message))
 
@@ -478,9 +549,92 @@ class SimBroker:
             self.sim.groups.checker.on_fetch(offsets)
         self.answer_group(message, code, offsets=offsets)
 
-    def submit_group(self, message: Message, kind: str, call) -> None:
+    def on_txn_offset_commit(self, message: Message) -> None:
+        body, now_ms = message.body, self.sim.now_ms
+        offsets = {(TOPIC, p): (offset, -1, "") for p, offset in body["offsets"].items()}
+        self.submit_group(message, "txn_commit", lambda core, commit_id: core.commit_txn_offsets(
+            TXN_GROUP, body["producer_id"], body["producer_epoch"], "", -1, offsets, now_ms,
+            commit_id), group=TXN_GROUP)
+
+    # == a transaction coordinator's side (apis/txn.py on the shipped runtime) ==================
+
+    def on_txn_init(self, message: Message) -> None:
+        body, now_ms = message.body, self.sim.now_ms
+        self.submit_txn(message, "init", lambda request_id: self.core.txns.core.init_producer_id(
+            body["transactional_id"], body["timeout_ms"], now_ms, request_id,
+            producer_id=body["producer_id"], producer_epoch=body["producer_epoch"]))
+
+    def on_txn_add(self, message: Message) -> None:
+        body, now_ms = message.body, self.sim.now_ms
+        wanted = [(TOPIC, p) for p in body["partitions"]]
+        self.submit_txn(message, "add", lambda request_id: self.core.txns.core.add_partitions(
+            body["transactional_id"], body["producer_id"], body["producer_epoch"], wanted,
+            now_ms, request_id))
+
+    def on_txn_add_offsets(self, message: Message) -> None:
+        body, now_ms = message.body, self.sim.now_ms
+        self.submit_txn(message, "add_offsets", lambda request_id: self.core.txns.core.add_offsets(
+            body["transactional_id"], body["producer_id"], body["producer_epoch"], body["group"],
+            now_ms, request_id))
+
+    def on_txn_end(self, message: Message) -> None:
+        body, now_ms = message.body, self.sim.now_ms
+        self.submit_txn(message, "end", lambda request_id: self.core.txns.core.end_txn(
+            body["transactional_id"], body["producer_id"], body["producer_epoch"],
+            body["committed"], now_ms, request_id))
+
+    def submit_txn(self, message: Message, kind: str, call) -> None:
+        runtime = self.core.txns
+        request_id = runtime.park()
+        self.txn_requests[request_id] = (message, kind)
+        runtime.run(call(request_id))
+
+    def on_txn_produce(self, message: Message) -> None:
+        """A transactional producer's batch: appended through the core, acks=all."""
+        body = message.body
+        records = [(None, v, [], self.sim.now_ms) for v in body["values"]]
+        batch = encode_batch(records, producer_id=body["producer_id"],
+                             producer_epoch=body["producer_epoch"],
+                             base_sequence=body["sequence"], is_transactional=True)
+        result, produce_id = self.core.append(TOPIC, body["partition"], batch, ACKS_ALL,
+                                              PRODUCE_TIMEOUT_MS)
+        answer = {"values": body["values"],
+                  "next_sequence": body["sequence"] + len(body["values"])}
+        if produce_id is None:
+            self.answer_client(message, result["error_code"], **answer)
+            return
+        self.core.await_produce([produce_id], lambda done: self.answer_client(
+            message, next(iter(done.error_codes.values())), **answer))
+
+    def on_write_markers(self, message: Message) -> None:
+        """The partition-leader side of WriteTxnMarkers."""
+        body = message.body
+        self.write_markers(body, lambda results: self.sim.post(
+            self, message.src, "write_markers_answer", {"re": body["id"], "results": results},
+            incarnation=body["from_incarnation"]))
+
+    def write_markers(self, body: dict, then) -> None:
+        """Markers written here through the runtime; those on the transactional group's
+        offsets partition are noted for the group offsets check."""
+        def written(results: dict) -> None:
+            for (topic, _index), code in results.items():
+                if topic == OFFSETS_TOPIC and code == NONE:
+                    self.sim.txns.on_offsets_marker(body["producer_id"], body["producer_epoch"],
+                                                    body["committed"])
+            then(results)
+
+        self.core.txns.write_markers(
+            body["producer_id"], body["producer_epoch"], body["coordinator_epoch"],
+            body["committed"], [tuple(tp) for tp in body["partitions"]], written)
+
+    def answer_client(self, message: Message, error_code: int, **body) -> None:
+        self.sim.post(self, message.src, "txn_answer",
+                      {**body, "error_code": error_code,
+                       "client_request": message.body["client_request"]})
+
+    def submit_group(self, message: Message, kind: str, call, group: str = GROUP) -> None:
         runtime = self.core.groups
-        coordinator = runtime.route(GROUP)
+        coordinator = runtime.route(group)
         if coordinator is None:
             self.answer_group(message, NOT_COORDINATOR)
             return
@@ -507,6 +661,11 @@ class SimBroker:
         self.replicas.close_handlers()
 
 
+def _first_error(errors: dict) -> int:
+    """One code for an answer with an error per partition: the first error, else NONE."""
+    return next((int(c) for c in errors.values() if c != NONE), NONE)
+
+
 def _answer_of(message: Message) -> object:
     """A message answering one of the core's calls, as ``BrokerCore.on_answer`` takes it."""
     body = message.body
@@ -526,12 +685,17 @@ def _answer_of(message: Message) -> object:
 
 
 def is_group_client(address: int) -> bool:
-    return address >= GROUP_CLIENT_BASE
+    return GROUP_CLIENT_BASE <= address < TXN_CLIENT_BASE
+
+
+def is_txn_client(address: int) -> bool:
+    return address >= TXN_CLIENT_BASE
 
 
 def is_client(address: int) -> bool:
-    """Producers and group members: served even by an isolated broker."""
-    return address == CLIENT or is_group_client(address)
+    """Producers, group members and transactional producers: served even by an isolated
+    broker."""
+    return address == CLIENT or address >= GROUP_CLIENT_BASE
 
 
 def not_controller(error: NotControllerError) -> tuple[str, dict]:
@@ -553,12 +717,15 @@ def _partition_answer(topic: str, index: int, response: dict) -> PartitionAnswer
 class Sim:
     def __init__(self, seed: int, root: Path,
                  session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS, controllers: int = 1,
-                 groups: bool = True) -> None:
+                 groups: bool = True, txns: bool = True) -> None:
         self.seed = seed
         self.session_timeout_ms = session_timeout_ms
         self.rng = random.Random(seed)
         self.group_rng = random.Random(f"{seed}:groups")
         self.with_groups = groups
+        self.with_txns = txns
+        self._producer_ids = 1000  # the controller's producer id blocks, as one counter
+        self.next_value_count = 0  # transactional records' values
         self.root = root
         self.now_ms = 0
         self.trace: list[str] = []
@@ -596,13 +763,20 @@ class Sim:
             TOPIC, self.partition_count, 3, configs={"min.insync.replicas": str(MIN_INSYNC)},
             now_ms=self.now_ms))
         assert result.ok, result
-        if groups:
+        if groups or txns:
             result = self.decide_before_start(
                 lambda c: ControllerResult() if OFFSETS_TOPIC in c.image.topics
                 else c.create_topic(OFFSETS_TOPIC, OFFSETS_PARTITIONS, 3,
                                     configs={"cleanup.policy": "compact"}, now_ms=self.now_ms))
             assert result.ok, result
+        if txns:
+            result = self.decide_before_start(
+                lambda c: ControllerResult() if TRANSACTION_STATE_TOPIC in c.image.topics
+                else c.create_topic(TRANSACTION_STATE_TOPIC, TXN_STATE_PARTITIONS, 3,
+                                    configs={"cleanup.policy": "compact"}, now_ms=self.now_ms))
+            assert result.ok, result
         self.groups = GroupWorkload(self, self.group_rng)
+        self.txns = TxnWorkload(self, random.Random(f"{seed}:txns"))
         self._last_image = ClusterImage.empty()  # the most advanced committed image seen
         self._last_applied = 0
         self.observe_controller()
@@ -717,7 +891,8 @@ class Sim:
             return  # cut off from the controller and its peers
         # The group's messages have a random stream of their own, so the replication part of a
         # schedule stays the same whatever they do (regression seeds stay put).
-        rng = self.group_rng if is_group_client(src) or is_group_client(dst) else self.rng
+        rng = self.group_rng if is_client(src) and src != CLIENT or (
+            is_client(dst) and dst != CLIENT) else self.rng
         roll = rng.random()
         if roll < 0.005:
             self.stats["lost_messages"] += 1
@@ -736,6 +911,8 @@ class Sim:
     def deliver(self, message: Message) -> None:
         if is_group_client(message.dst):
             self.groups.receive(message)
+        elif is_txn_client(message.dst):
+            self.txns.receive(message)
         elif message.dst > CONTROLLER_ADDRESS_BASE:
             controller = self.controllers[message.dst - CONTROLLER_ADDRESS_BASE]
             if controller.quorum is None:
@@ -914,6 +1091,31 @@ class Sim:
         return (mine is not None and mine.leader is not None
                 and state.leader == broker.broker_id and state.leader_epoch == mine.leader_epoch)
 
+    def txn_coordinator_of(self, transactional_id: str) -> int | None:
+        """The id's transaction coordinator, as a client learns it from a broker's metadata."""
+        return self._leader_in_some_image(
+            TRANSACTION_STATE_TOPIC, lambda count: txn_partition_for(transactional_id, count))
+
+    def leader_of(self, index: int) -> int | None:
+        """The leader of the topic's partition ``index`` in some broker's metadata."""
+        return self._leader_in_some_image(TOPIC, lambda count: index)
+
+    def _leader_in_some_image(self, topic_name: str, pick) -> int | None:
+        via = self.brokers[self.group_rng.choice(BROKERS)]
+        topic = via.image.topics.get(topic_name) if via is not None else None
+        if topic is None:
+            return None
+        leader = topic.partitions[pick(len(topic.partitions))].leader
+        return leader if self.brokers.get(leader) is not None else None
+
+    def next_txn_value(self) -> bytes:
+        self.next_value_count += 1
+        return b"x%d" % self.next_value_count
+
+    def next_producer_id(self) -> int:
+        self._producer_ids += 1
+        return self._producer_ids
+
     def coordinator_of(self, group: str) -> int | None:
         """The group's coordinator, as a client learns it from a random broker's metadata."""
         via = self.brokers[self.group_rng.choice(BROKERS)]
@@ -940,6 +1142,8 @@ class Sim:
         candidates = [self.next_fault_ms, self.next_produce_ms, self.next_controller_tick_ms]
         if self.with_groups and not self.healing:
             candidates.append(self.groups.next_ms())
+        if self.with_txns and not self.healing:
+            candidates.append(self.txns.next_ms())
         if self.queue:
             candidates.append(self.queue[0].deliver_ms)
         for broker in self.brokers.values():
@@ -959,6 +1163,8 @@ class Sim:
             self.next_produce_ms = self.now_ms + self.rng.choice((5, 20, 50, 100))
         elif self.with_groups and not self.healing and self.now_ms >= self.groups.next_ms():
             self.groups.tick()
+        elif self.with_txns and not self.healing and self.now_ms >= self.txns.next_ms():
+            self.txns.tick()
         else:
             self.tick_brokers()
         if self.events % HEAVY_CHECK_EVERY == 0:
@@ -1058,9 +1264,13 @@ class Sim:
     def check_logs(self) -> None:
         """The controller's leader holds every acknowledged write; ISR members agree below the
         HW of a leader at the controller's epoch; a leader's HW never goes back."""
+        if self.with_txns:
+            self._check_txn_group_offsets()
         for index in range(self.partition_count):
             state = self.controller_partition(index)
             self._check_leader_hw(index)
+            if self.with_txns:
+                self._check_stable_offsets(index)
             log = self.log_of(state.leader, index) if state.leader != NO_LEADER else None
             if log is None:
                 continue
@@ -1086,6 +1296,28 @@ class Sim:
             mine = {o: v for o, v in values.items() if log.log_start_offset <= o < hw}
             check(theirs == mine, f"ISR member b{member} disagrees with leader b{state.leader} "
                                   f"below HW {hw} on p{index}")
+
+    def _check_txn_group_offsets(self) -> None:
+        """The transactional group's offsets on its coordinator, once that one is loaded."""
+        index = partition_for(TXN_GROUP, OFFSETS_PARTITIONS)
+        leader = self.controller_partition(index, OFFSETS_TOPIC).leader
+        broker = self.brokers.get(leader)
+        if broker is None or not self.leads_for_controller(broker, OFFSETS_TOPIC, index):
+            return
+        coordinator = broker.core.groups.route(TXN_GROUP)
+        if coordinator is None or coordinator.core.loading:
+            return
+        code, found = coordinator.core.fetch_offsets(TXN_GROUP)
+        assert code == NONE, code
+        self.txns.check_group_offsets({p: value[0] for (_t, p), value in found.items()})
+
+    def _check_stable_offsets(self, index: int) -> None:
+        """No leader's LSO passes a transaction still open in its log."""
+        for broker in self.brokers.values():
+            partition = broker.replicas.partitions.get((TOPIC, index)) if broker else None
+            if partition is not None and partition.leader is not None:
+                self.txns.check_open_transactions(index, partition.log,
+                                                  partition.last_stable_offset)
 
     def _check_leader_hw(self, index: int) -> None:
         for broker in self.brokers.values():
@@ -1133,9 +1365,10 @@ class Sim:
                 broker.paused_until = min(broker.paused_until, self.now_ms)
         deadline_ms = self.now_ms + SETTLE_MS_MAX
         while not self.settled():
-            check(self.now_ms < deadline_ms,
-                  f"replication did not settle in {SETTLE_MS_MAX} ms; stale replicas: "
-                  f"{self.stale_replicas() or 'none'}\n{self.describe()}")
+            if self.now_ms >= deadline_ms:  # (the message is costly: built only then)
+                raise InvariantViolation(
+                    f"replication did not settle in {SETTLE_MS_MAX} ms; stale replicas: "
+                    f"{self.stale_replicas() or 'none'}\n{self.describe()}")
             self.step()
         self.check_logs()
         check(not self.stale_replicas(), f"stale replicas after settling: {self.stale_replicas()}")
@@ -1146,6 +1379,8 @@ class Sim:
                     check(i != index or values.get(offset) == value,
                           f"after settling, acked p{index}@{offset}={value!r} missing on "
                           f"b{broker_id}: {values.get(offset)!r}")
+        if self.with_txns:
+            self.check_transactions()
 
     def settled(self) -> bool:
         active = self.active_controller()
@@ -1162,10 +1397,44 @@ class Sim:
             leader_log = self.log_of(p.leader, index)
             if leader_log.high_watermark != leader_log.log_end_offset:
                 return False
+            if self.with_txns and leader_log.last_stable_offset != leader_log.high_watermark:
+                return False  # a transaction is still to be decided
+        if self.with_txns and not self.offsets_settled(active.quorum.image):
+            return False
             leader_values = log_values(leader_log)
             if any(log_values(self.log_of(b, index)) != leader_values for b in BROKERS):
                 return False
         return True
+
+    def offsets_settled(self, image) -> bool:
+        """The transactional group's coordinator is loaded and its partition has no
+        transaction left to decide."""
+        index = partition_for(TXN_GROUP, OFFSETS_PARTITIONS)
+        leader = image.topics[OFFSETS_TOPIC].partitions[index].leader
+        broker = self.brokers.get(leader)
+        partition = broker.replicas.partitions.get((OFFSETS_TOPIC, index)) if broker else None
+        if partition is None or partition.leader is None:
+            return False
+        log = partition.log
+        return (log.last_stable_offset == log.high_watermark == log.log_end_offset
+                and broker.core.groups.route(TXN_GROUP) is not None
+                and not broker.core.groups.loading)
+
+    def check_transactions(self) -> None:
+        """After settling: all or nothing, every transaction decided, the group's offsets."""
+        visible, open_at_end = {}, {}
+        for index in range(self.partition_count):
+            log = self.log_of(self.controller_partition(index).leader, index)
+            visible[index] = committed_values(log)
+            open_at_end[index] = open_transactions(log)
+        index = partition_for(TXN_GROUP, OFFSETS_PARTITIONS)
+        broker = self.brokers[self.controller_partition(index, OFFSETS_TOPIC).leader]
+        coordinator = broker.core.groups.route(TXN_GROUP)
+        assert coordinator is not None, "settled with the group's coordinator elsewhere"
+        code, found = coordinator.core.fetch_offsets(TXN_GROUP)
+        assert code == NONE, code
+        offsets = {p: value[0] for (_topic, p), value in found.items()}
+        self.txns.check_final(visible, open_at_end, offsets)
 
     def describe(self) -> str:
         active = self.active_controller()
@@ -1199,12 +1468,12 @@ class Sim:
 
 
 def run_schedule(seed: int, root: Path, session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
-                 controllers: int = 1, groups: bool = True) -> Sim:
+                 controllers: int = 1, groups: bool = True, txns: bool = True) -> Sim:
     """Run one schedule; raise InvariantViolation (with the trace tail) on a broken invariant.
     The brokers' session timeout is the shipped one unless a test needs another; the controller
     is a quorum of ``controllers`` voters; ``groups``: a consumer group runs beside the
-    producers (sim_groups.py)."""
-    sim = Sim(seed, root, session_timeout_ms, controllers, groups)
+    producers (sim_groups.py); ``txns``: so do transactional producers (sim_txns.py)."""
+    sim = Sim(seed, root, session_timeout_ms, controllers, groups, txns)
     try:
         sim.run()
     except Exception as error:

@@ -3,9 +3,10 @@
 Theory of operation (Kafka's TransactionMarkerChannelManager):
 
 - The transaction coordinator asks for a COMMIT or ABORT marker on every partition of a
-  transaction. The partitions are grouped by their leader in the current metadata image; the
-  ones this broker leads are written directly (the partition-leader side, ``write_local``), the
-  others as one WriteTxnMarkers request per leader.
+  transaction. ``txn_runtime.MarkerSend`` (sans-IO, shared with the simulation) groups them by
+  their leader in the current metadata image; the ones this broker leads are written directly
+  (the partition-leader side, ``write_local``), the others as one WriteTxnMarkers request per
+  leader.
 - Each leader gets one connection of our own, one request at a time (a marker is small, and a
   lab's transactions are few); a connection that fails is dropped and opened again next time.
 - Every partition gets an outcome: the leader's error code; NOT_LEADER_OR_FOLLOWER while a
@@ -27,6 +28,7 @@ from ..txn import WriteTxnMarkers
 from ..types import TopicPartition
 from .broker_channel import BrokerChannel, BrokerChannels
 from .ports import ClusterView
+from .txn_runtime import MarkerSend
 
 log = logging.getLogger("pylog.broker")
 
@@ -49,31 +51,16 @@ class TransactionMarkerChannelManager:
                                         f"txn-coordinator-{node.broker_id}")
 
     async def send(self, action: WriteTxnMarkers) -> dict[TopicPartition, int]:
-        """Write ``action``'s markers through each partition's current leader."""
-        results: dict[TopicPartition, int] = {}
-        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
-        for topic_partition in action.partitions:
-            leader, error = self._leader_of(*topic_partition)
-            if leader is None:
-                results[topic_partition] = error
-            else:
-                by_leader[leader].append(topic_partition)
-        sends = [self._send_to(leader, action, partitions)
-                 for leader, partitions in by_leader.items()]
-        for answered in await asyncio.gather(*sends):
-            results.update(answered)
-        assert set(results) == set(action.partitions), (results, action.partitions)
-        return results
-
-    def _leader_of(self, topic: str, index: int) -> tuple[int | None, int]:
-        """The partition's live leader, or None and the partition's outcome without one."""
-        image = self.node.image.topics.get(topic)
-        if image is None or index >= len(image.partitions):
-            return None, errors.NONE  # deleted: nothing left to mark (Kafka's answer)
-        leader = image.partitions[index].leader
-        if leader < 0 or leader not in self.node.live_broker_ids():
-            return None, errors.NOT_LEADER_OR_FOLLOWER
-        return leader, errors.NONE
+        """Write ``action``'s markers through each partition's current leader (``MarkerSend``
+        plans who gets what and gives every partition an outcome)."""
+        send = MarkerSend.plan(action, self.node.image)
+        leaders = list(send.by_leader.items())
+        answers = await asyncio.gather(*(self._send_to(leader, action, partitions)
+                                         for leader, partitions in leaders))
+        for (leader, _partitions), answered in zip(leaders, answers, strict=True):
+            send.answered(leader, answered)
+        assert send.done, send
+        return send.results
 
     async def _send_to(self, leader: int, action: WriteTxnMarkers,
                        partitions: list[TopicPartition]) -> dict[TopicPartition, int]:

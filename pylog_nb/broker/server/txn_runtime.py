@@ -30,9 +30,11 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from .. import errors
+from ..metadata.image import ClusterImage
 from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..records.batch import encode_batch, iter_batches_decoded
 from ..txn import (
@@ -265,6 +267,54 @@ class TxnCoordinatorRuntime:
         for request_id in sorted(self._parked):
             self.answer(request_id, None)
         self._parked.clear()
+
+
+@dataclass
+class MarkerSend:
+    """One WriteTxnMarkers action on its way (Kafka's TransactionMarkerChannelManager, sans-IO):
+    its partitions grouped by their live leader in the image the coordinator's broker serves,
+    and an outcome for every partition, whatever fails. A partition whose topic is gone is
+    written (nothing is left to mark, Kafka's answer); one without a live leader is
+    NOT_LEADER_OR_FOLLOWER at once; a leader's answer or failure gives its partitions theirs.
+    The core re-sends the failed ones on its next ``tick``, to the leader of that moment."""
+
+    action: WriteTxnMarkers
+    by_leader: dict[int, list[TopicPartition]] = field(default_factory=dict)
+    results: dict[TopicPartition, int] = field(default_factory=dict)
+
+    @classmethod
+    def plan(cls, action: WriteTxnMarkers, image: ClusterImage) -> MarkerSend:
+        send = cls(action)
+        live = set(image.live_broker_ids())
+        for topic, index in action.partitions:
+            topic_image = image.topics.get(topic)
+            if topic_image is None or index >= len(topic_image.partitions):
+                send.results[(topic, index)] = errors.NONE
+                continue
+            leader = topic_image.partitions[index].leader
+            if leader < 0 or leader not in live:
+                send.results[(topic, index)] = int(errors.NOT_LEADER_OR_FOLLOWER)
+            else:
+                send.by_leader.setdefault(leader, []).append((topic, index))
+        return send
+
+    def answered(self, leader: int, results: dict[TopicPartition, int]) -> None:
+        """``leader``'s outcome per partition; a partition it left out was not written."""
+        for topic_partition in self.by_leader.pop(leader, ()):
+            self.results[topic_partition] = int(results.get(
+                topic_partition, errors.Errors.UNKNOWN_SERVER_ERROR))
+
+    def failed(self, leader: int, error_code: int) -> None:
+        """No answer from ``leader`` (connection lost, timeout, isolated)."""
+        for topic_partition in self.by_leader.pop(leader, ()):
+            self.results[topic_partition] = error_code
+
+    @property
+    def done(self) -> bool:
+        if self.by_leader:
+            return False
+        assert set(self.results) == set(self.action.partitions), (self.results, self.action)
+        return True
 
 
 def _error_code(done: ProduceDone) -> int:
