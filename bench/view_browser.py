@@ -4,8 +4,9 @@ Usage::
 
     .venv/bin/python bench/view_browser.py [--seconds 60] [--rate 10000] [--partitions 100]
 
-Setup: JupyterLab on 127.0.0.1 with a config and home of its own (tests/lab.py) runs a notebook
-that starts a LocalCluster of 3 brokers (fresh temporary data directory), creates one topic with
+Setup: JupyterLab on 127.0.0.1 with a config and home of its own (tests/support/lab.py) runs a
+notebook that starts a LocalCluster of 3 brokers (fresh temporary data directory), creates
+one topic with
 ``--partitions`` partitions and replication factor 3 and shows ``%log_watch`` (refreshing at
 its default rate, ``REFRESH_S``). Debian's headless Chromium (``/usr/bin/chromium``), driven by
 Playwright, shows the notebook in a ``VIEWPORT`` window with the view scrolled into sight; an
@@ -53,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from load import TOPIC, Clients, arguments  # noqa: E402
 
 from pylog_nb.widgets.cluster_view import REFRESH_S  # noqa: E402
-from tests.lab import (  # noqa: E402
+from tests.support.lab import (  # noqa: E402
     CHROMIUM,
     WAIT_MS,
     bootstrap_of,

@@ -32,7 +32,7 @@ from nbformat.v4 import new_code_cell
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.lab import CHROMIUM, WAIT_MS, missing_browser, run_all_cells, running_lab  # noqa: E402
+from tests.support.lab import CHROMIUM, WAIT_MS, missing_browser, run_all_cells, running_lab  # noqa: E402
 
 try:
     from playwright.sync_api import expect, sync_playwright

@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from clients import TIMEOUT_S, admin, produce, read_to_end
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AclOperation,
@@ -20,6 +19,7 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
+from support.clients import TIMEOUT_S, admin, produce, read_to_end
 
 from pylog_nb import LocalCluster
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
-import wire
-from clients import consume_all, create_topic, produce
+from support import wire
+from support.clients import consume_all, create_topic, produce
 
 from pylog_nb.broker.errors import Errors
 from pylog_nb.broker.records import codecs

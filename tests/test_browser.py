@@ -23,11 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import view_page
-import wire
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from lab import (
+from support import view_page, wire
+from support.lab import (
     CHROMIUM,
     KERNEL_IDLE,
     POLL_S,
@@ -39,7 +38,7 @@ from lab import (
     running_lab,
     write_notebook,
 )
-from txn import UNVERIFIED_BROKER_ARGS, TxnProducer, end_txn, partition_log, plain
+from support.txn import UNVERIFIED_BROKER_ARGS, TxnProducer, end_txn, partition_log, plain
 
 from pylog_nb.client.txn import transaction
 
@@ -86,7 +85,7 @@ def notebook_cells(data_dir: Path, go: Path) -> list[str]:
     ]
 
 
-# -- JupyterLab (tests/lab.py starts and stops it) -------------------------------------------------
+# -- JupyterLab (tests/support/lab.py starts and stops it) ---------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -497,7 +496,7 @@ def _luminance(css_colour: str) -> float:
     return 0.2126 * red + 0.7152 * green + 0.0722 * blue
 
 
-# == the view on a bare page (tests/view_page.py): geometry, texts, layout, glyphs ==============
+# == the view on a bare page (tests/support/view_page.py): geometry, texts, layout, glyphs ======
 
 LAPTOP = {"width": 1400, "height": 900}
 FOLD_PX = 900  # a laptop's viewport: the topology and the timeline must both be inside it

@@ -11,7 +11,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from clients import (
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource, NewTopic
+from support.clients import (
     TIMEOUT_S,
     admin,
     cleaned_to_active_segment,
@@ -20,8 +22,6 @@ from clients import (
     read_to_end,
     wait_for,
 )
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import ConfigResource, NewTopic
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.group.records import partition_for

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from clients import TIMEOUT_S, admin, consume_all, create_topic, produce
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AlterConfigOpType,
@@ -15,6 +14,7 @@ from confluent_kafka.admin import (
     NewTopic,
     OffsetSpec,
 )
+from support.clients import TIMEOUT_S, admin, consume_all, create_topic, produce
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

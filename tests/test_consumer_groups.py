@@ -12,8 +12,8 @@ import time
 from concurrent.futures import Future
 
 import pytest
-from clients import TIMEOUT_S, admin, create_topic, produce, wait_for
 from confluent_kafka import Consumer, TopicPartition
+from support.clients import TIMEOUT_S, admin, create_topic, produce, wait_for
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.group.records import partition_for

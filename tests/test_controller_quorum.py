@@ -9,10 +9,15 @@ import threading
 import time
 
 import pytest
-from clients import TIMEOUT_S, admin, consume_all
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import NewTopic
-from test_replicated_cluster import LAG_MS, _create, _partition, _wait_for
+from support.clients import TIMEOUT_S, admin, consume_all
+from support.replicated_cluster import (
+    LAG_MS,
+    controller_partition,
+    create_replicated_topic,
+    wait_until,
+)
 
 from pylog_nb import LocalCluster
 
@@ -66,7 +71,7 @@ class _Load:
 
     def wait_for_more(self, count: int) -> None:
         target = len(self.acked) + count
-        _wait_for(lambda: len(self.acked) >= target, f"{count} more acknowledged records")
+        wait_until(lambda: len(self.acked) >= target, f"{count} more acknowledged records")
 
 
 def _assert_nothing_lost(cluster: LocalCluster, load: _Load) -> None:
@@ -88,14 +93,14 @@ def _another_active(cluster: LocalCluster, old: int) -> int:
     def found():
         active = cluster.active_controller()
         return active if active not in (None, old) else None
-    return _wait_for(found, f"a controller other than {old} to become active")
+    return wait_until(found, f"a controller other than {old} to become active")
 
 
 def _views_when(cluster: LocalCluster, predicate, what: str) -> dict:
     def check():
         views = cluster.controller_views()
         return views if predicate(views) else None
-    return _wait_for(check, what)
+    return wait_until(check, what)
 
 
 def _one_leader_one_history(views: dict) -> bool:
@@ -117,17 +122,17 @@ def _topic(cluster: LocalCluster, topic: str) -> dict:
 
 
 def test_active_controller_killed_under_load_then_a_leader_killed(quorum, topic_name):
-    _create(quorum, topic_name, partitions=PARTITIONS)
+    create_replicated_topic(quorum, topic_name, partitions=PARTITIONS)
     with _Load(quorum, topic_name) as load:
         load.wait_for_more(200)
         old = quorum.kill_controller()
         _another_active(quorum, old)
         load.wait_for_more(200)
         # Partition failover still works while the old controller is down.
-        victim = _partition(quorum, topic_name)["leader"]
+        victim = controller_partition(quorum, topic_name)["leader"]
         led = [i for i, (leader, _) in _leaders(quorum, topic_name).items() if leader == victim]
         quorum.kill(victim)
-        _wait_for(lambda: all(_leaders(quorum, topic_name)[i][0] not in (victim, -1)
+        wait_until(lambda: all(_leaders(quorum, topic_name)[i][0] not in (victim, -1)
                               for i in led), f"new leaders for the partitions {victim} led")
         _create_rf2(quorum, f"{topic_name}-after")  # two brokers are live
         load.wait_for_more(200)
@@ -140,12 +145,12 @@ def test_active_controller_killed_under_load_then_a_leader_killed(quorum, topic_
 
 
 def test_isolated_active_controller_steps_down_and_one_history_remains(quorum, topic_name):
-    _create(quorum, topic_name, partitions=1)
+    create_replicated_topic(quorum, topic_name, partitions=1)
     cut = quorum.isolate_controller()
     new = _another_active(quorum, cut)
     _views_when(quorum, lambda v: v[cut][1]["role"] != "leader",
                 f"the isolated controller {cut} to resign")
-    _create(quorum, f"{topic_name}-during", partitions=1)  # decided by the majority
+    create_replicated_topic(quorum, f"{topic_name}-during", partitions=1)  # decided by the majority
     quorum.heal_controller(cut)
     views = _views_when(quorum, _one_leader_one_history, "one leader after the heal")
     assert views[new][1]["role"] == "leader"
@@ -155,7 +160,7 @@ def test_isolated_active_controller_steps_down_and_one_history_remains(quorum, t
 
 def test_restarting_every_controller_at_once_keeps_metadata_and_elects_no_partition_leader(
         quorum, topic_name):
-    _create(quorum, topic_name, partitions=PARTITIONS)
+    create_replicated_topic(quorum, topic_name, partitions=PARTITIONS)
     before = _leaders(quorum, topic_name)
     topics_before = quorum.controller_describe()["topics"]
     for controller_id in quorum.controllers:
@@ -170,7 +175,7 @@ def test_restarting_every_controller_at_once_keeps_metadata_and_elects_no_partit
 
 def test_two_of_three_controllers_down_serves_data_but_refuses_metadata_changes(
         quorum, topic_name):
-    _create(quorum, topic_name, partitions=PARTITIONS)
+    create_replicated_topic(quorum, topic_name, partitions=PARTITIONS)
     with _Load(quorum, topic_name) as load:
         load.wait_for_more(100)
         first = quorum.kill_controller()
@@ -188,7 +193,7 @@ def test_two_of_three_controllers_down_serves_data_but_refuses_metadata_changes(
         assert error.name() in ("REQUEST_TIMED_OUT", "NOT_CONTROLLER"), error
         assert "controller" in error.str().lower(), error.str()
         quorum.restart_controller(second)
-        _create(quorum, f"{topic_name}-back", partitions=1)
+        create_replicated_topic(quorum, f"{topic_name}-back", partitions=1)
         load.wait_for_more(100)
     _assert_nothing_lost(quorum, load)
     quorum.restart_controller(first)

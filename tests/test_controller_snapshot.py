@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clients import TIMEOUT_S, admin
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
-from test_replicated_cluster import WAIT_S, _wait_for
+from support.clients import TIMEOUT_S, admin
+from support.replicated_cluster import WAIT_S, wait_until
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.controller.rpc import ControllerRpcError, call_once
@@ -33,13 +33,13 @@ class _SnapshottingCluster(LocalCluster):
 
 
 def _wait(condition, what: str):
-    """``_wait_for``, a controller or broker that does not answer yet counting as not yet."""
+    """``wait_until``, a controller or broker that does not answer yet counting as not yet."""
     def tolerant():
         try:
             return condition()
         except (OSError, ControllerRpcError, KafkaException):
             return None
-    return _wait_for(tolerant, what, timeout_s=WAIT_S)
+    return wait_until(tolerant, what, timeout_s=WAIT_S)
 
 
 def _described(cluster: LocalCluster, controller_id: int) -> dict:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from clients import consume_all, create_topic, produce
 from confluent_kafka import Producer
+from support.clients import consume_all, create_topic, produce
 
 from pylog_nb import LocalCluster
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from clients import create_topic
-from wire import call, connect
+from support.clients import create_topic
+from support.wire import call, connect
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.protocol.versions import API_VERSIONS

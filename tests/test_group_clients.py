@@ -17,7 +17,6 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as AioTopicPartition
-from clients import TIMEOUT_S, admin, create_topic, produce
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import (
     ConsumerGroupState,
@@ -30,6 +29,7 @@ from confluent_kafka.admin import NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import KafkaAdminClient
+from support.clients import TIMEOUT_S, admin, create_topic, produce
 
 from pylog_nb import LocalCluster
 

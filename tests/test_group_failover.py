@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from clients import TIMEOUT_S, admin, produce
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
+from support.clients import TIMEOUT_S, admin, produce
 
 from pylog_nb import LocalCluster
 

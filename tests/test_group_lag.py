@@ -11,9 +11,9 @@ import uuid
 
 import pandas as pd
 import pytest
-from clients import TIMEOUT_S, admin, create_topic, produce
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
+from support.clients import TIMEOUT_S, admin, create_topic, produce
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.group.records import partition_for

@@ -9,9 +9,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from clients import TIMEOUT_S, admin, create_topic, produce, wait_for
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from support.clients import TIMEOUT_S, admin, create_topic, produce, wait_for
 
 from pylog_nb import LocalCluster
 from pylog_nb.client import partitions_frame

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 import pytest
-from clients import consume_all, create_topic
+from support.clients import consume_all, create_topic
 
 KCAT_TIMEOUT_S = 60
 

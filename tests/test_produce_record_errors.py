@@ -10,8 +10,8 @@ message too"); records in batches of their own are delivered.
 
 from __future__ import annotations
 
-from clients import TIMEOUT_S, create_topic, read_to_end
 from confluent_kafka import KafkaError, Producer
+from support.clients import TIMEOUT_S, create_topic, read_to_end
 
 RECORD_COUNT = 100
 KEYLESS_EVERY = 10  # records 0, 10, ..., 90 have no key

@@ -12,15 +12,19 @@ import sys
 import time
 
 import pytest
-from clients import TIMEOUT_S, admin, consume_all
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
+from support.clients import TIMEOUT_S, admin, consume_all
+from support.replicated_cluster import (
+    LAG_MS,
+    WAIT_S,
+    controller_partition,
+    create_replicated_topic,
+    wait_until,
+)
 
 from pylog_nb import LocalCluster
 from pylog_nb.cluster import local
-
-LAG_MS = 2000  # replica.lag.time.max.ms for these tests: ISR changes within seconds
-WAIT_S = 30
 
 
 @pytest.fixture
@@ -28,22 +32,6 @@ def three(tmp_path):
     with LocalCluster(brokers=3, data_dir=tmp_path,
                       broker_args=("--replica-lag-time-max-ms", str(LAG_MS))) as cluster:
         yield cluster
-
-
-def _create(cluster, topic: str, partitions: int = 1, min_isr: int = 2) -> None:
-    client = admin(cluster.bootstrap_servers)
-    futures = client.create_topics([NewTopic(topic, partitions, 3, config={
-        "min.insync.replicas": str(min_isr)})])
-    futures[topic].result(TIMEOUT_S)
-
-
-def _partition(cluster, topic: str, index: int = 0) -> dict:
-    """The partition as the controller decided it: leader, epoch, ISR."""
-    described = cluster.controller_describe()
-    for t in described["topics"]:
-        if t["name"] == topic:
-            return t["partitions"][index]
-    raise AssertionError(f"{topic} not in the controller's image")
 
 
 def _replicas(cluster, topic: str, index: int = 0) -> dict[int, dict]:
@@ -57,17 +45,7 @@ def _replicas_when(cluster, topic: str, predicate) -> dict[int, dict]:
     def check():
         replicas = _replicas(cluster, topic)
         return replicas if predicate(replicas) else None
-    return _wait_for(check, f"replicas of {topic} to satisfy {predicate.__doc__}")
-
-
-def _wait_for(condition, what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(check, f"replicas of {topic} to satisfy {predicate.__doc__}")
 
 
 def _producer(cluster, **conf) -> Producer:
@@ -93,7 +71,7 @@ def _produce(producer: Producer, topic: str, values: list[bytes]) -> dict[int, b
 
 
 def test_rf3_topic_replicates_to_every_broker(three, topic_name):
-    _create(three, topic_name)
+    create_replicated_topic(three, topic_name)
     acked = _produce(_producer(three), topic_name, [b"v%d" % i for i in range(500)])
     assert sorted(acked) == list(range(500))
     def all_at_500(replicas):
@@ -102,17 +80,17 @@ def test_rf3_topic_replicates_to_every_broker(three, topic_name):
 
     replicas = _replicas_when(three, topic_name, all_at_500)
     assert set(replicas) == {1, 2, 3}
-    assert sorted(_partition(three, topic_name)["isr"]) == [1, 2, 3]
+    assert sorted(controller_partition(three, topic_name)["isr"]) == [1, 2, 3]
 
 
 def test_leader_killed_under_load_loses_no_acks_all_record(three, topic_name):
-    _create(three, topic_name)
-    before = _partition(three, topic_name)
+    create_replicated_topic(three, topic_name)
+    before = controller_partition(three, topic_name)
     producer = _producer(three)
     acked = _produce(producer, topic_name, [b"a%d" % i for i in range(2000)])
     three.kill(before["leader"])
     acked.update(_produce(producer, topic_name, [b"b%d" % i for i in range(2000)]))
-    after = _partition(three, topic_name)
+    after = controller_partition(three, topic_name)
     assert after["leader"] != before["leader"]
     assert after["leader_epoch"] > before["leader_epoch"]
     assert len(acked) == 4000  # producers rode through the failover
@@ -129,8 +107,8 @@ def test_leader_killed_under_load_loses_no_acks_all_record(three, topic_name):
 
 
 def test_paused_follower_leaves_the_isr_and_rejoins(three, topic_name):
-    _create(three, topic_name, min_isr=1)
-    leader = _partition(three, topic_name)["leader"]
+    create_replicated_topic(three, topic_name, min_isr=1)
+    leader = controller_partition(three, topic_name)["leader"]
     follower = next(b for b in (1, 2, 3) if b != leader)
     producer = _producer(three)
     _produce(producer, topic_name, [b"x"] * 10)
@@ -139,20 +117,20 @@ def test_paused_follower_leaves_the_isr_and_rejoins(three, topic_name):
         for _ in range(int(LAG_MS / 1000 * 3)):
             _produce(producer, topic_name, [b"y"] * 10)  # HW keeps moving without it
             time.sleep(1)
-        _wait_for(lambda: follower not in _partition(three, topic_name)["isr"],
+        wait_until(lambda: follower not in controller_partition(three, topic_name)["isr"],
                   "the paused follower to leave the ISR")
         hw_without = _replicas(three, topic_name)[leader]["high_watermark"]
         assert hw_without >= 10 + 10 * int(LAG_MS / 1000 * 3) - 10
     finally:
         three.resume(follower)
     _produce(producer, topic_name, [b"z"] * 10)
-    _wait_for(lambda: follower in _partition(three, topic_name)["isr"],
+    wait_until(lambda: follower in controller_partition(three, topic_name)["isr"],
               "the resumed follower to rejoin the ISR")
 
 
 def test_two_of_three_down_refuses_acks_all_but_not_acks_1(three, topic_name):
-    _create(three, topic_name, min_isr=2)
-    leader = _partition(three, topic_name)["leader"]
+    create_replicated_topic(three, topic_name, min_isr=2)
+    leader = controller_partition(three, topic_name)["leader"]
     others = [b for b in (1, 2, 3) if b != leader]
     for broker in others:
         three.kill(broker)
@@ -169,7 +147,7 @@ def test_two_of_three_down_refuses_acks_all_but_not_acks_1(three, topic_name):
     assert len(acked) == 1
     for broker in others:
         three.restart(broker)
-    _wait_for(lambda: sorted(_partition(three, topic_name)["isr"]) == [1, 2, 3],
+    wait_until(lambda: sorted(controller_partition(three, topic_name)["isr"]) == [1, 2, 3],
               "the ISR to be restored")
 
 
@@ -181,12 +159,12 @@ def _isr_of_leader_alone(leader: int):
 
 
 def test_controller_restart_keeps_state_without_elections(three, topic_name):
-    _create(three, topic_name, partitions=3)
-    before = {i: _partition(three, topic_name, i) for i in range(3)}
+    create_replicated_topic(three, topic_name, partitions=3)
+    before = {i: controller_partition(three, topic_name, i) for i in range(3)}
     three.kill_controller()
     three.restart_controller()
     time.sleep(1)
-    after = {i: _partition(three, topic_name, i) for i in range(3)}
+    after = {i: controller_partition(three, topic_name, i) for i in range(3)}
     assert {i: (p["leader"], p["leader_epoch"]) for i, p in after.items()} == {
         i: (p["leader"], p["leader_epoch"]) for i, p in before.items()}
     acked = _produce(_producer(three), topic_name, [b"after"])
@@ -196,7 +174,7 @@ def test_controller_restart_keeps_state_without_elections(three, topic_name):
 def test_whole_cluster_sigkilled_and_restarted_keeps_acknowledged_records(tmp_path, topic_name):
     args = ("--replica-lag-time-max-ms", str(LAG_MS))
     with LocalCluster(brokers=3, data_dir=tmp_path, broker_args=args) as cluster:
-        _create(cluster, topic_name)
+        create_replicated_topic(cluster, topic_name)
         acked = _produce(_producer(cluster), topic_name, [b"k%d" % i for i in range(3000)])
         for broker in (1, 2, 3):
             cluster.kill(broker)
@@ -209,8 +187,8 @@ def test_whole_cluster_sigkilled_and_restarted_keeps_acknowledged_records(tmp_pa
 
 def test_acks_1_writes_to_an_isolated_leader_are_lost_and_shown(three, topic_name):
     """The lesson of the Jepsen 2013 Kafka analysis, reproduced: acks=1 is not durable."""
-    _create(three, topic_name, min_isr=1)
-    old = _partition(three, topic_name)
+    create_replicated_topic(three, topic_name, min_isr=1)
+    old = controller_partition(three, topic_name)
     acked_before = _produce(_producer(three, acks="1"), topic_name,
                             [b"safe%d" % i for i in range(100)])
     _replicas_when(three, topic_name, _all_caught_up(100))
@@ -220,8 +198,9 @@ def test_acks_1_writes_to_an_isolated_leader_are_lost_and_shown(three, topic_nam
                       "acks": "1", "topic.metadata.refresh.interval.ms": 600_000})
     doomed = _produce(stale, topic_name, [b"doomed%d" % i for i in range(50)])
     assert sorted(doomed) == list(range(100, 150))  # acknowledged...
-    new = _wait_for(lambda: (p := _partition(three, topic_name))["leader"] != old["leader"] and p,
-                    "the controller to elect a new leader")
+    new = wait_until(
+        lambda: (p := controller_partition(three, topic_name))["leader"] != old["leader"] and p,
+        "the controller to elect a new leader")
     assert new["leader_epoch"] > old["leader_epoch"]
     # Brokers learn the election after the controller makes it; until then their Metadata may
     # send a client to the isolated leader, where an acks=all produce waits for nothing.
@@ -289,11 +268,11 @@ def test_replication_factor_above_live_brokers_is_refused(three, topic_name):
 
 
 def test_starting_a_running_cluster_again_attaches_to_it(three, topic_name):
-    _create(three, topic_name)
+    create_replicated_topic(three, topic_name)
     again = LocalCluster(brokers=3, data_dir=three.data_dir).start()  # a notebook cell run twice
     assert again.bootstrap_servers == three.bootstrap_servers
     assert again.broker_pids() == three.broker_pids()
-    leader = _partition(three, topic_name)["leader"]
+    leader = controller_partition(three, topic_name)["leader"]
     again.kill(leader)  # the attached handle controls the same processes
     assert not three.is_running(leader)
     three.restart(leader)
@@ -316,8 +295,8 @@ def test_an_attached_kill_returns_only_once_the_owner_can_reap_the_process():
 
 
 def test_idempotent_producer_rides_through_failover_without_duplicates(three, topic_name):
-    _create(three, topic_name)
-    leader = _partition(three, topic_name)["leader"]
+    create_replicated_topic(three, topic_name)
+    leader = controller_partition(three, topic_name)["leader"]
     producer = _producer(three, **{"enable.idempotence": True})
     acked = {}
 
@@ -338,8 +317,8 @@ def test_idempotent_producer_rides_through_failover_without_duplicates(three, to
 
 def test_introspection_shows_lag_and_the_story_of_a_failover(three, topic_name):
     from pylog_nb.client import events_frame, partitions_frame
-    _create(three, topic_name)
-    leader = _partition(three, topic_name)["leader"]
+    create_replicated_topic(three, topic_name)
+    leader = controller_partition(three, topic_name)["leader"]
     _produce(_producer(three), topic_name, [b"e"] * 50)
     frame = partitions_frame(three)
     mine = frame[frame.topic == topic_name]
@@ -347,7 +326,7 @@ def test_introspection_shows_lag_and_the_story_of_a_failover(three, topic_name):
     led = mine[mine.role == "leader"].iloc[0]
     assert led.broker == leader and led.high_watermark == 50
     three.kill(leader)
-    _wait_for(lambda: _partition(three, topic_name)["leader"] != leader, "a new leader")
+    wait_until(lambda: controller_partition(three, topic_name)["leader"] != leader, "a new leader")
     events = events_frame(three)
     assert {"source", "kind", "time"} <= set(events.columns)
     texts = " ".join(str(t) for t in events.get("text", []))
@@ -355,25 +334,26 @@ def test_introspection_shows_lag_and_the_story_of_a_failover(three, topic_name):
 
 
 def test_preferred_leader_election_moves_leadership_back(three, topic_name):
-    _create(three, topic_name)
-    first = _partition(three, topic_name)
+    create_replicated_topic(three, topic_name)
+    first = controller_partition(three, topic_name)
     preferred = first["replicas"][0]
     assert first["leader"] == preferred
     three.kill(preferred)
-    moved = _wait_for(lambda: (p := _partition(three, topic_name))["leader"] != preferred and p,
-                      "a new leader")
+    moved = wait_until(
+        lambda: (p := controller_partition(three, topic_name))["leader"] != preferred and p,
+        "a new leader")
     three.restart(preferred)
-    _wait_for(lambda: preferred in _partition(three, topic_name)["isr"],
+    wait_until(lambda: preferred in controller_partition(three, topic_name)["isr"],
               "the preferred replica back in the ISR")
     three.elect_preferred_leaders()
-    back = _partition(three, topic_name)
+    back = controller_partition(three, topic_name)
     assert back["leader"] == preferred and back["leader_epoch"] > moved["leader_epoch"]
     assert len(_produce(_producer(three), topic_name, [b"back"])) == 1
 
 
 def test_configs_are_decided_by_the_controller(three, topic_name):
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-    _create(three, topic_name)
+    create_replicated_topic(three, topic_name)
     client = admin(three.bootstrap_servers)
     resource = ConfigResource("topic", topic_name, incremental_configs=[
         ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)])
@@ -389,11 +369,11 @@ def test_configs_are_decided_by_the_controller(three, topic_name):
 def test_a_fenced_broker_leaves_metadata_so_cluster_wide_requests_do_not_wait_on_it(three):
     three.kill(2)
     client = admin(three.bootstrap_servers)
-    _wait_for(lambda: sorted(client.list_topics(timeout=10).brokers) == [1, 3],
+    wait_until(lambda: sorted(client.list_topics(timeout=10).brokers) == [1, 3],
               "broker 2 to leave the Metadata broker list")
     assert client.list_consumer_groups().result(TIMEOUT_S).errors == []  # sent to every broker
     three.restart(2)
-    _wait_for(lambda: sorted(client.list_topics(timeout=10).brokers) == [1, 2, 3],
+    wait_until(lambda: sorted(client.list_topics(timeout=10).brokers) == [1, 2, 3],
               "broker 2 to be listed again once it is back")
 
 
@@ -405,19 +385,20 @@ def test_leader_paused_past_its_session_steps_down_and_loses_no_acknowledged_wri
     """Issue 9: a leader SIGSTOPped for longer than its session (and than the RPC timeout that
     once ended its metadata loop) comes back, catches up with the metadata before serving,
     follows the new leader at the new epoch, and every acks=all write survives."""
-    _create(three, topic_name)
+    create_replicated_topic(three, topic_name)
     before = _produce(_producer(three), topic_name, [b"before%d" % i for i in range(200)])
-    old = _partition(three, topic_name)
+    old = controller_partition(three, topic_name)
     three.pause(old["leader"])
-    new = _wait_for(lambda: (p := _partition(three, topic_name))["leader"] != old["leader"] and p,
-                    "the controller to elect a new leader")
+    new = wait_until(
+        lambda: (p := controller_partition(three, topic_name))["leader"] != old["leader"] and p,
+        "the controller to elect a new leader")
     during = _produce(_producer(three), topic_name, [b"during%d" % i for i in range(200)])
     time.sleep(max(0.0, LONG_PAUSE_S - 3))
     three.resume(old["leader"])
 
     def consistent(replicas):
         """every replica acts on the controller's leader and epoch, in the ISR again"""
-        now = _partition(three, topic_name)
+        now = controller_partition(three, topic_name)
         return sorted(now["isr"]) == [1, 2, 3] and all(
             (r["leader"], r["leader_epoch"], r["role"] == "leader")
             == (now["leader"], now["leader_epoch"], b == now["leader"])
@@ -426,7 +407,7 @@ def test_leader_paused_past_its_session_steps_down_and_loses_no_acknowledged_wri
     _replicas_when(three, topic_name, consistent)
     resumed = three.describe()[old["leader"]]
     assert [p for p in resumed if p["topic"] == topic_name][0]["role"] == "follower"
-    assert _partition(three, topic_name)["leader_epoch"] >= new["leader_epoch"]
+    assert controller_partition(three, topic_name)["leader_epoch"] >= new["leader_epoch"]
     acked = {**before, **during}
     assert len(acked) == 400
     received = consume_all(three.bootstrap_servers, topic_name, max(acked) + 1)

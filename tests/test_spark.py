@@ -13,8 +13,12 @@ import time
 import uuid
 
 import pytest
-import wire
-from clients import (
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import NewPartitions, NewTopic
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from support import wire
+from support.clients import (
     TIMEOUT_S,
     admin,
     cleaned_to_active_segment,
@@ -23,11 +27,7 @@ from clients import (
     read_to_end,
     wait_for,
 )
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import NewPartitions, NewTopic
-from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
-from txn import (
+from support.txn import (
     UNVERIFIED_BROKER_ARGS,
     TxnProducer,
     end_txn,

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clients import produce
+from support.clients import produce
 
 pyspark = pytest.importorskip("pyspark")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from clients import TIMEOUT_S, admin, create_topic, produce
 from confluent_kafka import Consumer, ConsumerGroupState
+from support.clients import TIMEOUT_S, admin, create_topic, produce
 
 from pylog_nb import LocalCluster
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from clients import TIMEOUT_S, admin, consume_all, produce, wait_for
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from support.clients import TIMEOUT_S, admin, consume_all, produce, wait_for
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.records.codecs import CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD

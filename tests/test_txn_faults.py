@@ -22,11 +22,11 @@ The brokers run with a 2 s ``replica.lag.time.max.ms`` so the stopped broker lea
 from __future__ import annotations
 
 import pytest
-import wire
-from clients import TIMEOUT_S, admin, wait_for
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic
-from test_transactions import (
+from support import wire
+from support.clients import TIMEOUT_S, admin, wait_for
+from support.txn_clients import (
     create_replicated,
     describe,
     find_coordinator,

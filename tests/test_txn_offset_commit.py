@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 
-import wire
-from clients import create_topic
+from support import wire
+from support.clients import create_topic
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.group import partition_for

@@ -12,11 +12,11 @@ aborted transactions; a follower that becomes leader knows the open transaction 
 
 from __future__ import annotations
 
-import wire
-from clients import TIMEOUT_S, admin, create_topic, wait_for
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from txn import (
+from support import wire
+from support.clients import TIMEOUT_S, admin, create_topic, wait_for
+from support.txn import (
     FETCH,
     PRODUCE,
     UNVERIFIED_BROKER_ARGS,

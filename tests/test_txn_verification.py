@@ -12,10 +12,11 @@ behaviour holds: the stray batch opens a transaction the coordinator does not kn
 from __future__ import annotations
 
 import pytest
-import wire
-from clients import TIMEOUT_S, admin, wait_for
 from confluent_kafka.admin import ConfigResource, NewTopic
-from test_transactions import (
+from support import wire
+from support.clients import TIMEOUT_S, admin, wait_for
+from support.txn import UNVERIFIED_BROKER_ARGS, leader_address, leader_row
+from support.txn_clients import (
     add_partitions,
     create_replicated,
     describe,
@@ -27,7 +28,6 @@ from test_transactions import (
     transactional_producer,
     unique,
 )
-from txn import UNVERIFIED_BROKER_ARGS, leader_address, leader_row
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.errors import Errors

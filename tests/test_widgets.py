@@ -21,11 +21,11 @@ import zlib
 from pathlib import Path
 
 import pytest
-import wire
-from clients import TIMEOUT_S, admin, create_topic, wait_for
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from txn import UNVERIFIED_BROKER_ARGS, TxnProducer, end_txn, plain, stopped_log
+from support import wire
+from support.clients import TIMEOUT_S, admin, create_topic, wait_for
+from support.txn import UNVERIFIED_BROKER_ARGS, TxnProducer, end_txn, plain, stopped_log
 
 from pylog_nb import LocalCluster, widgets
 from pylog_nb.client import partitions_frame

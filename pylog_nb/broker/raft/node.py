@@ -43,7 +43,7 @@ the node to that epoch: as a follower if the message names the epoch's leader, e
 A vote is granted at most once per epoch and only to a candidate whose log is at least as up to
 date (by last epoch, then end offset), and the vote is written before it is sent.
 
-The invariants the simulation checks after every step (tests/broker/raft_simulation.py): one
+The invariants the simulation checks after every step (tests/support/raft_simulation.py): one
 leader per epoch, logs that share a batch (offset and epoch) share everything before it, every
 committed batch is in the log of every later leader, and every voter applies the same
 committed sequence.

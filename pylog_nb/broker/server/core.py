@@ -9,7 +9,7 @@ this broker follows. It never blocks and never reads a clock of its own: time co
 ``now_ms``, and everything it wants sent leaves through ``shell.send`` as an ``Outbound`` value.
 
 Two shells drive the same core: the asyncio broker (``cluster_link.py``: sockets, timers) and the
-seeded simulation (``tests/broker/simulation.py``: a virtual clock and a message queue). A shell
+seeded simulation (``tests/support/simulation.py``: a virtual clock and a message queue). A shell
 does three things only:
 
 - calls ``tick(now_ms)`` every ``TICK_MS`` (replication timers, then ``poll``) and ``poll`` after

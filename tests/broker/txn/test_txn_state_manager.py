@@ -1,6 +1,6 @@
 """TransactionStateManager, TransactionMarkers and the transition rules on their own.
 
-The coordinator's behaviour as a whole is pinned in ``tests/broker/test_txn_coordinator.py``;
+The coordinator's behaviour as a whole is pinned in ``tests/broker/txn/test_txn_coordinator.py``;
 these pin the seams between its parts: what the state manager owns (ids, appends, loading),
 what the markers owe, and the pure rules.
 """

@@ -1,0 +1,239 @@
+"""Seeded simulation of a controller and three brokers running the shipped parts (simulation.py).
+
+Every schedule is a pure function of its seed (and the number of controllers: one voter, or a
+quorum of three in ``test_random_schedules_with_three_controllers``). On a failure the seed and a
+one-line replay command are printed; ``test_replay_seed`` runs the seed in ``SIM_SEED`` (default
+below) with ``SIM_CONTROLLERS`` controllers (default 1), e.g.
+
+    SIM_SEED=1234 SIM_CONTROLLERS=3 .venv/bin/pytest -k replay -s \
+        tests/broker/server/test_broker_simulation.py
+
+The regression tests put back, inside the test only, behaviours the broker once had, and
+require the simulation to catch each of them.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from support.simulation import InvariantViolation, fast_tmp_root, run_schedule
+
+from pylog_nb.broker.controller import controller as controller_module
+from pylog_nb.broker.controller.errors import INELIGIBLE_REPLICA
+from pylog_nb.broker.group import GroupCoordinator
+from pylog_nb.broker.metadata import follower as metadata_follower
+from pylog_nb.broker.replication import follower as follower_module
+from pylog_nb.broker.replication.log_protocol import truncate_to
+from pylog_nb.broker.server import alter_partition_manager, group_runtime, lifecycle_manager
+
+SCHEDULE_COUNT = int(os.environ.get("SIM_SCHEDULES", "1000"))
+QUORUM_SCHEDULE_COUNT = int(os.environ.get("SIM_QUORUM_SCHEDULES", "50"))  # 3 controllers
+SEED_BASE = int(os.environ.get("SIM_SEED_BASE", "0"))
+CHUNK = 100  # schedules per test item, so progress shows
+DEFAULT_REPLAY_SEED = 1234
+REGRESSION_SEEDS = range(60)  # each old behaviour below is caught within these
+HARNESS_ERRORS = (TypeError, AttributeError, NameError)  # a broken patch, not a caught bug
+
+
+def replay_command(seed: int, controllers: int = 1) -> str:
+    return (f"SIM_SEED={seed} SIM_CONTROLLERS={controllers} "
+            ".venv/bin/pytest tests/broker/server/test_broker_simulation.py -k replay -s")
+
+
+REGRESSION_SESSION_TIMEOUT_MS = 2500
+# The lost AlterPartition answer's window is rare: about one schedule in 300 to 1,000 reaches it.
+# Seed 1016 does since the brokers run as BrokerCores (647 did on the controller's Raft log, 91
+# before), without the coordinators' traffic, so the search starts near it; if a change to the
+# simulation moves it, scan a wider range again (see the test).
+LOST_ANSWER_SEEDS = range(1000, 1100)
+
+
+def run(seed: int, **options):
+    with tempfile.TemporaryDirectory(dir=fast_tmp_root(), prefix="pylog-sim-") as root:
+        return run_schedule(seed, Path(root), **options)
+
+
+def run_or_fail(seed: int, controllers: int = 1):
+    try:
+        return run(seed, controllers=controllers)
+    except InvariantViolation as error:
+        command = replay_command(seed, controllers)
+        print(f"\nSIMULATION FAILED for seed {seed}; replay with:\n  {command}")
+        pytest.fail(f"{error}\nreplay: {command}", pytrace=False)
+
+
+def first_violation(seeds=REGRESSION_SEEDS, **options) -> tuple[int, str] | None:
+    """The first seed whose schedule breaks an invariant (the simulation's, or a check of the
+    shipped code); a schedule that crashes on a programming error (a test's patch called with
+    the wrong arguments) fails the test instead of counting as caught."""
+    for seed in seeds:
+        try:
+            run(seed, **options)
+        except InvariantViolation as error:
+            if isinstance(error.__cause__, HARNESS_ERRORS):
+                raise
+            return seed, str(error)
+    return None
+
+
+@pytest.mark.parametrize("chunk", range((SCHEDULE_COUNT + CHUNK - 1) // CHUNK))
+def test_random_schedules(chunk: int) -> None:
+    first = SEED_BASE + chunk * CHUNK
+    last = min(SEED_BASE + SCHEDULE_COUNT, first + CHUNK)
+    for seed in range(first, last):
+        run_or_fail(seed)
+
+
+def test_random_schedules_with_three_controllers() -> None:
+    """The same schedules with a quorum of three controllers: crashing one (the active one
+    too) fails over to another, and brokers follow it."""
+    elections = 0
+    for seed in range(SEED_BASE, SEED_BASE + QUORUM_SCHEDULE_COUNT):
+        elections += run_or_fail(seed, controllers=3).stats["controller_elections"]
+    assert elections > QUORUM_SCHEDULE_COUNT, "no controller failover happened"
+
+
+def test_replay_seed() -> None:
+    seed = int(os.environ.get("SIM_SEED", DEFAULT_REPLAY_SEED))
+    controllers = int(os.environ.get("SIM_CONTROLLERS", "1"))
+    sim = run_or_fail(seed, controllers)
+    print(f"seed {seed}, {controllers} controller(s): {sim.stats}\n" + "\n".join(sim.trace))
+
+
+@pytest.mark.parametrize("controllers", [1, 3])
+def test_schedules_are_deterministic(controllers: int) -> None:
+    a, b = (run(DEFAULT_REPLAY_SEED, controllers=controllers) for _ in range(2))
+    assert a.trace == b.trace and a.stats == b.stats and a.acked == b.acked
+
+
+def test_schedules_exercise_the_interesting_paths() -> None:
+    """Guard against a harness that silently stops doing anything."""
+    totals: dict[str, int] = {}
+    for seed in range(40):
+        sim = run(seed)
+        for key, value in [*sim.stats.items(), *sim.groups.checker.stats.items(),
+                           *sim.txns.stats.items()]:
+            totals[key] = totals.get(key, 0) + value
+    for key in ("acked", "failed", "refused", "crashes", "elections", "truncations", "pauses",
+                "long_pauses", "stalls", "isolations", "controller_restarts", "lost_messages",
+                "controller_elections",
+                # the group: generations formed and acted in, commits, checked fetches, and the
+                # coordinator moving away in the middle of a join, a sync and a commit
+                "generations", "syncs", "commits_acked", "fetches_checked", "moved_during_join",
+                "moved_during_sync", "moved_during_commit",
+                # transactions: committed, aborted on purpose and when a write failed, producers
+                # fenced and started afresh, the group's offsets checked against the markers
+                "committed", "aborted", "abortable", "new_producers", "reinits",
+                "group_offsets_checked"):
+        assert totals.get(key, 0) > 0, (key, totals)
+
+
+def test_catches_followers_truncating_to_high_watermark(monkeypatch) -> None:
+    """A deliberately broken follower (pre-KIP-101: truncate to the HW when it starts following)
+    must be caught."""
+    original = follower_module.FollowerState.__init__
+
+    def truncating_init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        truncate_to(self.log, self.log.high_watermark)
+
+    monkeypatch.setattr(follower_module.FollowerState, "__init__", truncating_init)
+    assert first_violation(range(200)) is not None, "followers truncating to their HW"
+
+
+def _put_back_the_stale_leader_bug(monkeypatch) -> None:
+    """The broker before issue 9: a metadata fetch that failed after a long pause ended the
+    loop that followed the metadata log for good (its TimeoutError was not caught); heartbeats
+    said "caught up" whatever had been applied, so the controller unfenced such a broker; and
+    nothing stopped a broker back from a pause from serving on its old image."""
+    monkeypatch.setattr(metadata_follower.MetadataFollower, "on_fetch_failed",
+                        lambda self, now_ms: None)  # stays "in flight": never fetches again
+    monkeypatch.setattr(lifecycle_manager.BrokerLifecycleManager, "serving",
+                        lambda self, now_ms: True)
+    heartbeat = controller_module.Controller.heartbeat
+
+    def old_heartbeat(self, broker_id, now_ms, caught_up=True, incarnation_id=None, **_):
+        return heartbeat(self, broker_id, now_ms, caught_up, incarnation_id)
+
+    monkeypatch.setattr(controller_module.Controller, "heartbeat", old_heartbeat)
+
+
+def test_catches_the_stale_leader_after_a_long_pause(monkeypatch) -> None:
+    """Issue 9's bug: a broker paused past its RPC timeout went on leading at an old epoch.
+    The same seed passes with the shipped code."""
+    _put_back_the_stale_leader_bug(monkeypatch)
+    found = first_violation()
+    assert found is not None, "the stale-leader bug was not caught"
+    seed, message = found
+    assert "stale" in message or "did not settle" in message or "acked" in message, message
+    monkeypatch.undo()
+    run_or_fail(seed)
+
+
+def test_catches_an_isr_expansion_dropped_when_its_answer_was_lost(monkeypatch) -> None:
+    """An AlterPartition without an answer may have been committed: treating it as refused let
+    the leader count its HW without the new member, which the controller then put in the ISR
+    with records missing below the HW. The same seed passes with the shipped code."""
+    original = alter_partition_manager.AlterPartitionManager.on_answer
+
+    def give_up_without_answer(self, request, error_code, now_ms):
+        if error_code == alter_partition_manager.NO_ANSWER:
+            error_code = INELIGIBLE_REPLICA  # settled as refused, as the broker once did
+        return original(self, request, error_code, now_ms)
+
+    monkeypatch.setattr(alter_partition_manager.AlterPartitionManager, "on_answer",
+                        give_up_without_answer)
+    # Found with the 2.5 s session of issue 9; at today's 2 s no seed up to 1,500 reaches the
+    # window (an expansion's answer lost while the leader stays unfenced), so the test keeps it.
+    found = first_violation(LOST_ANSWER_SEEDS, session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS,
+                            groups=False, txns=False)
+    assert found is not None, "the lost AlterPartition answer was not caught"
+    monkeypatch.undo()
+    with tempfile.TemporaryDirectory(dir=fast_tmp_root(), prefix="pylog-sim-") as root:
+        run_schedule(found[0], Path(root), session_timeout_ms=REGRESSION_SESSION_TIMEOUT_MS,
+                     groups=False, txns=False)
+
+
+def test_catches_a_restarted_broker_replaying_old_images(monkeypatch) -> None:
+    """A restarted broker that applies every image of its metadata replay, or fetches the
+    metadata before its registration fenced its old incarnation, leads again at an old epoch
+    with a fresh HW. The same seed passes with the shipped code."""
+    original = metadata_follower.MetadataFollower.on_records
+
+    def publish_every_batch(self, from_offset, records, next_offset, end_offset, *,
+                            reset=False):
+        original(self, from_offset, records, next_offset, end_offset, reset=reset)
+        return bool(records) or reset
+
+    monkeypatch.setattr(metadata_follower.MetadataFollower, "on_records", publish_every_batch)
+    monkeypatch.setattr(lifecycle_manager.BrokerLifecycleManager, "may_follow_metadata", True)
+    found = first_violation(range(300))
+    assert found is not None, "replaying old images was not caught"
+    monkeypatch.undo()
+    run_or_fail(found[0])
+
+
+def test_catches_a_marker_dropped_while_the_group_coordinator_loads(monkeypatch) -> None:
+    """f919cc4: a COMMIT marker that reached the group coordinator while it was still loading
+    its partition was dropped (the load reads the log only up to where it began), so the
+    transaction's offsets never became the group's. Loading one batch per tick opens the window
+    (a big ``__consumer_offsets`` partition has it in production). The same seed passes with
+    the shipped code, loading as slowly."""
+    monkeypatch.setattr(group_runtime, "LOAD_READ_BYTES", 1)
+    monkeypatch.setattr(group_runtime, "LOAD_READS_PER_STEP", 1)
+    complete_txn = GroupCoordinator.complete_txn
+
+    def dropped_while_loading(self, producer_id: int, committed: bool) -> None:
+        if not self.loading:
+            complete_txn(self, producer_id, committed)
+
+    monkeypatch.setattr(GroupCoordinator, "complete_txn", dropped_while_loading)
+    found = first_violation(range(100))
+    assert found is not None, "the marker dropped while loading was not caught"
+    seed, message = found
+    assert "after the COMMIT marker" in message or "offset of partition" in message, message
+    monkeypatch.setattr(GroupCoordinator, "complete_txn", complete_txn)
+    run_or_fail(seed)
