@@ -4,7 +4,7 @@ the core's actions; this shell only gives it its ports, each a fake a test can s
 The runtime serves ``__consumer_offsets`` with one partition (``metadata``), so every group
 routes to partition 0, whose ``GroupCoordinator`` the shell puts in ``runtime.cores`` (loaded,
 or loading with ``loading=True``). Requests go through ``runtime.route`` (which applies the
-group's due deadlines first, as in the broker), ``runtime.park`` and ``runtime.run``.
+group's due deadlines first, as in the broker) and ``runtime.submit``.
 
 - ``writes``: the shell itself. An append waits (``pending_appends``) until the test
   ``confirm``s it (its batch lands in ``log`` and ``batches``) or fails it; with
@@ -88,8 +88,8 @@ class Shell:
         self.next_offset = 0
         self._produce_ids = itertools.count()
         self.runtime = GroupCoordinatorRuntime(
-            CONFIG, self, metadata=lambda: OFFSETS_IMAGE, answer=self.answer,
-            events=_Events(self.actions), now_ms=lambda: self.now)
+            CONFIG, self, metadata=lambda: OFFSETS_IMAGE, events=_Events(self.actions),
+            now_ms=lambda: self.now)
         # The runtime's first tick runs the offsets retention check, then every interval: run
         # it now, before there is a coordinator, so ticks only apply timeouts (tests expire
         # offsets by calling expire_offsets).
@@ -161,13 +161,20 @@ class Shell:
 
     def _request(self, group: str, now: int,
                  call: Callable[[GroupCoordinator, int], list]) -> int:
-        """Route a request, park it, and run what the coordinator answers: its request id."""
+        """Route a request and submit it: its request id (the runtime's, which the answer
+        carries)."""
         self.now = now
         coordinator = self.runtime.route(group)
         assert coordinator is not None
-        request_id = self.runtime.park(coordinator)
-        self.runtime.run(coordinator, call(coordinator.core, request_id))
-        return request_id
+        ids: list[int] = []
+
+        def numbered(core: GroupCoordinator, request_id: int) -> list:
+            ids.append(request_id)
+            return call(core, request_id)
+
+        answer = self.runtime.submit(coordinator, numbered)
+        answer.then(lambda done: self.answer(ids[0], done.result()))
+        return ids[0]
 
     def join(
         self,

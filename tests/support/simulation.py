@@ -3,7 +3,10 @@
 Each broker is assembled from the same synchronous parts the asyncio shell runs
 (``pylog_nb/broker``): ``ReplicaManager`` on real storage ``Log``s in a temporary directory,
 ``ProducePurgatory``, ``BrokerLifecycleManager``, ``MetadataFollower``, ``AlterPartitionManager``
-and one ``FetcherState`` per leader broker. Beside them runs the shipped controller: a quorum of
+and one ``FetcherState`` per leader broker, all in a ``BrokerCore`` with its group and
+transaction coordinators. Clients' requests reach it as Kafka requests (``sim_wire.py``: encoded
+by the protocol codec, parsed back) and are served by the broker's own request handlers
+(``apis.handle_in_core``). Beside them runs the shipped controller: a quorum of
 ``QuorumController``s (one voter by default, ``controllers=3`` for three), each on its
 ``RaftNode`` and a real ``RaftLog``; the active one decides through the ``Controller`` it builds
 and answers a broker only once the decision is committed, as ``controller/server.py`` does.
@@ -60,12 +63,14 @@ from pylog_nb.broker.group import partition_for
 from pylog_nb.broker.group.errors import NONE, NOT_COORDINATOR
 from pylog_nb.broker.metadata.follower import FetchMetadata
 from pylog_nb.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from pylog_nb.broker.protocol.codec import Request
 from pylog_nb.broker.raft.log import LOG_FILE_NAME, RaftLog
 from pylog_nb.broker.raft.node import RaftNode
 from pylog_nb.broker.raft.quorum_state import QuorumStateStore
 from pylog_nb.broker.records.batch import decode_records, encode_batch
 from pylog_nb.broker.replication.actions import RoleChanged, Truncated
 from pylog_nb.broker.server.alter_partition_manager import AlterPartitionRequest
+from pylog_nb.broker.server.apis import handle_in_core
 from pylog_nb.broker.server.config import BrokerConfig
 from pylog_nb.broker.server.core import (
     ALTERED,
@@ -85,11 +90,13 @@ from pylog_nb.broker.server.lifecycle_manager import (
     SendHeartbeat,
     SendRegistration,
 )
+from pylog_nb.broker.server.pending import Pending
 from pylog_nb.broker.server.replica_fetcher import PARTITION_MAX_BYTES, PartitionAnswer
 from pylog_nb.broker.server.replica_manager import ACKS_ALL, FetchTarget, ReplicaManager
 from pylog_nb.broker.server.txn_runtime import MarkerSend
 from pylog_nb.broker.storage import Log
 
+from . import sim_wire as wire
 from .sim_groups import (
     GROUP,
     GROUP_CLIENT_BASE,
@@ -198,7 +205,7 @@ class SimController:
 
 
 @dataclass
-class Pending:
+class InFlight:
     """A request a broker sent and has not had answered."""
 
     kind: str
@@ -224,9 +231,11 @@ class SimBroker:
 
     This is the core's shell (``core.Shell``), as ``node.py`` and ``cluster_link.py`` are the
     asyncio broker's: it sends the core's calls as messages, reports every answer, error or
-    timeout back to the core exactly once, and answers a leader's side of replica fetches and
-    clients' produces through the core. Only routing to the active controller (the
-    ControllerClient's ``_Round``) and request timeouts are the shell's own."""
+    timeout back to the core exactly once, answers a leader's side of replica fetches through
+    the core, and serves clients' requests (Produce, the group and transaction APIs,
+    WriteTxnMarkers) with the shipped handlers, as ``network.py`` does. Only routing to the
+    active controller (the ControllerClient's ``_Round``) and request timeouts are the shell's
+    own."""
 
     def __init__(self, sim: Sim, broker_id: int, incarnation: int) -> None:
         self.sim = sim
@@ -244,12 +253,8 @@ class SimBroker:
                                replica_lag_time_max_ms=LAG_MS, events=SimEvents(sim.stats),
                                config=config,
                                rng=random.Random(f"{sim.seed}:b{broker_id}:{incarnation}"))
-        self.group_requests: dict[int, tuple[Message, str]] = {}  # parked: request id -> ...
-        self.txn_requests: dict[int, tuple[Message, str]] = {}  # parked txn requests
         self.marker_sends: dict[int, MarkerSend] = {}  # WriteTxnMarkers on their way
-        self.pending: dict[int, Pending] = {}
-        self.appended: dict[int, tuple] = {}  # produce id -> (partition, offsets, values, epoch)
-        self.produce_clients: dict[int, int] = {}  # request id -> client request id
+        self.pending: dict[int, InFlight] = {}
         self.paused_until = -1
         self.isolated = False
         self.held: list[Message] = []  # arrived while paused
@@ -286,56 +291,18 @@ class SimBroker:
             kind = CONTROLLER_KINDS[type(request)]
             self.send_request(CONTROLLER, kind, {"outbound": outbound, "request": request})
 
-    def produce_done(self, done) -> None:
-        for produce_id, code in done.error_codes.items():
-            index, offsets, values, epoch = self.appended.pop(produce_id)
-            if code == 0:
-                self.sim.on_acked(self, index, offsets, values, epoch)
-            else:
-                self.sim.stats["failed"] += 1
-        client_request = self.produce_clients.pop(done.request_id, None)
-        if client_request is not None:
-            self.sim.post(self, CLIENT, "produce_answer", {"request": client_request})
-
     def role_changed(self, action: RoleChanged, partition) -> None:
         if action.role == "leader" and action.topic == TOPIC:
             self.sim.on_become_leader(self, action.partition, action.leader_epoch)
 
-    def group_answer(self, request_id: int, answer) -> None:
-        message, kind = self.group_requests.pop(request_id)
-        if answer is None:  # the coordinator moved away in the middle of the request
-            self.sim.groups.checker.count(f"moved_during_{kind}")
-            if kind == "txn_commit":
-                self.answer_client(message, NOT_COORDINATOR)
-            else:
-                self.answer_group(message, NOT_COORDINATOR)
-            return
-        checker, body = self.sim.groups.checker, message.body
-        if kind == "join":
-            checker.on_join(answer)
-            self.answer_group(message, answer.error_code, answer=answer)
-        elif kind == "sync":
-            checker.on_sync(body["member_id"], body["generation"], answer)
-            self.answer_group(message, answer.error_code, answer=answer)
-        else:
-            errors = {p: answer.errors.get((TOPIC, p), NONE) for p in body["offsets"]}
-            code = next((c for c in errors.values() if c != NONE), NONE)
-            if kind == "txn_commit":  # visible once its transaction commits (sim_txns checks)
-                self.answer_client(message, code)
-                return
-            checker.on_commit(body["offsets"], answer)
-            self.answer_group(message, code, errors=errors)
+    def request_producer_id(self) -> Pending[int]:
+        return Pending.of(self.sim.next_producer_id())
 
-    def txn_answer(self, request_id: int, answer) -> None:
-        message, kind = self.txn_requests.pop(request_id)
-        code = int(Errors.NOT_COORDINATOR) if answer is None else int(answer.error_code) if (
-            hasattr(answer, "error_code")) else _first_error(answer.errors)
-        handle = None
-        if kind == "init" and answer is not None:
-            handle = (answer.producer_id, answer.producer_epoch)
-        self.sim.txns.on_coordinator_answer(kind, message.body, code, handle)
-        extra = {} if handle is None else {"producer_id": handle[0], "producer_epoch": handle[1]}
-        self.answer_client(message, code, **extra)
+    def verify_transaction(self, transactional_id, producer_id, producer_epoch, partitions):
+        raise AssertionError("KIP-890 verification is off in the simulation")
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Callable[[], None]:
+        raise AssertionError("no request here waits on a timer")
 
     def refill_producer_ids(self) -> None:
         """The controller's producer id blocks, as one counter of the simulation."""
@@ -355,9 +322,12 @@ class SimBroker:
                     "producer_id": action.producer_id, "producer_epoch": action.producer_epoch,
                     "coordinator_epoch": action.coordinator_epoch,
                     "committed": action.committed, "leader": leader}
-            if leader == self.broker_id:
-                self.write_markers(body, lambda written, s=send_id, b=leader: (
-                    self.markers_written(s, b, written)))
+            if leader == self.broker_id:  # as the TransactionMarkerChannelManager's own
+                self.core.txns.write_markers(
+                    action.producer_id, action.producer_epoch, action.coordinator_epoch,
+                    action.committed, partitions).then(
+                    lambda written, s=send_id, b=leader, m=body: self.markers_written(
+                        s, b, self.noted_markers(m, written.result())))
             else:
                 self.send_request(leader, "write_markers", body)
         self.markers_written(send_id, None, {})
@@ -386,7 +356,7 @@ class SimBroker:
             body = {**body, "round": call}
         request_id = self.sim.next_id()
         body = {**body, "id": request_id}
-        self.pending[request_id] = Pending(kind, self.sim.now_ms + REQUEST_TIMEOUT_MS, body)
+        self.pending[request_id] = InFlight(kind, self.sim.now_ms + REQUEST_TIMEOUT_MS, body)
         self.sim.post(self, dst, kind, body)
 
     def fail(self, request_id: int, timed_out: bool = True, error_code: int | None = None
@@ -432,7 +402,7 @@ class SimBroker:
             return
         self.core.on_answer(answered.payload["outbound"], _answer_of(message))
 
-    def on_controller_error(self, message: Message, answered: Pending) -> None:
+    def on_controller_error(self, message: Message, answered: InFlight) -> None:
         code = message.body["error_code"]
         self.pending[message.body["re"]] = answered
         if code == NOT_CONTROLLER:
@@ -440,7 +410,7 @@ class SimBroker:
         else:
             self.fail(message.body["re"], timed_out=False, error_code=code)
 
-    def not_controller(self, message: Message, answered: Pending) -> None:
+    def not_controller(self, message: Message, answered: InFlight) -> None:
         """Follow the round as the ControllerClient does: to the controller named active, or
         the next one; a round that is over, or a write whose outcome is unknown and may not be
         repeated, fails without an answer (ConnectionError in the client)."""
@@ -486,164 +456,208 @@ class SimBroker:
                       {"re": message.body["id"], "offsets": offsets},
                       incarnation=message.body["from_incarnation"])
 
-    def on_produce(self, message: Message) -> None:
-        """A client's Produce of a few values, appended through the core."""
-        body = message.body
-        batch = encode_batch([(None, v, [], self.sim.now_ms) for v in body["values"]])
-        result, produce_id = self.core.append(TOPIC, body["partition"], batch, body["acks"],
-                                              PRODUCE_TIMEOUT_MS)
-        if result["error_code"] != 0:
-            self.sim.stats["refused"] += 1
-            return
-        self.sim.stats["appended"] += 1
-        if produce_id is None:
-            return
-        first = result["base_offset"]
-        offsets = list(range(first, first + len(body["values"])))
-        epoch = self.replicas.partitions[(TOPIC, body["partition"])].leader_epoch
-        self.appended[produce_id] = (body["partition"], offsets, body["values"], epoch)
-        request_id, done = self.core.watch([produce_id])
-        self.produce_clients[request_id] = body["client_request"]
-        if done is not None:
-            self.produce_done(done)
+    # == clients' requests, served by the shipped request handlers (apis.handle_in_core) ========
 
-    # == a group coordinator's side (apis/groups.py on the shipped runtime) ======================
+    def serve(self, request: Request, then: Callable[[dict], None]) -> None:
+        """Serve a Kafka request as the broker does; ``then`` gets the response dict."""
+        def failed(error: BaseException) -> None:
+            raise error
+
+        handle_in_core(self.core, request, then, failed)
+
+    def on_produce(self, message: Message) -> None:
+        """A client's Produce of a few values."""
+        body, index = message.body, message.body["partition"]
+        values = body["values"]
+        batch = encode_batch([(None, v, [], self.sim.now_ms) for v in values])
+        partition = self.replicas.partitions.get((TOPIC, index))
+        epoch = partition.leader_epoch if partition is not None else -1
+        end_offset = partition.log.log_end_offset if partition is not None else -1
+
+        def answered(response: dict) -> None:
+            code, base_offset = wire.produce_result(response)
+            appended = partition is not None and partition.log.log_end_offset != end_offset
+            if not appended and code != NONE:
+                self.sim.stats["refused"] += 1
+                return
+            self.sim.stats["appended"] += 1
+            if body["acks"] != ACKS_ALL:
+                return
+            if code == NONE:
+                offsets = list(range(base_offset, base_offset + len(values)))
+                self.sim.on_acked(self, index, offsets, values, epoch)
+            else:
+                self.sim.stats["failed"] += 1
+            self.sim.post(self, CLIENT, "produce_answer", {"request": body["client_request"]})
+
+        self.serve(wire.produce(TOPIC, index, batch, body["acks"], PRODUCE_TIMEOUT_MS), answered)
+
+    # == a group coordinator's side ===============================================================
+
+    def coordinates(self, group: str) -> bool:
+        """Whether this broker coordinates ``group`` now (without applying its deadlines)."""
+        count = self.core.groups.partition_count()
+        return count is not None and partition_for(group, count) in self.core.groups.cores
 
     def on_group_join(self, message: Message) -> None:
-        body, now_ms = message.body, self.sim.now_ms
-        self.submit_group(message, "join", lambda core, join_id: core.join(
-            GROUP, body["member_id"], None, "consumer", [("range", b"")], SESSION_MS,
-            REBALANCE_MS, f"client-{message.src}", now_ms, join_id,
-            require_known_member_id=True))
+        body = message.body
+        request = wire.join_group(GROUP, body["member_id"], SESSION_MS, REBALANCE_MS,
+                                  f"client-{message.src}", [("range", b"")])
+        self.serve_group(message, "join", request, wire.join_answer)
 
     def on_group_sync(self, message: Message) -> None:
-        body, now_ms = message.body, self.sim.now_ms
-        self.submit_group(message, "sync", lambda core, sync_id: core.sync(
-            GROUP, body["member_id"], body["generation"], body["assignments"], now_ms, sync_id))
+        body = message.body
+        request = wire.sync_group(GROUP, body["member_id"], body["generation"],
+                                  body["assignments"])
+        self.serve_group(message, "sync", request, wire.sync_answer)
 
     def on_group_commit(self, message: Message) -> None:
-        body, now_ms = message.body, self.sim.now_ms
-        offsets = {(TOPIC, p): (offset, -1, "") for p, offset in body["offsets"].items()}
-        self.submit_group(message, "commit", lambda core, commit_id: core.commit_offsets(
-            GROUP, body["member_id"], body["generation"], offsets, now_ms, commit_id))
-
-    def on_group_heartbeat(self, message: Message) -> None:
-        coordinator = self.core.groups.route(GROUP)
-        if coordinator is None:
-            self.answer_group(message, NOT_COORDINATOR)
-            return
         body = message.body
-        self.answer_group(message, coordinator.core.heartbeat(
-            GROUP, body["member_id"], body["generation"], self.sim.now_ms))
-
-    def on_group_fetch(self, message: Message) -> None:
-        coordinator = self.core.groups.route(GROUP)
-        if coordinator is None:
-            self.answer_group(message, NOT_COORDINATOR)
-            return
-        partitions = message.body["partitions"]
-        code, found = coordinator.core.fetch_offsets(GROUP, [(TOPIC, p) for p in partitions])
-        offsets = {p: found.get((TOPIC, p), (-1, -1, ""))[0] for p in partitions}
-        if code == NONE and self.sim.leads_for_controller(self, OFFSETS_TOPIC,
-                                                         coordinator.partition):
-            self.sim.groups.checker.on_fetch(offsets)
-        self.answer_group(message, code, offsets=offsets)
+        request = wire.offset_commit(GROUP, body["member_id"], body["generation"], TOPIC,
+                                     body["offsets"])
+        self.serve_group(message, "commit", request, wire.commit_answer)
 
     def on_txn_offset_commit(self, message: Message) -> None:
-        body, now_ms = message.body, self.sim.now_ms
-        offsets = {(TOPIC, p): (offset, -1, "") for p, offset in body["offsets"].items()}
-        self.submit_group(message, "txn_commit", lambda core, commit_id: core.commit_txn_offsets(
-            TXN_GROUP, body["producer_id"], body["producer_epoch"], "", -1, offsets, now_ms,
-            commit_id), group=TXN_GROUP)
+        body = message.body
+        request = wire.txn_offset_commit(body["transactional_id"], TXN_GROUP,
+                                         body["producer_id"], body["producer_epoch"], TOPIC,
+                                         body["offsets"])
+        self.serve_group(message, "txn_commit", request, wire.commit_answer, group=TXN_GROUP)
 
-    # == a transaction coordinator's side (apis/txn.py on the shipped runtime) ==================
+    def serve_group(self, message: Message, kind: str, request: Request, read,
+                    group: str = GROUP) -> None:
+        """A request the coordinator may answer later; one answered NOT_COORDINATOR although
+        this broker coordinated the group when it came moved away in the middle of it."""
+        was_coordinator = self.coordinates(group)
+        self.serve(request, lambda response: self.group_answered(
+            message, kind, read(group, response), was_coordinator))
+
+    def group_answered(self, message: Message, kind: str, answer, was_coordinator: bool
+                       ) -> None:
+        checker, body = self.sim.groups.checker, message.body
+        code = getattr(answer, "error_code", None)
+        if kind in ("commit", "txn_commit"):
+            errors = {p: answer.errors.get((TOPIC, p), NONE) for p in body["offsets"]}
+            code = next((c for c in errors.values() if c != NONE), NONE)
+        if code == NOT_COORDINATOR and was_coordinator:
+            checker.count(f"moved_during_{kind}")
+        if kind == "txn_commit":  # visible once its transaction commits (sim_txns checks)
+            self.answer_client(message, code)
+        elif code == NOT_COORDINATOR:
+            self.answer_group(message, NOT_COORDINATOR)
+        elif kind == "join":
+            checker.on_join(answer)
+            self.answer_group(message, answer.error_code, answer=answer)
+        elif kind == "sync":
+            checker.on_sync(body["member_id"], body["generation"], answer)
+            self.answer_group(message, answer.error_code, answer=answer)
+        else:
+            checker.on_commit(body["offsets"], answer)
+            self.answer_group(message, code, errors=errors)
+
+    def on_group_heartbeat(self, message: Message) -> None:
+        body = message.body
+        self.serve(wire.heartbeat(GROUP, body["member_id"], body["generation"]),
+                   lambda response: self.answer_group(message, response["error_code"]))
+
+    def on_group_fetch(self, message: Message) -> None:
+        partitions = message.body["partitions"]
+
+        def answered(response: dict) -> None:
+            code, found = wire.fetched_offsets(response)
+            offsets = {p: found.get(p, -1) for p in partitions}
+            count = self.core.groups.partition_count()
+            if code == NONE and count is not None and self.sim.leads_for_controller(
+                    self, OFFSETS_TOPIC, partition_for(GROUP, count)):
+                self.sim.groups.checker.on_fetch(offsets)
+            self.answer_group(message, code, offsets=offsets)
+
+        self.serve(wire.offset_fetch(GROUP, TOPIC, partitions), answered)
+
+    def answer_group(self, message: Message, error_code: int, **body) -> None:
+        self.sim.post(self, message.src, "group_answer",
+                      {**body, "error_code": error_code,
+                       "client_request": message.body["client_request"]})
+
+    # == a transaction coordinator's side =========================================================
 
     def on_txn_init(self, message: Message) -> None:
-        body, now_ms = message.body, self.sim.now_ms
-        self.submit_txn(message, "init", lambda request_id: self.core.txns.core.init_producer_id(
-            body["transactional_id"], body["timeout_ms"], now_ms, request_id,
-            producer_id=body["producer_id"], producer_epoch=body["producer_epoch"]))
+        body = message.body
+        request = wire.init_producer_id(body["transactional_id"], body["timeout_ms"],
+                                        body["producer_id"], body["producer_epoch"])
+
+        def answered(response: dict) -> None:
+            code = int(response["error_code"])
+            handle = (response["producer_id"], response["producer_epoch"]) if code == NONE \
+                else None
+            self.txn_answered(message, "init", code, handle)
+
+        self.serve(request, answered)
 
     def on_txn_add(self, message: Message) -> None:
-        body, now_ms = message.body, self.sim.now_ms
-        wanted = [(TOPIC, p) for p in body["partitions"]]
-        self.submit_txn(message, "add", lambda request_id: self.core.txns.core.add_partitions(
-            body["transactional_id"], body["producer_id"], body["producer_epoch"], wanted,
-            now_ms, request_id))
+        body = message.body
+        request = wire.add_partitions(body["transactional_id"], body["producer_id"],
+                                      body["producer_epoch"], TOPIC, body["partitions"])
+        self.serve(request, lambda response: self.txn_answered(
+            message, "add", _first_error(wire.added_partitions(response))))
 
     def on_txn_add_offsets(self, message: Message) -> None:
-        body, now_ms = message.body, self.sim.now_ms
-        self.submit_txn(message, "add_offsets", lambda request_id: self.core.txns.core.add_offsets(
-            body["transactional_id"], body["producer_id"], body["producer_epoch"], body["group"],
-            now_ms, request_id))
+        body = message.body
+        request = wire.add_offsets(body["transactional_id"], body["producer_id"],
+                                   body["producer_epoch"], body["group"])
+        self.serve(request, lambda response: self.txn_answered(
+            message, "add_offsets", int(response["error_code"])))
 
     def on_txn_end(self, message: Message) -> None:
-        body, now_ms = message.body, self.sim.now_ms
-        self.submit_txn(message, "end", lambda request_id: self.core.txns.core.end_txn(
-            body["transactional_id"], body["producer_id"], body["producer_epoch"],
-            body["committed"], now_ms, request_id))
+        body = message.body
+        request = wire.end_txn(body["transactional_id"], body["producer_id"],
+                               body["producer_epoch"], body["committed"])
+        self.serve(request, lambda response: self.txn_answered(
+            message, "end", int(response["error_code"])))
 
-    def submit_txn(self, message: Message, kind: str, call) -> None:
-        runtime = self.core.txns
-        request_id = runtime.park()
-        self.txn_requests[request_id] = (message, kind)
-        runtime.run(call(request_id))
+    def txn_answered(self, message: Message, kind: str, code: int,
+                     handle: tuple[int, int] | None = None) -> None:
+        self.sim.txns.on_coordinator_answer(kind, message.body, code, handle)
+        extra = {} if handle is None else {"producer_id": handle[0], "producer_epoch": handle[1]}
+        self.answer_client(message, code, **extra)
 
     def on_txn_produce(self, message: Message) -> None:
-        """A transactional producer's batch: appended through the core, acks=all."""
+        """A transactional producer's batch, acks=all."""
         body = message.body
         records = [(None, v, [], self.sim.now_ms) for v in body["values"]]
         batch = encode_batch(records, producer_id=body["producer_id"],
                              producer_epoch=body["producer_epoch"],
                              base_sequence=body["sequence"], is_transactional=True)
-        result, produce_id = self.core.append(TOPIC, body["partition"], batch, ACKS_ALL,
-                                              PRODUCE_TIMEOUT_MS)
+        request = wire.produce(TOPIC, body["partition"], batch, ACKS_ALL, PRODUCE_TIMEOUT_MS,
+                               transactional_id=body["transactional_id"])
         answer = {"values": body["values"],
                   "next_sequence": body["sequence"] + len(body["values"])}
-        if produce_id is None:
-            self.answer_client(message, result["error_code"], **answer)
-            return
-        self.core.await_produce([produce_id], lambda done: self.answer_client(
-            message, next(iter(done.error_codes.values())), **answer))
+        self.serve(request, lambda response: self.answer_client(
+            message, wire.produce_result(response)[0], **answer))
 
     def on_write_markers(self, message: Message) -> None:
         """The partition-leader side of WriteTxnMarkers."""
         body = message.body
-        self.write_markers(body, lambda results: self.sim.post(
-            self, message.src, "write_markers_answer", {"re": body["id"], "results": results},
+        request = wire.write_txn_markers(body["producer_id"], body["producer_epoch"],
+                                         body["coordinator_epoch"], body["committed"],
+                                         [tuple(tp) for tp in body["partitions"]])
+        self.serve(request, lambda response: self.sim.post(
+            self, message.src, "write_markers_answer",
+            {"re": body["id"], "results": self.noted_markers(
+                body, wire.markers_written(response))},
             incarnation=body["from_incarnation"]))
 
-    def write_markers(self, body: dict, then) -> None:
-        """Markers written here through the runtime; those on the transactional group's
-        offsets partition are noted for the group offsets check."""
-        def written(results: dict) -> None:
-            for (topic, _index), code in results.items():
-                if topic == OFFSETS_TOPIC and code == NONE:
-                    self.sim.txns.on_offsets_marker(body["producer_id"], body["producer_epoch"],
-                                                    body["committed"])
-            then(results)
-
-        self.core.txns.write_markers(
-            body["producer_id"], body["producer_epoch"], body["coordinator_epoch"],
-            body["committed"], [tuple(tp) for tp in body["partitions"]], written)
+    def noted_markers(self, body: dict, results: dict) -> dict:
+        """Markers written on the transactional group's offsets partition, noted for the group
+        offsets check."""
+        for (topic, _index), code in results.items():
+            if topic == OFFSETS_TOPIC and code == NONE:
+                self.sim.txns.on_offsets_marker(body["producer_id"], body["producer_epoch"],
+                                                body["committed"])
+        return results
 
     def answer_client(self, message: Message, error_code: int, **body) -> None:
         self.sim.post(self, message.src, "txn_answer",
-                      {**body, "error_code": error_code,
-                       "client_request": message.body["client_request"]})
-
-    def submit_group(self, message: Message, kind: str, call, group: str = GROUP) -> None:
-        runtime = self.core.groups
-        coordinator = runtime.route(group)
-        if coordinator is None:
-            self.answer_group(message, NOT_COORDINATOR)
-            return
-        request_id = runtime.park(coordinator)
-        self.group_requests[request_id] = (message, kind)
-        runtime.run(coordinator, call(coordinator.core, request_id))
-
-    def answer_group(self, message: Message, error_code: int, **body) -> None:
-        self.sim.post(self, message.src, "group_answer",
                       {**body, "error_code": error_code,
                        "client_request": message.body["client_request"]})
 

@@ -96,7 +96,6 @@ class Shell:
         self.events = Events(self.on_event)
         self._produce_ids = itertools.count()
         self._request_numbers = itertools.count(1)
-        self._numbered: dict[int, int] = {}  # the runtime's request id -> request number
         self.runtime = self._start()
         for partition in range(partitions):
             self.runtime.run(self.coordinator.begin_load(partition))
@@ -105,7 +104,7 @@ class Shell:
     def _start(self, producer_ids: list[int] | None = None) -> TxnCoordinatorRuntime:
         """A runtime on these ports, with a fresh coordinator core."""
         runtime = TxnCoordinatorRuntime(
-            self.config, self, answer=self.answer, send_markers=self.send_markers,
+            self.config, self, send_markers=self.send_markers,
             refill_producer_ids=self.refill_producer_ids,
             complete_group_txn=self.complete_group_txn, events=self.events,
             now_ms=lambda: self.now_ms)
@@ -113,7 +112,6 @@ class Shell:
             self.partitions, self.offsets_partitions, runtime.take_producer_id,
             transaction_max_timeout_ms=self.config.transaction_max_timeout_ms,
             **self.coordinator_options)
-        self._numbered.clear()
         self.runtime = runtime
         runtime.add_producer_ids(producer_ids or [])
         self.refill_producer_ids()
@@ -147,9 +145,8 @@ class Shell:
         if self.auto_commit:
             self.commit(produce_id)
 
-    def answer(self, request_id: int, answer: Answer | None) -> None:
+    def answer(self, number: int, answer: Answer | None) -> None:
         assert answer is not None, "the runtime closed with requests parked"
-        number = self._numbered.pop(request_id)
         assert number not in self.answers, answer
         self.answers[number] = answer
 
@@ -228,21 +225,18 @@ class Shell:
 
     # -- requests --------------------------------------------------------------------------------
 
-    def _request(self) -> tuple[int, int]:
-        """Park a request with the runtime: its id, and the number its answer gets."""
-        request_id = self.runtime.park()
+    def _ask(self, call) -> Answer | None:
+        """Ask the runtime: the answer if it came at once (later ones land in ``answers``
+        under the request's number, counted from 1)."""
         number = next(self._request_numbers)
-        self._numbered[request_id] = number
-        return request_id, number
+        self.runtime.ask(call).then(lambda answer: self.answer(number, answer.result()))
+        return self.answers.get(number)
 
     def init(
         self, txn: str = "t", timeout_ms: int = TIMEOUT_MS, **kwargs: int
     ) -> InitProducerIdAnswer | None:
-        request_id, number = self._request()
-        self.runtime.run(
-            self.coordinator.init_producer_id(txn, timeout_ms, self.now_ms, request_id, **kwargs)
-        )
-        answer = self.answers.get(number)
+        answer = self._ask(lambda request_id: self.coordinator.init_producer_id(
+            txn, timeout_ms, self.now_ms, request_id, **kwargs))
         assert answer is None or isinstance(answer, InitProducerIdAnswer)
         return answer
 
@@ -254,35 +248,24 @@ class Shell:
         partitions: list[tuple[str, int]],
         **kwargs: int | bool,
     ) -> AddPartitionsAnswer | None:
-        request_id, number = self._request()
-        self.runtime.run(
-            self.coordinator.add_partitions(
-                txn, pid, epoch, partitions, self.now_ms, request_id, **kwargs  # type: ignore[arg-type]
-            )
-        )
-        answer = self.answers.get(number)
+        answer = self._ask(lambda request_id: self.coordinator.add_partitions(
+            txn, pid, epoch, partitions, self.now_ms, request_id, **kwargs))  # type: ignore[arg-type]
         assert answer is None or isinstance(answer, AddPartitionsAnswer)
         return answer
 
     def add_offsets(
         self, txn: str, pid: int, epoch: int, group: str, **kwargs: int
     ) -> AddOffsetsAnswer | None:
-        request_id, number = self._request()
-        self.runtime.run(
-            self.coordinator.add_offsets(txn, pid, epoch, group, self.now_ms, request_id, **kwargs)
-        )
-        answer = self.answers.get(number)
+        answer = self._ask(lambda request_id: self.coordinator.add_offsets(
+            txn, pid, epoch, group, self.now_ms, request_id, **kwargs))
         assert answer is None or isinstance(answer, AddOffsetsAnswer)
         return answer
 
     def end(
         self, txn: str, pid: int, epoch: int, committed: bool, **kwargs: int
     ) -> EndTxnAnswer | None:
-        request_id, number = self._request()
-        self.runtime.run(
-            self.coordinator.end_txn(txn, pid, epoch, committed, self.now_ms, request_id, **kwargs)
-        )
-        answer = self.answers.get(number)
+        answer = self._ask(lambda request_id: self.coordinator.end_txn(
+            txn, pid, epoch, committed, self.now_ms, request_id, **kwargs))
         assert answer is None or isinstance(answer, EndTxnAnswer)
         return answer
 

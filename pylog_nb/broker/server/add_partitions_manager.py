@@ -33,6 +33,7 @@ from ..metadata.topics import TRANSACTION_STATE_TOPIC
 from ..protocol.versions import ADD_PARTITIONS_TO_TXN_KEY
 from ..txn import AddPartitionsAnswer
 from ..types import TopicPartition
+from .bridge import future_of
 from .broker_channel import BrokerChannel, BrokerChannels
 from .ports import TxnVerifierHost
 from .tasks import BackgroundTasks
@@ -152,10 +153,10 @@ class AddPartitionsToTxnManager:
 
     async def _verify_local(self, verification: _Verification) -> None:
         txns = self.node.txns
-        answer = await txns.ask(lambda request_id: txns.core.add_partitions(
+        answer = await future_of(txns.ask(lambda request_id: txns.core.add_partitions(
             verification.transactional_id, verification.producer_id,
             verification.producer_epoch, verification.partitions, self.node.now_ms(),
-            request_id, verify_only=True, version=ADD_PARTITIONS_VERIFY_VERSION))
+            request_id, verify_only=True, version=ADD_PARTITIONS_VERIFY_VERSION)))
         if answer is None:
             verification.fail_all(errors.NOT_COORDINATOR)
             return

@@ -18,12 +18,18 @@ does three things only:
 - carries each ``Outbound`` to the active controller or to a leader and reports back exactly once,
   with ``on_answer(outbound, answer)`` or ``on_failed(outbound, error_code)`` (None: no answer, the
   outcome unknown);
-- resolves what the core hands it: a finished acks=all wait (``produce_done``), the answer to a
-  parked group or transaction request (``group_answer``, ``txn_answer``), a transaction's
-  markers to send to their partitions' leaders (``send_markers``), a refill of producer ids
-  (``refill_producer_ids``), and every role change (``role_changed``). The coordinators run in
-  the core: ``GroupCoordinatorRuntime`` for ``__consumer_offsets`` partitions and
-  ``TxnCoordinatorRuntime`` for ``__transaction_state`` partitions.
+- does what only a shell can for the core: a transaction's markers sent to their partitions'
+  leaders (``send_markers``), producer ids fetched from the controller (``refill_producer_ids``,
+  ``request_producer_id``), a partition verified with a remote transaction coordinator
+  (``verify_transaction``), a timer (``call_later``), and whatever it wants of a role change
+  (``role_changed``). The coordinators run in the core: ``GroupCoordinatorRuntime`` for
+  ``__consumer_offsets`` partitions and ``TxnCoordinatorRuntime`` for ``__transaction_state``
+  partitions.
+
+Client requests reach the core through ``apis.handle_in_core``: the request handlers of every API
+whose work is here are coroutines that await only ``Pending`` values the core resolves (an
+acks=all wait from ``watch``, a coordinator's answer, markers written, a Fetch's data or timer),
+so both shells run the same handlers (``pending.drive``).
 
 ``on_actions`` is the one place where the actions of the replication parts are carried out: events
 go to the bounded ``events`` deque the introspection endpoint serves, a moved HW wakes the fetches
@@ -49,9 +55,9 @@ from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..replication.actions import Action, HighWatermarkAdvanced, RequestIsrChange, RoleChanged
 from ..replication.follower import FollowerState
 from ..txn import WriteTxnMarkers
+from ..types import TopicPartition
 from .alter_partition_manager import NO_ANSWER, AlterPartitionManager, AlterPartitionRequest
 from .config import BrokerConfig
-from .group_runtime import Answer as GroupAnswer
 from .group_runtime import GroupCoordinatorRuntime
 from .lifecycle_manager import (
     LIFECYCLE_POLL_MS,
@@ -59,6 +65,7 @@ from .lifecycle_manager import (
     SendHeartbeat,
     SendRegistration,
 )
+from .pending import Pending
 from .purgatory import ProduceDone, ProducePurgatory
 from .replica_fetcher import FetcherState, Issued, PartitionAnswer
 from .replica_manager import (
@@ -69,7 +76,7 @@ from .replica_manager import (
     ReplicaManager,
     VerificationGuard,
 )
-from .txn_runtime import TxnAnswer, TxnCoordinatorRuntime
+from .txn_runtime import TxnCoordinatorRuntime
 
 log = logging.getLogger("pylog.broker")
 
@@ -139,17 +146,25 @@ class Shell(Protocol):
 
     def send(self, outbound: Outbound) -> None: ...
 
-    def produce_done(self, done: ProduceDone) -> None: ...
-
     def role_changed(self, action: RoleChanged, partition: Partition | None) -> None: ...
-
-    def group_answer(self, request_id: int, answer: GroupAnswer | None) -> None: ...
-
-    def txn_answer(self, request_id: int, answer: TxnAnswer | None) -> None: ...
 
     def send_markers(self, action: WriteTxnMarkers) -> None: ...
 
     def refill_producer_ids(self) -> None: ...
+
+    def request_producer_id(self) -> Pending[int]:
+        """A producer id from the controller (an idempotent producer's InitProducerId)."""
+        ...
+
+    def verify_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           partitions: list[TopicPartition]) -> Pending[dict[TopicPartition, int]]:
+        """KIP-890: the partitions the coordinator does not have in the transaction, with
+        their error codes."""
+        ...
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run ``callback`` in ``delay_ms``; returns what cancels it."""
+        ...
 
 
 class BrokerCore:
@@ -180,13 +195,14 @@ class BrokerCore:
         self.events: deque = deque(maxlen=EVENTS_MAX) if events is None else events
         self.was_serving = False
         self._request_ids = itertools.count()  # of acks=all waits
-        self._awaiting: dict[int, Callable[[ProduceDone], None]] = {}  # the core's own waits
+        self._awaiting: dict[int, Pending[ProduceDone]] = {}  # acks=all waits by request id
         config = config or BrokerConfig(broker_id, data_dir)
+        self.config = config
         self.groups = GroupCoordinatorRuntime(
-            config, self, metadata=lambda: self.image, answer=shell.group_answer,
-            events=self.events, now_ms=now_ms, rng=rng)
+            config, self, metadata=lambda: self.image, events=self.events, now_ms=now_ms,
+            rng=rng)
         self.txns = TxnCoordinatorRuntime(
-            config, self, answer=shell.txn_answer, send_markers=shell.send_markers,
+            config, self, send_markers=shell.send_markers,
             refill_producer_ids=shell.refill_producer_ids,
             complete_group_txn=self.groups.complete_txn, events=self.events, now_ms=now_ms)
 
@@ -333,28 +349,29 @@ class BrokerCore:
                verification_guard: VerificationGuard | None = None
                ) -> tuple[dict, int | None]:
         """Append to one partition as its leader: its response and, for acks=all, the produce
-        id whose ProduceDone ``watch`` (or later ``shell.produce_done``) reports."""
+        id whose ProduceDone ``watch`` gives."""
         produce_id = self.purgatory.new_produce_id() if acks == ACKS_ALL else None
         result, actions = self.replicas.append_records(
             topic, index, records, acks, timeout_ms, produce_id, verification_guard)
         self.on_actions(actions)
         return result, produce_id if result["error_code"] == 0 else None
 
-    def watch(self, produce_ids: Sequence[int]) -> tuple[int, ProduceDone | None]:
-        """Wait for these acks=all appends: the wait's request id, and its ProduceDone if done
-        already; if not, ``shell.produce_done`` gets it later."""
+    def watch(self, produce_ids: Sequence[int]) -> Pending[ProduceDone]:
+        """The ProduceDone of these acks=all appends, once the ISR has them all (or their
+        deadline passed)."""
         request_id = next(self._request_ids)
-        return request_id, self.purgatory.watch(request_id, produce_ids)
+        done = self.purgatory.watch(request_id, produce_ids)
+        if done is not None:
+            return Pending.of(done)
+        pending: Pending[ProduceDone] = Pending()
+        self._awaiting[request_id] = pending
+        return pending
 
     def await_produce(self, produce_ids: Sequence[int],
                       then: Callable[[ProduceDone], None]) -> None:
         """Call ``then`` with the ProduceDone of these appends: now if done, else once done
         (the coordinators' own writes)."""
-        request_id, done = self.watch(produce_ids)
-        if done is not None:
-            then(done)
-        else:
-            self._awaiting[request_id] = then
+        self.watch(produce_ids).then(lambda done: then(done.result()))
 
     def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int,
                       coordinator_epoch: int, committed: bool, timeout_ms: int
@@ -396,11 +413,9 @@ class BrokerCore:
                     self.txns.on_role_change(action.partition, partition)
                 self.shell.role_changed(action, partition)
         for done in self.purgatory.on_actions(actions):
-            then = self._awaiting.pop(done.request_id, None)
-            if then is not None:
-                then(done)
-            else:
-                self.shell.produce_done(done)
+            pending = self._awaiting.pop(done.request_id, None)
+            if pending is not None:
+                pending.resolve(done)
 
     def _wake(self, topic: str, index: int) -> None:
         partition = self.replicas.partitions.get((topic, index))

@@ -1,4 +1,4 @@
-"""The asyncio shell of the group coordinators: parked requests as futures, FindCoordinator.
+"""The asyncio shell of the group coordinators: FindCoordinator and ``__consumer_offsets``.
 
 Theory of operation: the coordinators themselves run in the broker core
 (``group_runtime.GroupCoordinatorRuntime``: loading, ``__consumer_offsets`` writes, timers),
@@ -7,9 +7,8 @@ which the seeded simulation drives as well. What is left here needs the event lo
 - ``__consumer_offsets`` is an ordinary replicated topic, created through the active controller on
   the first FindCoordinator (RF = min(``offsets.topic.replication.factor``, live brokers)),
   however many FindCoordinators ask at once.
-- JoinGroup, SyncGroup and OffsetCommit may wait (for other members, or for the append). The
-  handler *parks*: it takes a request id and a future, passes the id to the core, and awaits
-  the future, which ``resolve`` (the core's ``group_answer``) completes.
+- JoinGroup, SyncGroup and OffsetCommit may wait (for other members, or for the append); their
+  handlers run in the core and await the runtime's ``submit`` (``apis/groups.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from ..group.errors import COORDINATOR_NOT_AVAILABLE, NONE
 from ..metadata.image import ClusterImage
 from ..metadata.topics import OFFSETS_TOPIC
 from .config import BrokerConfig
-from .group_runtime import Action, Answer, Coordinator, GroupCoordinatorRuntime
+from .group_runtime import Action, Coordinator, GroupCoordinatorRuntime
 
 if TYPE_CHECKING:
     from .controller_admin import ControllerAdmin
@@ -50,7 +49,6 @@ class GroupService:
         self.endpoints = endpoints
         self.live_broker_ids = live_broker_ids
         self.admin = admin
-        self._futures: dict[int, asyncio.Future] = {}
         self._creating: asyncio.Future | None = None
 
     @property
@@ -109,35 +107,6 @@ class GroupService:
             if error.error_code != TOPIC_ALREADY_EXISTS:
                 log.warning("cannot create %s: %s", OFFSETS_TOPIC, error)
 
-    # == parked requests =========================================================================
-
-    def submit(self, coordinator: Coordinator,
-               call: Callable[[GroupCoordinator, int], list[Action]]
-               ) -> tuple[int, asyncio.Future]:
-        """Run a request that waits for its answer: ``call(core, request_id)``; the request id
-        and the future its answer resolves (None: the coordinator moved away meanwhile)."""
-        request_id = self.runtime.park(coordinator)
-        future = asyncio.get_running_loop().create_future()
-        self._futures[request_id] = future
-        self.runtime.run(coordinator, call(coordinator.core, request_id))
-        return request_id, future
-
-    async def wait(self, request_id: int, future: asyncio.Future) -> Answer | None:
-        """The parked answer; None when the coordinator moved away meanwhile."""
-        try:
-            return await future
-        finally:
-            self._futures.pop(request_id, None)
-            self.runtime.forget(request_id)
-
-    def resolve(self, request_id: int, answer: Answer | None) -> None:
-        """The core's answer to a parked request (None: its coordinator is gone)."""
-        future = self._futures.pop(request_id, None)
-        if future is not None and not future.done():
-            future.set_result(answer)
-
     def close(self) -> None:
-        for future in self._futures.values():
-            if not future.done():
-                future.cancel()
-        self._futures.clear()
+        if self._creating is not None:
+            self._creating.cancel()

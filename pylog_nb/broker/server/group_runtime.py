@@ -9,10 +9,9 @@ Theory of operation (Kafka's ``CoordinatorRuntime`` for the group coordinator, w
   the rest on the following ticks; requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS. Losing
   leadership drops the coordinator and answers its parked requests with None (the handler says
   NOT_COORDINATOR, and clients look the coordinator up again).
-- A request that waits (JoinGroup, SyncGroup, OffsetCommit, TxnOffsetCommit) takes a request id
-  (``park``); the coordinator's answer action carrying that id goes to ``answer(request_id,
-  answer)``, the port its shell gave: a future in the asyncio broker, a message in the
-  simulation.
+- A request that waits (JoinGroup, SyncGroup, OffsetCommit, TxnOffsetCommit) is ``submit``-ted:
+  it takes a request id for the coordinator's call and gets a ``Pending`` that the answer
+  action carrying that id resolves, now or later, which its request handler awaits.
 - ``AppendRecords`` actions are written through the partition's leader like an acks=all produce
   (``offsets.commit.required.acks`` = -1), through the broker core, and reported back with
   ``on_appended`` once the ISR has them, or with the error that stopped them.
@@ -50,6 +49,7 @@ from ..records.batch import Record, encode_batch, iter_batches_decoded
 from ..records.header import BatchHeader
 from ..storage.txn_index import decode_marker
 from .config import BrokerConfig
+from .pending import Pending
 from .purgatory import ProduceDone
 from .replica_manager import ACKS_ALL, Partition
 
@@ -87,19 +87,17 @@ class GroupCoordinatorRuntime:
     """Every coordinator this broker runs, one per ``__consumer_offsets`` partition it leads."""
 
     def __init__(self, config: BrokerConfig, writes: GroupWrites, *,
-                 metadata: Callable[[], ClusterImage], answer: Callable[[int, Answer | None],
-                                                                          None],
-                 events, now_ms: Callable[[], int], rng: random.Random | None = None) -> None:
+                 metadata: Callable[[], ClusterImage], events, now_ms: Callable[[], int],
+                 rng: random.Random | None = None) -> None:
         self.config = config
         self.writes = writes
         self.metadata = metadata
-        self.answer = answer
         self.events = events
         self.now_ms = now_ms
         self.rng = rng or random.Random()
         self.cores: dict[int, GroupCoordinator] = {}
         self.loading: dict[int, Iterator[None]] = {}
-        self._parked: dict[int, int] = {}  # request id -> partition
+        self._parked: dict[int, tuple[int, Pending[Answer | None]]] = {}  # id -> partition
         self._request_ids = itertools.count()
         self._next_expiry_ms = 0
 
@@ -125,18 +123,18 @@ class GroupCoordinatorRuntime:
         self.run(coordinator, core.expire_due(group_id, self.now_ms()))
         return coordinator
 
-    def park(self, coordinator: Coordinator) -> int:
-        """An id for a request that waits for its answer (JoinGroup, SyncGroup, OffsetCommit,
-        TxnOffsetCommit), to pass to the core's call and then ``run`` what it returns: the
-        answer carrying that id goes to ``answer``, at once or later (None: the coordinator
-        is gone meanwhile)."""
+    def submit(self, coordinator: Coordinator,
+               call: Callable[[GroupCoordinator, int], list[Action]]
+               ) -> Pending[Answer | None]:
+        """Run a request that waits for its answer (JoinGroup, SyncGroup, OffsetCommit,
+        TxnOffsetCommit): ``call(core, request_id)``, then what it returns. The answer action
+        carrying that id resolves the Pending, at once or later (None: the coordinator is gone
+        meanwhile)."""
         request_id = next(self._request_ids)
-        self._parked[request_id] = coordinator.partition
-        return request_id
-
-    def forget(self, request_id: int) -> None:
-        """The request's handler is gone (its connection closed): drop its answer."""
-        self._parked.pop(request_id, None)
+        answer: Pending[Answer | None] = Pending()
+        self._parked[request_id] = (coordinator.partition, answer)
+        self.run(coordinator, call(coordinator.core, request_id))
+        return answer
 
     # == role changes and loading ================================================================
 
@@ -162,10 +160,10 @@ class GroupCoordinatorRuntime:
         self.loading.pop(index, None)
         if self.cores.pop(index, None) is None:
             return
-        for request_id, parked_index in list(self._parked.items()):
+        for request_id, (parked_index, answer) in list(self._parked.items()):
             if parked_index == index:
                 del self._parked[request_id]
-                self.answer(request_id, None)  # the handler answers NOT_COORDINATOR
+                answer.resolve(None)  # the handler answers NOT_COORDINATOR
         log.info("no longer the group coordinator of %s-%d", OFFSETS_TOPIC, index)
 
     def _load_step(self, index: int) -> None:
@@ -223,8 +221,9 @@ class GroupCoordinatorRuntime:
                 self._append(coordinator, action)
 
     def _answer(self, request_id: int, answer: Answer) -> None:
-        if self._parked.pop(request_id, None) is not None:
-            self.answer(request_id, answer)
+        parked = self._parked.pop(request_id, None)
+        if parked is not None:
+            parked[1].resolve(answer)
 
     def _append(self, coordinator: Coordinator, action: AppendRecords) -> None:
         assert action.partition == coordinator.partition, action

@@ -14,12 +14,13 @@ import inspect
 import logging
 import os
 import struct
+from functools import partial
 
 from ..errors import Errors
 from ..protocol import codec
 from ..protocol.fetch_response import FileRange
 from ..protocol.versions import API_VERSIONS_KEY, FETCH_KEY, PRODUCE_KEY
-from .apis import HANDLERS
+from .apis import SHELL_HANDLERS, handle_in_core
 from .node import CLIENT_HOST, BrokerNode
 
 log = logging.getLogger("pylog.broker")
@@ -164,15 +165,37 @@ class BrokerServer:
             raise ProtocolViolation(str(error)) from None
         if self.node.isolated and _is_replica_fetch(request):
             raise ProtocolViolation("isolated (fault injection): dropping a peer's replica fetch")
-        result = HANDLERS[request.header.api_key](self.node, request)
-        if inspect.isawaitable(result):
-            result = await result
+        result = await self._handle(request)
         if self.node.isolated and _is_replica_fetch(request):  # isolated while it long-polled
             _close_files(result)
             raise ProtocolViolation("isolated (fault injection): dropping a peer's replica fetch")
         if result is None or isinstance(result, list):
             return result  # no response (acks=0), or pieces already encoded (Fetch)
         return codec.encode_response(request.header, result)
+
+
+    async def _handle(self, request: codec.Request):
+        """The handler's response: run in the core (``handle_in_core``) or by the shell."""
+        shell_handler = SHELL_HANDLERS.get(request.header.api_key)
+        if shell_handler is not None:
+            result = shell_handler(self.node, request)
+            return await result if inspect.isawaitable(result) else result
+        response: asyncio.Future = asyncio.get_running_loop().create_future()
+        handle_in_core(self.node.core, request, partial(_settle, response),
+                       partial(_settle_error, response))
+        return await response
+
+
+def _settle(future: asyncio.Future, result) -> None:
+    if not future.done():  # else the connection closed while the request waited
+        future.set_result(result)
+    else:
+        _close_files(result)
+
+
+def _settle_error(future: asyncio.Future, error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
 
 
 def _abandon(pending: asyncio.Queue) -> None:

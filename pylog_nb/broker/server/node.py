@@ -3,10 +3,11 @@
 Theory of operation: ``BrokerNode`` is the composition root of a broker process. It builds the
 sans-IO ``BrokerCore`` (``core.py``: the replication parts, the one interpreter of their actions,
 the link logic) and is the shell the core reports to: its calls leave through the ``ClusterLink``
-(sockets to the controllers and the leaders), a finished acks=all wait resolves the future its
-Produce handler awaits, and role changes of ``__consumer_offsets`` partitions start or stop group
-coordinators, those of ``__transaction_state`` partitions load or unload transaction
-coordinators. Every broker, however small the cluster, serves the image its controllers
+(sockets to the controllers and the leaders), markers and producer ids go through the
+``TransactionService``, a partition's transaction verification through the
+``AddPartitionsToTxnManager``, and the core's timers run on the event loop.
+
+Every broker, however small the cluster, serves the image its controllers
 committed (``image``): there is no metadata a broker decides on its own.
 """
 
@@ -16,20 +17,23 @@ import asyncio
 import contextvars
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..controller.rpc import Address
 from ..metadata.image import ClusterImage
 from ..replication.actions import Action, RoleChanged
 from ..txn import WriteTxnMarkers
+from ..types import TopicPartition
 from .add_partitions_manager import AddPartitionsToTxnManager
+from .bridge import pending_of
 from .cluster_link import ClusterLink
 from .config import BrokerConfig
 from .controller_admin import ControllerAdmin
 from .core import BrokerCore, Outbound
 from .group_coordinator import GroupService
-from .purgatory import ProduceDone, ProducePurgatory
+from .pending import Pending
+from .purgatory import ProducePurgatory
 from .replica_manager import Partition, ReplicaManager, VerificationGuard, wall_clock_ms
 from .txn_coordinator import TransactionService
 
@@ -68,7 +72,6 @@ class BrokerNode:
             self.core, config.controllers if controllers is None else controllers,
             host=config.host, port=lambda: self.port, isolated=lambda: self.isolated)
         self.admin = ControllerAdmin(_AdminLink(self, self.link))
-        self._produce_waiters: dict[int, asyncio.Future] = {}
         self._fenced_since_ms: dict[int, int] = {}  # first reported fenced
         self.groups = GroupService(
             config, self.core.groups, metadata=lambda: self.image, endpoints=self.brokers,
@@ -161,40 +164,30 @@ class BrokerNode:
         """Append one partition as leader; its response and, for acks=all, its produce id."""
         return self.core.append(topic, index, records, acks, timeout_ms, verification_guard)
 
-    def watch(self, produce_ids: Sequence[int]) -> asyncio.Future:
-        """A future for the ProduceDone of these acks=all appends (resolved once all are)."""
-        future = asyncio.get_running_loop().create_future()
-        request_id, done = self.core.watch(produce_ids)
-        if done is not None:
-            future.set_result(done)
-        else:
-            self._produce_waiters[request_id] = future
-        return future
-
     # == the core's shell =========================================================================
 
     def send(self, outbound: Outbound) -> None:
         self.link.send(outbound)
 
-    def produce_done(self, done: ProduceDone) -> None:
-        future = self._produce_waiters.pop(done.request_id, None)
-        if future is not None and not future.done():
-            future.set_result(done)
-
     def role_changed(self, action: RoleChanged, partition: Partition | None) -> None:
         pass  # the coordinators follow their partitions in the core
-
-    def group_answer(self, request_id: int, answer) -> None:
-        self.groups.resolve(request_id, answer)
-
-    def txn_answer(self, request_id: int, answer) -> None:
-        self.txns.resolve(request_id, answer)
 
     def send_markers(self, action: WriteTxnMarkers) -> None:
         self.txns.send_markers(action)
 
     def refill_producer_ids(self) -> None:
         self.txns.refill_producer_ids()
+
+    def request_producer_id(self) -> Pending[int]:
+        return pending_of(self.allocate_producer_id())
+
+    def verify_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           partitions: list[TopicPartition]) -> Pending[dict[TopicPartition, int]]:
+        return pending_of(self.add_partitions.verify_transaction(
+            transactional_id, producer_id, producer_epoch, partitions))
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Callable[[], None]:
+        return asyncio.get_running_loop().call_later(delay_ms / 1000, callback).cancel
 
     def close(self) -> None:
         self.groups.close()

@@ -13,9 +13,8 @@ packages and ``server/config.py``.
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ..metadata.image import ClusterImage, TopicImage
@@ -29,6 +28,7 @@ from ..txn import (
     TransactionCoordinator,
 )
 from .config import BrokerConfig
+from .pending import Pending
 
 __all__ = [
     "AdminBroker",
@@ -44,7 +44,7 @@ __all__ = [
     "TxnVerifierHost",
 ]
 
-# What a transaction coordinator request parks for (TransactionService.ask).
+# What a transaction coordinator request waits for (TxnCoordinatorRuntime.ask).
 TxnAnswer = InitProducerIdAnswer | AddPartitionsAnswer | AddOffsetsAnswer | EndTxnAnswer
 
 
@@ -120,8 +120,6 @@ class TxnCoordinatorHost(ClusterView, Protocol):
     def append(self, topic: str, index: int, records: bytes | None, acks: int,
                timeout_ms: int) -> tuple[dict, int | None]: ...
 
-    def watch(self, produce_ids: Sequence[int]) -> asyncio.Future: ...
-
     def on_actions(self, actions: list[ReplicaAction]) -> None: ...
 
 
@@ -131,7 +129,7 @@ class TxnAsker(Protocol):
     @property
     def core(self) -> TransactionCoordinator: ...
 
-    async def ask(self, call: Callable[[int], list[TxnAction]]) -> TxnAnswer | None: ...
+    def ask(self, call: Callable[[int], list[TxnAction]]) -> Pending[TxnAnswer | None]: ...
 
 
 class TxnVerifierHost(ClusterView, Protocol):

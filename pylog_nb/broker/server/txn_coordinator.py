@@ -8,14 +8,14 @@ is left here needs the event loop:
 - ``__transaction_state`` is an ordinary compacted, replicated topic, created through the
   active controller on the first FindCoordinator for a transactional id (RF =
   min(``transaction.state.log.replication.factor``, live brokers)).
-- A request *parks* (``ask``): its id goes to the core, and it awaits the future that the
-  core's answer (``resolve``) completes.
+- The request handlers ask the runtime directly (``TxnCoordinatorRuntime.ask``, a ``Pending``
+  they await); ``ask`` here is the same, for the leaders' verification of their partitions.
 - ``WriteTxnMarkers`` actions go to the ``TransactionMarkerChannelManager``
   (``txn_marker_channel.py``), which writes through each partition's current leader; each
   partition's outcome goes back to the runtime (``on_markers_written``).
 - Producer ids come in blocks from the controller (``node.allocate_producer_id`` is async): the
-  runtime asks for a refill below its low mark, and ``ensure_producer_ids`` lets InitProducerId
-  wait for the first ones.
+  runtime asks for a refill below its low mark (``refill_producer_ids``), and hears when it
+  ends (``refill_ended``), so an InitProducerId waiting for the first ids goes on.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from .. import errors
 from ..metadata.topics import TRANSACTION_STATE_TOPIC
 from ..txn import Action, TransactionCoordinator, WriteTxnMarkers
 from ..types import TopicPartition
+from .bridge import future_of
 from .broker_channel import live_endpoint
+from .pending import Pending
 from .ports import TxnCoordinatorHost
 from .tasks import BackgroundTasks
 from .txn_marker_channel import TransactionMarkerChannelManager
@@ -46,7 +48,6 @@ class TransactionService:
     def __init__(self, node: TxnCoordinatorHost, runtime: TxnCoordinatorRuntime) -> None:
         self.node = node
         self.runtime = runtime
-        self._futures: dict[int, asyncio.Future] = {}
         self._tasks = BackgroundTasks(log, "transaction coordinator")
         self._creating: asyncio.Future | None = None
         self._refilling: asyncio.Future | None = None
@@ -100,16 +101,6 @@ class TransactionService:
 
     # == producer ids ============================================================================
 
-    async def ensure_producer_ids(self, transactional_id: str) -> None:
-        """Before InitProducerId: wait for prefetched ids if this broker coordinates the id
-        (so a new id is not answered retriable; other brokers answer NOT_COORDINATOR)."""
-        if not transactional_id or not self.core.leads(self.core.partition_for(transactional_id)):
-            return
-        if not self.runtime.producer_ids:
-            self.refill_producer_ids()
-            assert self._refilling is not None
-            await asyncio.shield(self._refilling)
-
     def refill_producer_ids(self) -> None:
         """The runtime's port: fetch ids from the controller in the background."""
         if self._refilling is None or self._refilling.done():
@@ -121,29 +112,14 @@ class TransactionService:
                 self.runtime.add_producer_ids([await self.node.allocate_producer_id()])
         except Exception as error:  # noqa: BLE001 - the core answers retriable meanwhile
             log.warning("cannot allocate producer ids: %s", error)
-
-    # == parked requests =========================================================================
-
-    async def ask(self, call: Callable[[int], list[Action]]) -> TxnAnswer | None:
-        """Run ``call(request_id)`` on the core and await its answer (None: shutting down)."""
-        request_id = self.runtime.park()
-        future = asyncio.get_running_loop().create_future()
-        self._futures[request_id] = future
-        try:
-            self.run(call(request_id))
-            return await future
         finally:
-            self._futures.pop(request_id, None)
-            self.runtime.forget(request_id)
+            self.runtime.refill_ended()
 
-    def resolve(self, request_id: int, answer: TxnAnswer | None) -> None:
-        """The runtime's answer to a parked request (None: the coordinator is gone)."""
-        future = self._futures.pop(request_id, None)
-        if future is not None and not future.done():
-            future.set_result(answer)
+    # == requests ===============================================================================
 
-    def run(self, actions: list[Action]) -> None:
-        self.runtime.run(actions)
+    def ask(self, call: Callable[[int], list[Action]]) -> Pending[TxnAnswer | None]:
+        """Run ``call(request_id)`` on the core; its answer (None: the coordinator is closing)."""
+        return self.runtime.ask(call)
 
     # == markers =================================================================================
 
@@ -157,22 +133,12 @@ class TransactionService:
     async def write_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                             committed: bool, partitions: list[TopicPartition]
                             ) -> dict[TopicPartition, int]:
-        """The partition-leader side (WriteTxnMarkers, and this broker's own markers)."""
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-
-        def written(results: dict[TopicPartition, int]) -> None:
-            if not future.done():
-                future.set_result(results)
-
-        self.runtime.write_markers(producer_id, producer_epoch, coordinator_epoch, committed,
-                                   partitions, written)
-        return await future
+        """The partition-leader side of this broker's own markers."""
+        return await future_of(self.runtime.write_markers(
+            producer_id, producer_epoch, coordinator_epoch, committed, partitions))
 
     def close(self) -> None:
         self._tasks.cancel_all()
         self.markers.close()
         if self._refilling is not None:
             self._refilling.cancel()
-        for future in self._futures.values():
-            if not future.done():
-                future.set_result(None)

@@ -9,8 +9,8 @@ Theory of operation (Kafka's TransactionCoordinator + TransactionStateManager, w
   into ``load`` with the partition's leader epoch as the coordinator epoch,
   ``LOAD_READS_PER_STEP`` reads at a time (the first step at once, the rest on ticks); losing
   leadership calls ``unload``, which answers the parked requests NOT_COORDINATOR.
-- A request *parks* (``park``): its id goes to the core's call, and the answer action carrying it
-  goes to ``answer``, the port its shell gave (a future in the asyncio broker).
+- A request is ``ask``-ed: its id goes to the core's call, and the answer action carrying it
+  resolves the ``Pending`` its request handler awaits.
 - ``AppendRecords`` is written through the partition's leader with acks=all, through the broker
   core, and reported back with ``on_appended``. ``WriteTxnMarkers`` goes to the ``send_markers``
   port (the shell sends one request per leader); each partition's outcome comes back through
@@ -21,7 +21,8 @@ Theory of operation (Kafka's TransactionCoordinator + TransactionStateManager, w
   coordinators (``complete_group_txn``) so they can apply or drop the transaction's offsets.
 - Producer ids come in blocks from the controller; the core wants a synchronous source, so ids
   are prefetched (``add_producer_ids``) and ``refill_producer_ids`` asks the shell for more
-  below ``PRODUCER_IDS_LOW``.
+  below ``PRODUCER_IDS_LOW``; an InitProducerId on the id's coordinator waits for the first ones
+  (``producer_ids_ready``) so that a new id is not answered retriable.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from ..txn import (
 )
 from ..types import TopicPartition
 from .config import BrokerConfig
+from .pending import Pending
 from .purgatory import ProduceDone
 from .replica_manager import ACKS_ALL, Partition
 
@@ -84,14 +86,12 @@ class TxnCoordinatorRuntime:
     """The transaction coordinator core of this broker and the writes it asks for."""
 
     def __init__(self, config: BrokerConfig, writes: TxnWrites, *,
-                 answer: Callable[[int, TxnAnswer | None], None],
                  send_markers: Callable[[WriteTxnMarkers], None],
                  refill_producer_ids: Callable[[], None],
                  complete_group_txn: Callable[[int, int, bool], None],
                  events, now_ms: Callable[[], int]) -> None:
         self.config = config
         self.writes = writes
-        self.answer = answer
         self.send_markers = send_markers
         self.refill_producer_ids = refill_producer_ids
         self.complete_group_txn = complete_group_txn
@@ -105,7 +105,8 @@ class TxnCoordinatorRuntime:
         )
         self.loading: dict[int, Iterator[None]] = {}
         self.producer_ids: deque[int] = deque()
-        self._parked: set[int] = set()
+        self._parked: dict[int, Pending[TxnAnswer | None]] = {}
+        self._awaiting_ids: list[Pending[None]] = []  # InitProducerIds waiting for a refill
         self._request_ids = itertools.count()
 
     # == producer ids ============================================================================
@@ -119,6 +120,25 @@ class TxnCoordinatorRuntime:
 
     def add_producer_ids(self, ids: list[int]) -> None:
         self.producer_ids.extend(ids)
+        self.refill_ended()
+
+    def refill_ended(self) -> None:
+        """The shell's refill got ids or gave up: the waiting InitProducerIds go on (without
+        ids the core answers them retriable)."""
+        awaiting, self._awaiting_ids = self._awaiting_ids, []
+        for pending in awaiting:
+            pending.resolve(None)
+
+    def producer_ids_ready(self, transactional_id: str) -> Pending[None]:
+        """Before InitProducerId: resolved once this broker has a prefetched id, if it
+        coordinates ``transactional_id`` (other brokers answer NOT_COORDINATOR at once)."""
+        if (self.producer_ids or not transactional_id
+                or not self.core.leads(self.core.partition_for(transactional_id))):
+            return Pending.of(None)
+        ready: Pending[None] = Pending()
+        self._awaiting_ids.append(ready)
+        self.refill_producer_ids()
+        return ready
 
     def wants_producer_ids(self) -> int:
         """How many ids a refill should fetch now."""
@@ -126,14 +146,14 @@ class TxnCoordinatorRuntime:
 
     # == requests ================================================================================
 
-    def park(self) -> int:
-        """An id for a request whose answer comes as an action (``answer`` gets it)."""
+    def ask(self, call: Callable[[int], list[Action]]) -> Pending[TxnAnswer | None]:
+        """Run ``call(request_id)`` on the core; the answer action carrying that id resolves
+        the Pending (None: the coordinator is closing)."""
         request_id = next(self._request_ids)
-        self._parked.add(request_id)
-        return request_id
-
-    def forget(self, request_id: int) -> None:
-        self._parked.discard(request_id)
+        answer: Pending[TxnAnswer | None] = Pending()
+        self._parked[request_id] = answer
+        self.run(call(request_id))
+        return answer
 
     def partition_count_matches(self, count: int) -> bool:
         """The topic has the configured partitions (else ids would land on the wrong one)."""
@@ -196,9 +216,9 @@ class TxnCoordinatorRuntime:
             if action.EVENT:
                 self.events.append(action)
             if isinstance(action, TxnAnswer):
-                if action.request_id in self._parked:
-                    self._parked.discard(action.request_id)
-                    self.answer(action.request_id, action)
+                answer = self._parked.pop(action.request_id, None)
+                if answer is not None:
+                    answer.resolve(action)
             elif isinstance(action, AppendRecords):
                 self._append(action)
             elif isinstance(action, WriteTxnMarkers):
@@ -228,10 +248,11 @@ class TxnCoordinatorRuntime:
     # == markers: the partition-leader side ======================================================
 
     def write_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                      committed: bool, partitions: list[TopicPartition],
-                      then: Callable[[dict[TopicPartition, int]], None]) -> None:
-        """Append a COMMIT/ABORT marker to each partition this broker leads, acks=all; ``then``
-        gets every partition's outcome once all are known."""
+                      committed: bool, partitions: list[TopicPartition]
+                      ) -> Pending[dict[TopicPartition, int]]:
+        """Append a COMMIT/ABORT marker to each partition this broker leads, acks=all; every
+        partition's outcome once all are known."""
+        outcome: Pending[dict[TopicPartition, int]] = Pending()
         results: dict[TopicPartition, int] = {}
         waiting: dict[int, TopicPartition] = {}
         for topic, index in partitions:
@@ -248,12 +269,13 @@ class TxnCoordinatorRuntime:
             for (topic, index), code in results.items():
                 if topic == OFFSETS_TOPIC and code == errors.NONE:
                     self.complete_group_txn(index, producer_id, committed)
-            then(results)
+            outcome.resolve(results)
 
         if waiting:
             self.writes.await_produce(list(waiting), written)
         else:
             written(None)
+        return outcome
 
     # == timers ==================================================================================
 
@@ -264,9 +286,10 @@ class TxnCoordinatorRuntime:
         self.run(self.core.tick(now_ms))
 
     def close(self) -> None:
-        for request_id in sorted(self._parked):
-            self.answer(request_id, None)
-        self._parked.clear()
+        parked, self._parked = self._parked, {}
+        for request_id in sorted(parked):
+            parked[request_id].resolve(None)
+        self.refill_ended()
 
 
 @dataclass

@@ -35,28 +35,27 @@ class RecordingShell:
     """A shell that carries nothing: it remembers what the core handed it."""
 
     sent: list = field(default_factory=list)
-    done: list = field(default_factory=list)
 
     def send(self, outbound) -> None:
         self.sent.append(outbound)
 
-    def produce_done(self, done) -> None:
-        self.done.append(done)
-
     def role_changed(self, action, partition) -> None:
         pass
-
-    def group_answer(self, request_id, answer) -> None:
-        raise AssertionError("no group requests here")
-
-    def txn_answer(self, request_id, answer) -> None:
-        raise AssertionError("no transaction requests here")
 
     def send_markers(self, action) -> None:
         raise AssertionError("no transactions here")
 
     def refill_producer_ids(self) -> None:
         raise AssertionError("no transactions here")
+
+    def request_producer_id(self):
+        raise AssertionError("no producer ids here")
+
+    def verify_transaction(self, transactional_id, producer_id, producer_epoch, partitions):
+        raise AssertionError("no transactions here")
+
+    def call_later(self, delay_ms, callback):
+        raise AssertionError("no fetches wait here")
 
 
 def leading_image(isr: tuple[int, ...]) -> ClusterImage:
@@ -104,10 +103,9 @@ def test_an_acks_all_produce_times_out_on_the_tick_after_its_deadline(tmp_path) 
     result, produce_id = core.append(TOPIC, 0, encode_batch([(None, b"v", [], 0)]), ACKS_ALL,
                                      timeout_ms=100)
     assert result["error_code"] == 0 and produce_id is not None
-    request_id, done = core.watch([produce_id])
-    assert done is None  # follower 2 has not fetched it
+    done = core.watch([produce_id])
+    assert not done.done  # follower 2 has not fetched it
     clock[0] += 101
     core.tick(clock[0])
-    (done,) = shell.done
-    assert (done.request_id, done.error_codes) == (request_id, {produce_id: REQUEST_TIMED_OUT})
+    assert done.done and done.result().error_codes == {produce_id: REQUEST_TIMED_OUT}
     core.close()

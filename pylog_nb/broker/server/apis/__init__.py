@@ -1,7 +1,13 @@
-"""Request handlers, one function per API key: ``(node, request) -> response dict``.
+"""Request handlers, one function per API key, in two tables (Kafka's ``KafkaApis``).
 
-A handler may be a coroutine (it waits for data or replication) and may return None when the
-client expects no response (Produce with acks=0).
+``CORE_HANDLERS`` do their work in the broker core: ``(core, request) -> response``, where a
+handler that waits (for replication, a coordinator, data to fetch) is a coroutine that awaits only
+the core's ``Pending`` values. ``handle_in_core`` runs one to its end with ``pending.drive``; the
+asyncio server and the seeded simulation both call it, so the simulation runs the very handlers
+the broker serves clients with. ``SHELL_HANDLERS`` need the asyncio shell (``(node, request)``):
+calls to the active controller (topic admin, FindCoordinator creating an internal topic) and what
+only the node knows (its listeners for Metadata). A handler may return None when the client
+expects no response (Produce with acks=0), and a Fetch handler returns pieces already encoded.
 """
 
 from __future__ import annotations
@@ -11,7 +17,9 @@ from typing import Any, TypeAlias
 
 from ...protocol import versions as v
 from ...protocol.codec import Request
+from ..core import BrokerCore
 from ..node import BrokerNode
+from ..pending import Fail, drive
 from .admin import (
     handle_alter_configs,
     handle_create_partitions,
@@ -54,27 +62,18 @@ from .txn import (
 
 # A response dict, pieces already encoded (Fetch), or None: no response (Produce with acks=0)
 Response: TypeAlias = dict[str, Any] | list[Any] | None
-Handler: TypeAlias = Callable[[BrokerNode, Request], Response | Awaitable[Response]]
+CoreHandler: TypeAlias = Callable[[BrokerCore, Request], Response | Awaitable[Response]]
+ShellHandler: TypeAlias = Callable[[BrokerNode, Request], Response | Awaitable[Response]]
 
-HANDLERS: dict[int, Handler] = {
+CORE_HANDLERS: dict[int, CoreHandler] = {
     v.PRODUCE_KEY: handle_produce,
     v.FETCH_KEY: handle_fetch,
     v.LIST_OFFSETS_KEY: handle_list_offsets,
-    v.METADATA_KEY: handle_metadata,
-    v.API_VERSIONS_KEY: handle_api_versions,
-    v.CREATE_TOPICS_KEY: handle_create_topics,
-    v.DELETE_TOPICS_KEY: handle_delete_topics,
     v.DELETE_RECORDS_KEY: handle_delete_records,
     v.INIT_PRODUCER_ID_KEY: handle_init_producer_id,
     v.OFFSET_FOR_LEADER_EPOCH_KEY: handle_offset_for_leader_epoch,
-    v.DESCRIBE_CONFIGS_KEY: handle_describe_configs,
-    v.ALTER_CONFIGS_KEY: handle_alter_configs,
-    v.CREATE_PARTITIONS_KEY: handle_create_partitions,
-    v.INCREMENTAL_ALTER_CONFIGS_KEY: handle_incremental_alter_configs,
-    v.DESCRIBE_CLUSTER_KEY: handle_describe_cluster,
     v.OFFSET_COMMIT_KEY: handle_offset_commit,
     v.OFFSET_FETCH_KEY: handle_offset_fetch,
-    v.FIND_COORDINATOR_KEY: handle_find_coordinator,
     v.JOIN_GROUP_KEY: handle_join_group,
     v.HEARTBEAT_KEY: handle_heartbeat,
     v.LEAVE_GROUP_KEY: handle_leave_group,
@@ -91,4 +90,29 @@ HANDLERS: dict[int, Handler] = {
     v.LIST_TRANSACTIONS_KEY: handle_list_transactions,
     v.TXN_OFFSET_COMMIT_KEY: handle_txn_offset_commit,
 }
-assert set(HANDLERS) == set(v.API_VERSIONS), "every advertised API has a handler"
+SHELL_HANDLERS: dict[int, ShellHandler] = {
+    v.METADATA_KEY: handle_metadata,
+    v.API_VERSIONS_KEY: handle_api_versions,
+    v.CREATE_TOPICS_KEY: handle_create_topics,
+    v.DELETE_TOPICS_KEY: handle_delete_topics,
+    v.DESCRIBE_CONFIGS_KEY: handle_describe_configs,
+    v.ALTER_CONFIGS_KEY: handle_alter_configs,
+    v.CREATE_PARTITIONS_KEY: handle_create_partitions,
+    v.INCREMENTAL_ALTER_CONFIGS_KEY: handle_incremental_alter_configs,
+    v.DESCRIBE_CLUSTER_KEY: handle_describe_cluster,
+    v.FIND_COORDINATOR_KEY: handle_find_coordinator,
+}
+assert not set(CORE_HANDLERS) & set(SHELL_HANDLERS), "one handler per API"
+assert set(CORE_HANDLERS) | set(SHELL_HANDLERS) == set(v.API_VERSIONS), \
+    "every advertised API has a handler"
+
+
+def handle_in_core(core: BrokerCore, request: Request, respond: Callable[[Response], None],
+                   fail: Fail) -> None:
+    """Serve a request of ``CORE_HANDLERS``: ``respond(response)`` now or once what it waits
+    for is resolved; ``fail(error)`` if the handler raised."""
+    result = CORE_HANDLERS[request.header.api_key](core, request)
+    if isinstance(result, Awaitable):
+        drive(result, respond, fail)  # type: ignore[arg-type]
+    else:
+        respond(result)

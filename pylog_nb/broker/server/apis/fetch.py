@@ -12,16 +12,15 @@ topic ``compression.type`` is zstd, as Kafka's ``maybeConvertFetchedData`` answe
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from dataclasses import dataclass
 
 from ... import errors
 from ...protocol.codec import ZERO_UUID, Request, duration_ms
 from ...protocol.fetch_response import FileRange, encode_fetch_response
 from ...records.codecs import CODEC_ZSTD
-from ..node import BrokerNode
+from ..core import BrokerCore
+from ..pending import Pending
 from ..replica_manager import CONSUMER_REPLICA_ID, NO_EPOCH, READ_UNCOMMITTED, FetchTarget
 
 FETCH_SESSION_NONE = 0
@@ -38,22 +37,22 @@ class _Target:
     zstd_allowed: bool
 
 
-async def handle_fetch(node: BrokerNode, request: Request) -> list:
+async def handle_fetch(core: BrokerCore, request: Request) -> list:
     body = request.body
     session_id = getattr(body, "session_id", FETCH_SESSION_NONE)
     if session_id != FETCH_SESSION_NONE:
         body = {"error_code": errors.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
         return _encode(request, body)
-    targets = _targets(node, body, request.header.api_version >= FETCH_ZSTD_VERSION_MIN)
-    wait_ms = min(duration_ms(body.max_wait), node.config.fetch_wait_max_ms)
-    deadline = time.monotonic() + wait_ms / 1000
+    targets = _targets(core, body, request.header.api_version >= FETCH_ZSTD_VERSION_MIN)
+    wait_ms = min(duration_ms(body.max_wait), core.config.fetch_wait_max_ms)
+    deadline_ms = core.now_ms() + wait_ms
     while True:
-        responses, total_bytes, failed = _read_all(node, targets, body.max_bytes)
-        remaining_s = deadline - time.monotonic()
-        if total_bytes >= body.min_bytes or failed or remaining_s <= 0:
+        responses, total_bytes, failed = _read_all(core, targets, body.max_bytes)
+        remaining_ms = deadline_ms - core.now_ms()
+        if total_bytes >= body.min_bytes or failed or remaining_ms <= 0:
             break
-        await _wait_for_data(node, targets, remaining_s)
-    node.replicas.stats.on_fetch(total_bytes, from_follower=_replica_id(body) >= 0)
+        await _wait_for_data(core, targets, remaining_ms)
+    core.replicas.stats.on_fetch(total_bytes, from_follower=_replica_id(body) >= 0)
     for response in responses:
         response["records"] = _pin(response["records"])
     body = {"error_code": errors.NONE, "session_id": FETCH_SESSION_NONE,
@@ -75,9 +74,9 @@ def _pin(data) -> bytes | FileRange | None:
     return FileRange(os.dup(data.fd), data.position, data.size_bytes)
 
 
-def _targets(node: BrokerNode, body, zstd_allowed: bool) -> list[_Target]:
+def _targets(core: BrokerCore, body, zstd_allowed: bool) -> list[_Target]:
     targets = []
-    image = node.image
+    image = core.image
     replica_id = _replica_id(body)
     isolation_level = getattr(body, "isolation_level", READ_UNCOMMITTED)
     for topic in body.topics:
@@ -102,11 +101,11 @@ def _replica_id(body) -> int:
     return getattr(body, "replica_id", CONSUMER_REPLICA_ID)
 
 
-def _read_all(node: BrokerNode, targets: list[_Target], max_bytes: int):
+def _read_all(core: BrokerCore, targets: list[_Target], max_bytes: int):
     responses, total_bytes, failed = [], 0, False
     for target in targets:
         budget = max(0, min(target.max_bytes, max_bytes - total_bytes))
-        response = _read_one(node, target, budget, min_one=total_bytes == 0)
+        response = _read_one(core, target, budget, min_one=total_bytes == 0)
         records = response.get("records")
         total_bytes += records.size_bytes if records is not None else 0
         failed = failed or response["error_code"] != errors.NONE
@@ -114,14 +113,14 @@ def _read_all(node: BrokerNode, targets: list[_Target], max_bytes: int):
     return responses, total_bytes, failed
 
 
-def _read_one(node: BrokerNode, target: _Target, budget: int, min_one: bool) -> dict:
+def _read_one(core: BrokerCore, target: _Target, budget: int, min_one: bool) -> dict:
     if target.fetch.topic is None:
         return _refused(target, errors.UNKNOWN_TOPIC_ID)
-    partition = node.replicas.partitions.get((target.fetch.topic, target.fetch.index))
+    partition = core.replicas.partitions.get((target.fetch.topic, target.fetch.index))
     if not target.zstd_allowed and partition is not None and partition.codec == CODEC_ZSTD:
         return _refused(target, errors.Errors.UNSUPPORTED_COMPRESSION_TYPE)
-    response, actions = node.replicas.read_for_fetch(target.fetch, budget, min_one)
-    node.on_actions(actions)
+    response, actions = core.replicas.read_for_fetch(target.fetch, budget, min_one)
+    core.on_actions(actions)
     return response
 
 
@@ -131,23 +130,27 @@ def _refused(target: _Target, code: int) -> dict:
             "error_code": code}
 
 
-async def _wait_for_data(node: BrokerNode, targets: list[_Target], timeout_s: float) -> None:
-    woken = asyncio.Event()
+def _wait_for_data(core: BrokerCore, targets: list[_Target], timeout_ms: int) -> Pending[None]:
+    """Resolved when an append moves a HW on one of the partitions, or in ``timeout_ms``
+    (Kafka's DelayedFetch)."""
+    woken: Pending[None] = Pending()
     parked = [
         p for t in targets
         if t.fetch.topic is not None
-        and (p := node.replicas.partitions.get((t.fetch.topic, t.fetch.index))) is not None
+        and (p := core.replicas.partitions.get((t.fetch.topic, t.fetch.index))) is not None
     ]
-    for partition in parked:
-        partition.waiters.append(woken.set)
-    try:
-        await asyncio.wait_for(woken.wait(), timeout_s)
-    except TimeoutError:
-        pass
-    finally:
+
+    def wake() -> None:
         for partition in parked:
-            if woken.set in partition.waiters:
-                partition.waiters.remove(woken.set)
+            if wake in partition.waiters:
+                partition.waiters.remove(wake)
+        cancel()
+        woken.resolve(None)
+
+    for partition in parked:
+        partition.waiters.append(wake)
+    cancel = core.shell.call_later(timeout_ms, wake)
+    return woken
 
 
 def _group_by_topic(targets: list[_Target], responses: list[dict]) -> list[dict]:

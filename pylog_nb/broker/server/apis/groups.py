@@ -1,10 +1,12 @@
 """Consumer groups on the wire: FindCoordinator, the membership APIs, offsets, and admin.
 
-Each handler routes the group to this broker's coordinator for it (NOT_COORDINATOR when another
-broker leads the group's ``__consumer_offsets`` partition), calls the sans-IO core, and for
-JoinGroup, SyncGroup, OffsetCommit and TxnOffsetCommit awaits the answer the core returns later (see
-``group_coordinator.py``). Version differences are confined to reading requests and shaping
-responses; the answers themselves are the same dicts for every version.
+Each handler but FindCoordinator runs in the broker core: it routes the group to this broker's
+coordinator for it (NOT_COORDINATOR when another broker leads the group's ``__consumer_offsets``
+partition), calls the sans-IO coordinator, and for JoinGroup, SyncGroup, OffsetCommit and
+TxnOffsetCommit awaits the answer it gives later (``GroupCoordinatorRuntime.submit``).
+FindCoordinator is the asyncio shell's: it may create ``__consumer_offsets`` through the active
+controller (``group_coordinator.py``). Version differences are confined to reading requests and
+shaping responses; the answers themselves are the same dicts for every version.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ...group.errors import (
 )
 from ...group.offsets import PARTITIONS_PER_COMMIT_MAX
 from ...protocol.codec import Request, duration_ms
+from ..core import BrokerCore
 from ..group_coordinator import Coordinator
 from ..node import CLIENT_HOST, BrokerNode
 
@@ -67,16 +70,16 @@ async def _find(node: BrokerNode, key: str, key_type: int) -> dict:
 # == JoinGroup, SyncGroup, Heartbeat, LeaveGroup =================================================
 
 
-async def handle_join_group(node: BrokerNode, request: Request) -> dict:
+async def handle_join_group(core: BrokerCore, request: Request) -> dict:
     body = request.body
     version = request.header.api_version
-    coordinator = node.groups.route(body.group_id)
+    coordinator = core.groups.route(body.group_id)
     if coordinator is None:
         return _join_response(version, NOT_COORDINATOR, body.member_id)
     if len(body.protocols) > PROTOCOLS_PER_MEMBER_MAX:
         return _join_response(version, INVALID_REQUEST, body.member_id)
     rebalance_timeout = getattr(body, "rebalance_timeout", None)
-    request_id, future = node.groups.submit(coordinator, lambda core, join_id: core.join(
+    answer = await core.groups.submit(coordinator, lambda group_core, join_id: group_core.join(
         body.group_id,
         body.member_id,
         getattr(body, "group_instance_id", None),
@@ -85,12 +88,11 @@ async def handle_join_group(node: BrokerNode, request: Request) -> dict:
         duration_ms(body.session_timeout),
         -1 if rebalance_timeout is None else duration_ms(rebalance_timeout),
         request.header.client_id or "",
-        node.now_ms(),
+        core.now_ms(),
         join_id,
         client_host=CLIENT_HOST.get(),
         require_known_member_id=version >= 4,
     ))
-    answer = await node.groups.wait(request_id, future)
     if answer is None:
         return _join_response(version, NOT_COORDINATOR, body.member_id)
     assert isinstance(answer, JoinAnswer)  # a join is answered with a JoinAnswer
@@ -118,23 +120,22 @@ def _join_response(version: int, error_code: int, member_id: str, *,
             "members": members or []}
 
 
-async def handle_sync_group(node: BrokerNode, request: Request) -> dict:
+async def handle_sync_group(core: BrokerCore, request: Request) -> dict:
     body = request.body
-    coordinator = node.groups.route(body.group_id)
+    coordinator = core.groups.route(body.group_id)
     if coordinator is None:
         return _sync_response(NOT_COORDINATOR)
-    request_id, future = node.groups.submit(coordinator, lambda core, sync_id: core.sync(
+    answer = await core.groups.submit(coordinator, lambda group_core, sync_id: group_core.sync(
         body.group_id,
         body.member_id,
         body.generation_id,
         {a.member_id: a.assignment for a in body.assignments},
-        node.now_ms(),
+        core.now_ms(),
         sync_id,
         group_instance_id=getattr(body, "group_instance_id", None),
         protocol_type=getattr(body, "protocol_type", None),
         protocol_name=getattr(body, "protocol_name", None),
     ))
-    answer = await node.groups.wait(request_id, future)
     if answer is None:
         return _sync_response(NOT_COORDINATOR)
     assert isinstance(answer, SyncAnswer)  # a sync is answered with a SyncAnswer
@@ -148,28 +149,28 @@ def _sync_response(error_code: int, protocol_type: str | None = None,
             "protocol_name": protocol_name, "assignment": assignment}
 
 
-def handle_heartbeat(node: BrokerNode, request: Request) -> dict:
+def handle_heartbeat(core: BrokerCore, request: Request) -> dict:
     body = request.body
-    coordinator = node.groups.route(body.group_id)
+    coordinator = core.groups.route(body.group_id)
     if coordinator is None:
         return {"error_code": NOT_COORDINATOR}
     return {"error_code": coordinator.core.heartbeat(
-        body.group_id, body.member_id, body.generation_id, node.now_ms(),
+        body.group_id, body.member_id, body.generation_id, core.now_ms(),
         group_instance_id=getattr(body, "group_instance_id", None))}
 
 
-def handle_leave_group(node: BrokerNode, request: Request) -> dict:
+def handle_leave_group(core: BrokerCore, request: Request) -> dict:
     body = request.body
     batch = request.header.api_version >= 3
     if batch:
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [(body.member_id, None)]
-    coordinator = node.groups.route(body.group_id)
+    coordinator = core.groups.route(body.group_id)
     if coordinator is None:
         return {"error_code": NOT_COORDINATOR, "members": []}
-    result = coordinator.core.leave(body.group_id, leaving, node.now_ms())
-    node.groups.run(coordinator, result.actions)
+    result = coordinator.core.leave(body.group_id, leaving, core.now_ms())
+    core.groups.run(coordinator, result.actions)
     if not batch:
         error_code = result.error_code or (result.member_errors or (NONE,))[0]
         return {"error_code": error_code}
@@ -185,7 +186,7 @@ def handle_leave_group(node: BrokerNode, request: Request) -> dict:
 # == OffsetCommit, OffsetFetch ===================================================================
 
 
-async def handle_offset_commit(node: BrokerNode, request: Request) -> dict:
+async def handle_offset_commit(core: BrokerCore, request: Request) -> dict:
     body = request.body
 
     def commit(core: GroupCoordinator, offsets: dict, now_ms: int, request_id: int) -> list:
@@ -193,10 +194,10 @@ async def handle_offset_commit(node: BrokerNode, request: Request) -> dict:
             body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets, now_ms,
             request_id, group_instance_id=getattr(body, "group_instance_id", None))
 
-    return await _commit_topics(node, body, commit)
+    return await _commit_topics(core, body, commit)
 
 
-async def handle_txn_offset_commit(node: BrokerNode, request: Request) -> dict:
+async def handle_txn_offset_commit(core: BrokerCore, request: Request) -> dict:
     """TxnOffsetCommit (KIP-98; v3 adds the KIP-447 group fields): offsets in a transaction.
 
     Kafka also asks the partition leader whether the producer added the group's offsets
@@ -212,18 +213,18 @@ async def handle_txn_offset_commit(node: BrokerNode, request: Request) -> dict:
             getattr(body, "member_id", ""), getattr(body, "generation_id", -1), offsets, now_ms,
             request_id, group_instance_id=getattr(body, "group_instance_id", None))
 
-    return await _commit_topics(node, body, commit)
+    return await _commit_topics(core, body, commit)
 
 
 CommitCall = Callable[[GroupCoordinator, dict, int, int], list]
 
 
-async def _commit_topics(node: BrokerNode, body, commit: CommitCall) -> dict:
+async def _commit_topics(core: BrokerCore, body, commit: CommitCall) -> dict:
     """OffsetCommit or TxnOffsetCommit of ``body.topics``: an error code per partition."""
     wanted = [(t.name, p) for t in body.topics for p in t.partitions]
     errors: dict[tuple[str, int], int] = {}
     offsets = {}
-    topics = node.image.topics
+    topics = core.image.topics
     for topic, p in wanted:
         known = topic in topics and 0 <= p.partition_index < len(topics[topic].partitions)
         if not known:
@@ -232,12 +233,12 @@ async def _commit_topics(node: BrokerNode, body, commit: CommitCall) -> dict:
             offsets[(topic, p.partition_index)] = (
                 p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                 p.committed_metadata)
-    coordinator = node.groups.route(body.group_id)
+    coordinator = core.groups.route(body.group_id)
     if coordinator is None or len(offsets) > PARTITIONS_PER_COMMIT_MAX:
         code = NOT_COORDINATOR if coordinator is None else INVALID_COMMIT_OFFSET_SIZE
         errors.update({tp: code for tp in offsets})
     elif offsets:
-        errors.update(await _commit(node, coordinator, offsets, commit))
+        errors.update(await _commit(core, coordinator, offsets, commit))
     return _topics_response(body, lambda tp: errors[tp])
 
 
@@ -248,11 +249,11 @@ def _topics_response(body, error_of: Callable[[tuple[str, int]], int]) -> dict:
                               "error_code": error_of((t, p.partition_index))})}
 
 
-async def _commit(node: BrokerNode, coordinator: Coordinator, offsets: dict,
+async def _commit(core: BrokerCore, coordinator: Coordinator, offsets: dict,
                   commit: CommitCall) -> dict:
-    request_id, future = node.groups.submit(
-        coordinator, lambda core, commit_id: commit(core, offsets, node.now_ms(), commit_id))
-    answer = await node.groups.wait(request_id, future)
+    now_ms = core.now_ms()
+    answer = await core.groups.submit(coordinator, lambda group_core, commit_id: commit(
+        group_core, offsets, now_ms, commit_id))
     if answer is None:
         return {tp: NOT_COORDINATOR for tp in offsets}
     assert isinstance(answer, CommitAnswer)  # a commit is answered with a CommitAnswer
@@ -267,14 +268,14 @@ def _by_topic(items: Iterable[tuple[str, object]], shape) -> list[dict]:
     return [{"name": name, "partitions": parts} for name, parts in topics.items()]
 
 
-def handle_offset_fetch(node: BrokerNode, request: Request) -> dict:
+def handle_offset_fetch(core: BrokerCore, request: Request) -> dict:
     body = request.body
     version = request.header.api_version
     require_stable = getattr(body, "require_stable", False)  # v7+ (KIP-447)
     if version >= 8:
-        return {"groups": [_fetch_group(node, g.group_id, g.topics, require_stable)
+        return {"groups": [_fetch_group(core, g.group_id, g.topics, require_stable)
                            for g in body.groups]}
-    answer = _fetch_group(node, body.group_id, body.topics, require_stable)
+    answer = _fetch_group(core, body.group_id, body.topics, require_stable)
     if version < 2 and answer["error_code"] != NONE:  # v0-1: errors only per partition
         for topic in answer["topics"]:
             for partition in topic["partitions"]:
@@ -282,11 +283,11 @@ def handle_offset_fetch(node: BrokerNode, request: Request) -> dict:
     return answer
 
 
-def _fetch_group(node: BrokerNode, group_id: str, topics, require_stable: bool) -> dict:
+def _fetch_group(core: BrokerCore, group_id: str, topics, require_stable: bool) -> dict:
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
-    coordinator = node.groups.route(group_id)
+    coordinator = core.groups.route(group_id)
     error_code: int
     found: dict[tuple[str, int], tuple[int, int, str]]
     unstable: set[tuple[str, int]] = set()
@@ -312,15 +313,15 @@ def _fetch_group(node: BrokerNode, group_id: str, topics, require_stable: bool) 
             "topics": _by_topic(listed, shape) if error_code == NONE or wanted else []}
 
 
-def handle_offset_delete(node: BrokerNode, request: Request) -> dict:
+def handle_offset_delete(core: BrokerCore, request: Request) -> dict:
     body = request.body
     wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-    coordinator = node.groups.route(body.group_id)
+    coordinator = core.groups.route(body.group_id)
     if coordinator is None:
         return {"error_code": NOT_COORDINATOR, "topics": []}
     error_code, errors, actions = coordinator.core.delete_offsets(
-        body.group_id, wanted, node.now_ms())
-    node.groups.run(coordinator, actions)
+        body.group_id, wanted, core.now_ms())
+    core.groups.run(coordinator, actions)
     if error_code != NONE:
         return {"error_code": error_code, "topics": []}
     return {"error_code": NONE, "topics": _by_topic(
@@ -330,13 +331,13 @@ def handle_offset_delete(node: BrokerNode, request: Request) -> dict:
 # == DescribeGroups, ListGroups, DeleteGroups ====================================================
 
 
-def handle_describe_groups(node: BrokerNode, request: Request) -> dict:
+def handle_describe_groups(core: BrokerCore, request: Request) -> dict:
     version = request.header.api_version
-    return {"groups": [_describe(node, group_id, version) for group_id in request.body.groups]}
+    return {"groups": [_describe(core, group_id, version) for group_id in request.body.groups]}
 
 
-def _describe(node: BrokerNode, group_id: str, version: int) -> dict:
-    coordinator = node.groups.route(group_id)
+def _describe(core: BrokerCore, group_id: str, version: int) -> dict:
+    coordinator = core.groups.route(group_id)
     unknown = coordinator is not None and not coordinator.core.loading and (
         coordinator.core.group(group_id) is None)
     if coordinator is None or (unknown and version >= 6):
@@ -364,14 +365,14 @@ def _describe(node: BrokerNode, group_id: str, version: int) -> dict:
     }
 
 
-def handle_list_groups(node: BrokerNode, request: Request) -> dict:
+def handle_list_groups(core: BrokerCore, request: Request) -> dict:
     body = request.body
     types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
     error_code: int = NONE
     groups: list[dict] = []
     if not types or GROUP_TYPE_CLASSIC in types:
-        for core in list(node.groups.cores.values()):
-            code, listed = core.list_groups(getattr(body, "states_filter", None) or None)
+        for group_core in list(core.groups.cores.values()):
+            code, listed = group_core.list_groups(getattr(body, "states_filter", None) or None)
             error_code = error_code or code
             groups += [{"group_id": group_id, "protocol_type": protocol_type,
                         "group_state": state, "group_type": GROUP_TYPE_CLASSIC}
@@ -379,14 +380,14 @@ def handle_list_groups(node: BrokerNode, request: Request) -> dict:
     return {"error_code": error_code, "groups": groups}
 
 
-def handle_delete_groups(node: BrokerNode, request: Request) -> dict:
+def handle_delete_groups(core: BrokerCore, request: Request) -> dict:
     results = []
     for group_id in request.body.groups_names:
-        coordinator = node.groups.route(group_id)
+        coordinator = core.groups.route(group_id)
         if coordinator is None:
             results.append({"group_id": group_id, "error_code": NOT_COORDINATOR})
             continue
-        errors, actions = coordinator.core.delete_groups([group_id], node.now_ms())
-        node.groups.run(coordinator, actions)
+        errors, actions = coordinator.core.delete_groups([group_id], core.now_ms())
+        core.groups.run(coordinator, actions)
         results.append({"group_id": group_id, "error_code": errors[group_id]})
     return {"results": results}

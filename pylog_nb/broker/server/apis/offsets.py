@@ -8,7 +8,7 @@ from ... import errors
 from ...protocol.codec import Request
 from ...records.batch import decode_batch
 from ...replication.divergence import offset_for_leader_epoch
-from ..node import BrokerNode
+from ..core import BrokerCore
 
 log = logging.getLogger("pylog.broker")
 
@@ -30,23 +30,23 @@ class OffsetNotAvailableError(errors.KafkaError):
     error_code = errors.OFFSET_NOT_AVAILABLE
 
 
-def handle_list_offsets(node: BrokerNode, request: Request) -> dict:
+def handle_list_offsets(core: BrokerCore, request: Request) -> dict:
     from_replica = getattr(request.body, "replica_id", CONSUMER_REPLICA_ID) >= 0
     read_committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     return {"topics": [
         {"name": topic.name,
-         "partitions": [_list_offset(node, topic.name, p, from_replica, read_committed)
+         "partitions": [_list_offset(core, topic.name, p, from_replica, read_committed)
                         for p in topic.partitions]}
         for topic in request.body.topics
     ]}
 
 
-def _list_offset(node: BrokerNode, topic: str, wanted, from_replica: bool,
+def _list_offset(core: BrokerCore, topic: str, wanted, from_replica: bool,
                  read_committed: bool = False) -> dict:
     result = {"partition_index": wanted.partition_index, "timestamp": -1, "offset": -1,
               "leader_epoch": -1, "old_style_offsets": ()}
     try:
-        partition = node.replicas.leader_partition(
+        partition = core.replicas.leader_partition(
             topic, wanted.partition_index, getattr(wanted, "current_leader_epoch", -1))
         leader = partition.leader
         # A follower may fetch up to the LEO, a client only up to the HW, a read_committed
@@ -116,18 +116,18 @@ def _first_record_at_or_after(log_, batch_offset: int, first_offset: int,
     return first_offset, -1
 
 
-def handle_offset_for_leader_epoch(node: BrokerNode, request: Request) -> dict:
+def handle_offset_for_leader_epoch(core: BrokerCore, request: Request) -> dict:
     return {"topics": [
         {"topic": topic.topic,
-         "partitions": [_epoch_end(node, topic.topic, p) for p in topic.partitions]}
+         "partitions": [_epoch_end(core, topic.topic, p) for p in topic.partitions]}
         for topic in request.body.topics
     ]}
 
 
-def _epoch_end(node: BrokerNode, topic: str, wanted) -> dict:
+def _epoch_end(core: BrokerCore, topic: str, wanted) -> dict:
     result = {"partition": wanted.partition}
     try:
-        partition = node.replicas.get(topic, wanted.partition)
+        partition = core.replicas.get(topic, wanted.partition)
     except Exception as error:
         return {**result, "error_code": errors.error_code_of(error), "leader_epoch": -1,
                 "end_offset": -1}
@@ -139,18 +139,18 @@ def _epoch_end(node: BrokerNode, topic: str, wanted) -> dict:
             "end_offset": answer.end_offset}
 
 
-def handle_delete_records(node: BrokerNode, request: Request) -> dict:
+def handle_delete_records(core: BrokerCore, request: Request) -> dict:
     return {"topics": [
         {"name": topic.name,
-         "partitions": [_delete_before(node, topic.name, p) for p in topic.partitions]}
+         "partitions": [_delete_before(core, topic.name, p) for p in topic.partitions]}
         for topic in request.body.topics
     ]}
 
 
-def _delete_before(node: BrokerNode, topic: str, wanted) -> dict:
+def _delete_before(core: BrokerCore, topic: str, wanted) -> dict:
     result = {"partition_index": wanted.partition_index, "low_watermark": -1}
     try:
-        partition = node.replicas.leader_partition(topic, wanted.partition_index)
+        partition = core.replicas.leader_partition(topic, wanted.partition_index)
         offset = wanted.offset
         if offset == DELETE_TO_HIGH_WATERMARK:
             offset = partition.high_watermark

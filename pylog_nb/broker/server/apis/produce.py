@@ -31,7 +31,7 @@ from ...protocol.codec import Request, duration_ms
 from ...records.codecs import CODEC_ZSTD
 from ...records.header import ParsedBatches, parse_batches
 from ..add_partitions_manager import produce_error
-from ..node import BrokerNode
+from ..core import BrokerCore
 from ..replica_manager import (
     ACKS_ALL,
     ACKS_LEADER,
@@ -51,7 +51,7 @@ PRODUCE_ZSTD_VERSION_MIN = 7  # the first Produce version whose clients may send
 ParsedTopics = list[tuple[str, list[tuple[int, ParsedBatches | None]]]]
 
 
-async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
+async def handle_produce(core: BrokerCore, request: Request) -> dict | None:
     body = request.body
     topics = _parse(body)
     if body.transactional_id is None and _has_transactional_records(topics):
@@ -65,8 +65,8 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
                            "Transactional records contained more than one producer ID")
     guards: dict[TopicPartition, VerificationGuard] = {}
     refused: dict[TopicPartition, dict] = {}
-    if producers and node.config.transaction_partition_verification_enable:
-        guards, refused = await _verify_transaction(node, body.transactional_id, topics,
+    if producers and core.config.transaction_partition_verification_enable:
+        guards, refused = await _verify_transaction(core, body.transactional_id, topics,
                                                     *producers.pop())
     timeout_ms = min(max(0, duration_ms(body.timeout)), PRODUCE_TIMEOUT_MS_MAX)
     zstd_allowed = request.header.api_version >= PRODUCE_ZSTD_VERSION_MIN
@@ -78,14 +78,14 @@ async def handle_produce(node: BrokerNode, request: Request) -> dict | None:
             result, produce_id = refused.get((topic, index)), None
             if result is None:
                 result, produce_id = _append_from_client(
-                    node, topic, index, parsed, body.acks, timeout_ms, zstd_allowed,
+                    core, topic, index, parsed, body.acks, timeout_ms, zstd_allowed,
                     guards.get((topic, index)))
             parts.append(result)
             if produce_id is not None:
                 waiting[produce_id] = result
         responses.append({"name": topic, "partition_responses": parts})
     if waiting:  # acks=all: answered once the ISR has every partition's records
-        done = await node.watch(list(waiting))
+        done = await core.watch(list(waiting))
         for produce_id, code in done.error_codes.items():
             waiting[produce_id]["error_code"] = code
     if body.acks == ACKS_NONE:
@@ -107,7 +107,7 @@ def _headers(topics: ParsedTopics):
             if parsed is not None for _pos, header in parsed.batches)
 
 
-def _append_from_client(node: BrokerNode, topic: str, index: int, parsed: ParsedBatches | None,
+def _append_from_client(core: BrokerCore, topic: str, index: int, parsed: ParsedBatches | None,
                         acks: int, timeout_ms: int, zstd_allowed: bool,
                         guard: VerificationGuard | None):
     if topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):  # written by coordinators only
@@ -118,7 +118,7 @@ def _append_from_client(node: BrokerNode, topic: str, index: int, parsed: Parsed
         message = (f"Produce requests with version < {PRODUCE_ZSTD_VERSION_MIN} are not allowed "
                    "to use ZStandard compression")
         return _refused(index, errors.Errors.UNSUPPORTED_COMPRESSION_TYPE, message), None
-    result, produce_id = node.append(topic, index, parsed, acks, timeout_ms, guard)
+    result, produce_id = core.append(topic, index, parsed, acks, timeout_ms, guard)
     if result["error_code"] != errors.NONE:
         log.warning("produce to %s-%d refused: %s %s", topic, index,
                     errors.error_name(result["error_code"]), result.get("error_message", ""))
@@ -131,7 +131,7 @@ def _transactional_producers(topics: ParsedTopics) -> set[tuple[int, int]]:
             if header.is_transactional and header.has_producer_id}
 
 
-async def _verify_transaction(node: BrokerNode, transactional_id: str, topics: ParsedTopics,
+async def _verify_transaction(core: BrokerCore, transactional_id: str, topics: ParsedTopics,
                               producer_id: int, producer_epoch: int
                               ) -> tuple[dict[TopicPartition, VerificationGuard],
                                          dict[TopicPartition, dict]]:
@@ -146,7 +146,7 @@ async def _verify_transaction(node: BrokerNode, transactional_id: str, topics: P
                     or not parsed.has_transactional):
                 continue
             try:
-                partition = node.replicas.leader_partition(topic, index)
+                partition = core.replicas.leader_partition(topic, index)
                 guard = partition.maybe_start_transaction_verification(producer_id)
             except errors.KafkaError as error:
                 refused[(topic, index)] = _refused(index, error.error_code, str(error))
@@ -154,7 +154,7 @@ async def _verify_transaction(node: BrokerNode, transactional_id: str, topics: P
             guards[(topic, index)] = guard
     to_verify = [tp for tp, guard in guards.items() if guard is not SENTINEL]
     if to_verify:
-        unverified = await node.add_partitions.verify_transaction(
+        unverified = await core.shell.verify_transaction(
             transactional_id, producer_id, producer_epoch, to_verify)
         for (topic_name, index), code in unverified.items():
             refused[(topic_name, index)] = _refused(index, *produce_error(code))

@@ -2,7 +2,7 @@
 DescribeTransactions and ListTransactions.
 
 The coordinator-side requests go to the broker's ``TransactionCoordinator`` through
-``node.txns.ask``: the core checks the id's partition (NOT_COORDINATOR,
+``core.txns.ask``: the core checks the id's partition (NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS), the producer id and epoch, and answers once the state change is
 committed to ``__transaction_state``. WriteTxnMarkers is the partition-leader side: it comes
 from another broker's coordinator and appends the markers here.
@@ -16,7 +16,7 @@ from typing import Any
 from ... import errors
 from ...protocol.codec import Request, duration_ms
 from ...txn import AddOffsetsAnswer, AddPartitionsAnswer, EndTxnAnswer, InitProducerIdAnswer
-from ..node import BrokerNode
+from ..core import BrokerCore
 
 PRODUCER_EPOCH_MAX = 32767
 NO_PRODUCER_ID = -1
@@ -27,16 +27,16 @@ TRANSACTIONS_PER_ADD_MAX = 1_000  # one v4 request, from a broker verifying its 
 # == InitProducerId ===============================================================================
 
 
-async def handle_init_producer_id(node: BrokerNode, request: Request) -> dict:
+async def handle_init_producer_id(core: BrokerCore, request: Request) -> dict:
     body = request.body
     version = request.header.api_version
     producer_id = getattr(body, "producer_id", NO_PRODUCER_ID)
     epoch = getattr(body, "producer_epoch", -1)
     if body.transactional_id is None:
-        return await _idempotent_producer_id(node, producer_id, epoch)
-    await node.txns.ensure_producer_ids(body.transactional_id)
-    answer = await node.txns.ask(lambda request_id: node.txns.core.init_producer_id(
-        body.transactional_id, duration_ms(body.transaction_timeout), node.now_ms(), request_id,
+        return await _idempotent_producer_id(core, producer_id, epoch)
+    await core.txns.producer_ids_ready(body.transactional_id)
+    answer = await core.txns.ask(lambda request_id: core.txns.core.init_producer_id(
+        body.transactional_id, duration_ms(body.transaction_timeout), core.now_ms(), request_id,
         producer_id=producer_id, producer_epoch=epoch, version=version))
     if answer is None:
         return {"error_code": errors.NOT_COORDINATOR, "producer_id": -1, "producer_epoch": -1}
@@ -45,22 +45,22 @@ async def handle_init_producer_id(node: BrokerNode, request: Request) -> dict:
             "producer_epoch": answer.producer_epoch}
 
 
-async def _idempotent_producer_id(node: BrokerNode, producer_id: int, epoch: int) -> dict:
+async def _idempotent_producer_id(core: BrokerCore, producer_id: int, epoch: int) -> dict:
     """No transactional id: a fresh id, or the next epoch of the one the producer names."""
     if producer_id != NO_PRODUCER_ID and 0 <= epoch < PRODUCER_EPOCH_MAX:
         return {"error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
-    producer_id = await node.allocate_producer_id()
+    producer_id = await core.shell.request_producer_id()
     return {"error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": 0}
 
 
 # == AddPartitionsToTxn, AddOffsetsToTxn, EndTxn ==================================================
 
 
-async def handle_add_partitions_to_txn(node: BrokerNode, request: Request) -> dict:
+async def handle_add_partitions_to_txn(core: BrokerCore, request: Request) -> dict:
     body = request.body
     if request.header.api_version < ADD_PARTITIONS_BATCHED_VERSION:
         topic_results = await _add_partitions(
-            node, request.header.api_version, body.v3_and_below_transactional_id,
+            core, request.header.api_version, body.v3_and_below_transactional_id,
             body.v3_and_below_producer_id, body.v3_and_below_producer_epoch,
             body.v3_and_below_topics, verify_only=False)
         return {"results_by_topic_v3_and_below": topic_results}
@@ -69,23 +69,23 @@ async def handle_add_partitions_to_txn(node: BrokerNode, request: Request) -> di
     results = []
     for txn in body.transactions:
         topic_results = await _add_partitions(
-            node, request.header.api_version, txn.transactional_id, txn.producer_id,
+            core, request.header.api_version, txn.transactional_id, txn.producer_id,
             txn.producer_epoch, txn.topics, verify_only=txn.verify_only)
         results.append({"transactional_id": txn.transactional_id, "topic_results": topic_results})
     return {"error_code": errors.NONE, "results_by_transaction": results}
 
 
-async def _add_partitions(node: BrokerNode, version: int, transactional_id: str,
+async def _add_partitions(core: BrokerCore, version: int, transactional_id: str,
                           producer_id: int, producer_epoch: int, topics, *,
                           verify_only: bool) -> list[dict]:
     """One transaction's partitions: refused whole if any is unknown, as Kafka does."""
     wanted = [(topic.name, index) for topic in topics for index in topic.partitions]
-    unknown = {tp for tp in wanted if not _partition_exists(node, *tp)}
+    unknown = {tp for tp in wanted if not _partition_exists(core, *tp)}
     if unknown:
         return _by_topic({tp: errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                           else errors.Errors.OPERATION_NOT_ATTEMPTED for tp in wanted})
-    answer = await node.txns.ask(lambda request_id: node.txns.core.add_partitions(
-        transactional_id, producer_id, producer_epoch, wanted, node.now_ms(), request_id,
+    answer = await core.txns.ask(lambda request_id: core.txns.core.add_partitions(
+        transactional_id, producer_id, producer_epoch, wanted, core.now_ms(), request_id,
         verify_only=verify_only, version=version))
     if answer is None:
         return _by_topic(dict.fromkeys(wanted, errors.NOT_COORDINATOR))
@@ -93,8 +93,8 @@ async def _add_partitions(node: BrokerNode, version: int, transactional_id: str,
     return _by_topic(answer.errors)
 
 
-def _partition_exists(node: BrokerNode, topic: str, index: int) -> bool:
-    image = node.image.topics.get(topic)
+def _partition_exists(core: BrokerCore, topic: str, index: int) -> bool:
+    image = core.image.topics.get(topic)
     return image is not None and 0 <= index < len(image.partitions)
 
 
@@ -105,19 +105,19 @@ def _by_topic(codes: dict[tuple[str, int], int]) -> list[dict]:
     return [{"name": name, "results_by_partition": parts} for name, parts in topics.items()]
 
 
-async def handle_add_offsets_to_txn(node: BrokerNode, request: Request) -> dict:
+async def handle_add_offsets_to_txn(core: BrokerCore, request: Request) -> dict:
     body = request.body
-    answer = await node.txns.ask(lambda request_id: node.txns.core.add_offsets(
+    answer = await core.txns.ask(lambda request_id: core.txns.core.add_offsets(
         body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
-        node.now_ms(), request_id, version=request.header.api_version))
+        core.now_ms(), request_id, version=request.header.api_version))
     return {"error_code": _error_code(answer)}
 
 
-async def handle_end_txn(node: BrokerNode, request: Request) -> dict:
+async def handle_end_txn(core: BrokerCore, request: Request) -> dict:
     body = request.body
-    answer = await node.txns.ask(lambda request_id: node.txns.core.end_txn(
+    answer = await core.txns.ask(lambda request_id: core.txns.core.end_txn(
         body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
-        node.now_ms(), request_id, version=request.header.api_version))
+        core.now_ms(), request_id, version=request.header.api_version))
     return {"error_code": _error_code(answer)}
 
 
@@ -132,12 +132,12 @@ def _error_code(answer) -> int:
 # == WriteTxnMarkers (partition leader) ===========================================================
 
 
-async def handle_write_txn_markers(node: BrokerNode, request: Request) -> dict:
+async def handle_write_txn_markers(core: BrokerCore, request: Request) -> dict:
     answered = []
     for marker in request.body.markers:
         partitions = [(topic.name, index) for topic in marker.topics
                       for index in topic.partition_indexes]
-        results = await node.txns.write_markers(
+        results = await core.txns.write_markers(
             marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
             marker.transaction_result, partitions)
         topics: dict[str, list[dict]] = defaultdict(list)
@@ -151,8 +151,8 @@ async def handle_write_txn_markers(node: BrokerNode, request: Request) -> dict:
 # == DescribeTransactions, ListTransactions =======================================================
 
 
-def handle_describe_transactions(node: BrokerNode, request: Request) -> dict:
-    described = node.txns.core.describe(request.body.transactional_ids)
+def handle_describe_transactions(core: BrokerCore, request: Request) -> dict:
+    described = core.txns.core.describe(request.body.transactional_ids)
     return {"transaction_states": [_described(d) for d in described]}
 
 
@@ -171,11 +171,11 @@ def _described(description) -> dict[str, Any]:
     }
 
 
-def handle_list_transactions(node: BrokerNode, request: Request) -> dict:
+def handle_list_transactions(core: BrokerCore, request: Request) -> dict:
     body = request.body
-    listed = node.txns.core.list_transactions(
+    listed = core.txns.core.list_transactions(
         body.state_filters, body.producer_id_filters,
-        duration_filter_ms=getattr(body, "duration_filter", -1), now_ms=node.now_ms())
+        duration_filter_ms=getattr(body, "duration_filter", -1), now_ms=core.now_ms())
     return {"error_code": listed.error_code,
             "unknown_state_filters": list(listed.unknown_state_filters),
             "transaction_states": [

@@ -1,0 +1,196 @@
+"""The simulation's clients on the wire: Kafka requests in, Kafka responses out.
+
+The simulated clients (``Sim.produce``, ``sim_groups``, ``sim_txns``) and the transaction
+coordinators' marker sends speak in small dicts; a broker serves them through the shipped request
+handlers (``apis.handle_in_core``), so each request is encoded as a Kafka request frame by the
+protocol codec and parsed back exactly as a broker parses a client's, and each response dict is
+read here as a client library reads it. Only this translation is the simulation's own; routing,
+validation, waiting and answering are the broker's.
+"""
+
+from __future__ import annotations
+
+from pylog_nb.broker.group import CommitAnswer, JoinAnswer, SyncAnswer
+from pylog_nb.broker.group.actions import JoinedMember
+from pylog_nb.broker.protocol import versions as v
+from pylog_nb.broker.protocol.codec import Request, encode_request, parse_request
+from pylog_nb.broker.types import TopicPartition
+
+# The versions the simulated clients speak (librdkafka 2.x's for these APIs).
+PRODUCE_VERSION = 9
+JOIN_GROUP_VERSION = 5
+SYNC_GROUP_VERSION = 5
+HEARTBEAT_VERSION = 4
+OFFSET_COMMIT_VERSION = 8
+OFFSET_FETCH_VERSION = 7
+INIT_PRODUCER_ID_VERSION = 4
+ADD_PARTITIONS_VERSION = 3
+ADD_OFFSETS_VERSION = 3
+END_TXN_VERSION = 3
+TXN_OFFSET_COMMIT_VERSION = 3
+WRITE_TXN_MARKERS_VERSION = 1
+NO_PRODUCER_ID = -1
+NO_EPOCH = -1
+
+
+def kafka_request(api_key: int, version: int, client_id: str, body: dict,
+                  correlation_id: int = 0) -> Request:
+    """``body`` as a broker receives it: encoded to a request frame, parsed back."""
+    frame = encode_request(api_key, version, correlation_id, client_id, body)
+    return parse_request(frame[4:])  # without the size prefix, as the network layer reads it
+
+
+# == Produce ======================================================================================
+
+def produce(topic: str, index: int, records: bytes, acks: int, timeout_ms: int,
+            transactional_id: str | None = None) -> Request:
+    return kafka_request(v.PRODUCE_KEY, PRODUCE_VERSION, "sim-producer", {
+        "transactional_id": transactional_id, "acks": acks, "timeout": timeout_ms,
+        "topic_data": [{"name": topic,
+                        "partition_data": [{"index": index, "records": records}]}]})
+
+
+def produce_result(response: dict) -> tuple[int, int]:
+    """(error code, base offset) of a one-partition Produce response."""
+    (part,) = response["responses"][0]["partition_responses"]
+    return int(part["error_code"]), int(part["base_offset"])
+
+
+# == consumer groups ==============================================================================
+
+def join_group(group: str, member_id: str, session_ms: int, rebalance_ms: int,
+               client_id: str, protocols: list[tuple[str, bytes]]) -> Request:
+    return kafka_request(v.JOIN_GROUP_KEY, JOIN_GROUP_VERSION, client_id, {
+        "group_id": group, "session_timeout": session_ms, "rebalance_timeout": rebalance_ms,
+        "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": name, "metadata": metadata} for name, metadata in protocols]})
+
+
+def join_answer(group: str, response: dict) -> JoinAnswer:
+    return JoinAnswer(
+        group_id=group, now_ms=0, join_id=0, error_code=int(response["error_code"]),
+        member_id=response["member_id"],
+        generation_id=response["generation_id"], protocol_type=response["protocol_type"],
+        protocol_name=response["protocol_name"], leader_id=response["leader"],
+        members=tuple(JoinedMember(member_id=m["member_id"],
+                                   group_instance_id=m["group_instance_id"],
+                                   metadata=m["metadata"])
+                      for m in response["members"]))
+
+
+def sync_group(group: str, member_id: str, generation: int,
+               assignments: dict[str, bytes]) -> Request:
+    return kafka_request(v.SYNC_GROUP_KEY, SYNC_GROUP_VERSION, "sim-consumer", {
+        "group_id": group, "generation_id": generation, "member_id": member_id,
+        "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+        "assignments": [{"member_id": m, "assignment": a} for m, a in assignments.items()]})
+
+
+def sync_answer(group: str, response: dict) -> SyncAnswer:
+    return SyncAnswer(group_id=group, now_ms=0, sync_id=0, error_code=int(response["error_code"]),
+                      protocol_type=response["protocol_type"],
+                      protocol_name=response["protocol_name"],
+                      assignment=bytes(response["assignment"]))
+
+
+def heartbeat(group: str, member_id: str, generation: int) -> Request:
+    return kafka_request(v.HEARTBEAT_KEY, HEARTBEAT_VERSION, "sim-consumer", {
+        "group_id": group, "generation_id": generation, "member_id": member_id,
+        "group_instance_id": None})
+
+
+def offset_commit(group: str, member_id: str, generation: int, topic: str,
+                  offsets: dict[int, int]) -> Request:
+    return kafka_request(v.OFFSET_COMMIT_KEY, OFFSET_COMMIT_VERSION, "sim-consumer", {
+        "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
+        "group_instance_id": None,
+        "topics": [{"name": topic, "partitions": [
+            {"partition_index": p, "committed_offset": o, "committed_leader_epoch": NO_EPOCH,
+             "committed_metadata": ""} for p, o in offsets.items()]}]})
+
+
+def txn_offset_commit(transactional_id: str, group: str, producer_id: int, producer_epoch: int,
+                      topic: str, offsets: dict[int, int]) -> Request:
+    return kafka_request(v.TXN_OFFSET_COMMIT_KEY, TXN_OFFSET_COMMIT_VERSION, "sim-txn", {
+        "transactional_id": transactional_id, "group_id": group, "producer_id": producer_id,
+        "producer_epoch": producer_epoch, "generation_id": -1, "member_id": "",
+        "group_instance_id": None,
+        "topics": [{"name": topic, "partitions": [
+            {"partition_index": p, "committed_offset": o, "committed_leader_epoch": NO_EPOCH,
+             "committed_metadata": ""} for p, o in offsets.items()]}]})
+
+
+def commit_answer(group: str, response: dict) -> CommitAnswer:
+    """An OffsetCommit or TxnOffsetCommit response, as the coordinator's answer."""
+    return CommitAnswer(group_id=group, now_ms=0, commit_id=0, errors={
+        (topic["name"], part["partition_index"]): int(part["error_code"])
+        for topic in response["topics"] for part in topic["partitions"]})
+
+
+def offset_fetch(group: str, topic: str, partitions: list[int]) -> Request:
+    return kafka_request(v.OFFSET_FETCH_KEY, OFFSET_FETCH_VERSION, "sim-consumer", {
+        "group_id": group, "require_stable": False,
+        "topics": [{"name": topic, "partition_indexes": list(partitions)}]})
+
+
+def fetched_offsets(response: dict) -> tuple[int, dict[int, int]]:
+    """(error code, committed offset by partition) of an OffsetFetch v7 response."""
+    offsets = {part["partition_index"]: int(part["committed_offset"])
+               for topic in response["topics"] for part in topic["partitions"]}
+    return int(response["error_code"]), offsets
+
+
+# == transactions =================================================================================
+
+def init_producer_id(transactional_id: str, timeout_ms: int, producer_id: int,
+                     producer_epoch: int) -> Request:
+    return kafka_request(v.INIT_PRODUCER_ID_KEY, INIT_PRODUCER_ID_VERSION, "sim-txn", {
+        "transactional_id": transactional_id, "transaction_timeout": timeout_ms,
+        "producer_id": producer_id, "producer_epoch": producer_epoch})
+
+
+def add_partitions(transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+                   partitions: list[int]) -> Request:
+    return kafka_request(v.ADD_PARTITIONS_TO_TXN_KEY, ADD_PARTITIONS_VERSION, "sim-txn", {
+        "v3_and_below_transactional_id": transactional_id,
+        "v3_and_below_producer_id": producer_id,
+        "v3_and_below_producer_epoch": producer_epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": list(partitions)}]})
+
+
+def added_partitions(response: dict) -> dict[TopicPartition, int]:
+    return {(topic["name"], part["partition_index"]): int(part["partition_error_code"])
+            for topic in response["results_by_topic_v3_and_below"]
+            for part in topic["results_by_partition"]}
+
+
+def add_offsets(transactional_id: str, producer_id: int, producer_epoch: int,
+                group: str) -> Request:
+    return kafka_request(v.ADD_OFFSETS_TO_TXN_KEY, ADD_OFFSETS_VERSION, "sim-txn", {
+        "transactional_id": transactional_id, "producer_id": producer_id,
+        "producer_epoch": producer_epoch, "group_id": group})
+
+
+def end_txn(transactional_id: str, producer_id: int, producer_epoch: int,
+            committed: bool) -> Request:
+    return kafka_request(v.END_TXN_KEY, END_TXN_VERSION, "sim-txn", {
+        "transactional_id": transactional_id, "producer_id": producer_id,
+        "producer_epoch": producer_epoch, "committed": committed})
+
+
+def write_txn_markers(producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      committed: bool, partitions: list[TopicPartition]) -> Request:
+    topics: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        topics.setdefault(topic, []).append(index)
+    return kafka_request(v.WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, "sim-broker", {
+        "markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
+                     "transaction_result": committed, "coordinator_epoch": coordinator_epoch,
+                     "topics": [{"name": t, "partition_indexes": p}
+                                for t, p in topics.items()]}]})
+
+
+def markers_written(response: dict) -> dict[TopicPartition, int]:
+    (marker,) = response["markers"]
+    return {(topic["name"], part["partition_index"]): int(part["error_code"])
+            for topic in marker["topics"] for part in topic["partitions"]}
