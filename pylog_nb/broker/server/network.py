@@ -110,9 +110,12 @@ class BrokerServer:
                 frame = await self._read_frame(reader)
                 if frame is None:
                     return
-                handled = asyncio.ensure_future(self._dispatch(frame))
-                await pending.put(handled)
-                if frame[:2] != _PRODUCE_KEY_BYTES:
+                handled = self._dispatch(frame)
+                if pending.full():
+                    await pending.put(handled)
+                else:
+                    pending.put_nowait(handled)
+                if frame[:2] != _PRODUCE_KEY_BYTES and not handled.done():
                     await asyncio.wait([handled])
         except ProtocolViolation as error:
             log.warning("closing connection from %s: %s", peer, error)
@@ -153,7 +156,26 @@ class BrokerServer:
             raise ProtocolViolation(f"request of {size} bytes exceeds socket.request.max.bytes")
         return await reader.readexactly(size)
 
-    async def _dispatch(self, frame: bytes) -> memoryview | list | None:
+    def _dispatch(self, frame: bytes) -> asyncio.Future:
+        """The future of a request's encoded response (None: no response, acks=0). A request
+        the core serves is handled here and now, without a task of its own."""
+        response: asyncio.Future = asyncio.get_running_loop().create_future()
+        try:
+            request = self._parse(frame)
+        except ProtocolViolation as error:
+            response.set_exception(error)
+            return response
+        if isinstance(request, memoryview):  # an ApiVersions it answers with an error
+            response.set_result(request)
+            return response
+        shell_handler = SHELL_HANDLERS.get(request.header.api_key)
+        if shell_handler is not None:
+            return asyncio.ensure_future(self._handle_in_shell(shell_handler, request))
+        handle_in_core(self.node.core, request, partial(self._settle, response, request),
+                       partial(_settle_error, response))
+        return response
+
+    def _parse(self, frame: bytes) -> codec.Request | memoryview:
         try:
             request = codec.parse_request(frame)
         except codec.UnsupportedRequestError as error:
@@ -165,32 +187,34 @@ class BrokerServer:
             raise ProtocolViolation(str(error)) from None
         if self.node.isolated and _is_replica_fetch(request):
             raise ProtocolViolation("isolated (fault injection): dropping a peer's replica fetch")
-        result = await self._handle(request)
-        if self.node.isolated and _is_replica_fetch(request):  # isolated while it long-polled
+        return request
+
+    async def _handle_in_shell(self, handler, request: codec.Request):
+        result = handler(self.node, request)
+        if inspect.isawaitable(result):
+            result = await result
+        return _encoded(request, result)
+
+    def _settle(self, future: asyncio.Future, request: codec.Request, result) -> None:
+        """A core handler's response, encoded for the responder (dropped if the connection
+        closed while the request waited)."""
+        if future.done():
             _close_files(result)
-            raise ProtocolViolation("isolated (fault injection): dropping a peer's replica fetch")
-        if result is None or isinstance(result, list):
-            return result  # no response (acks=0), or pieces already encoded (Fetch)
-        return codec.encode_response(request.header, result)
+        elif self.node.isolated and _is_replica_fetch(request):  # isolated while it long-polled
+            _close_files(result)
+            future.set_exception(ProtocolViolation(
+                "isolated (fault injection): dropping a peer's replica fetch"))
+        else:
+            try:
+                future.set_result(_encoded(request, result))
+            except Exception as error:  # noqa: BLE001 - the responder logs it and closes
+                future.set_exception(error)
 
 
-    async def _handle(self, request: codec.Request):
-        """The handler's response: run in the core (``handle_in_core``) or by the shell."""
-        shell_handler = SHELL_HANDLERS.get(request.header.api_key)
-        if shell_handler is not None:
-            result = shell_handler(self.node, request)
-            return await result if inspect.isawaitable(result) else result
-        response: asyncio.Future = asyncio.get_running_loop().create_future()
-        handle_in_core(self.node.core, request, partial(_settle, response),
-                       partial(_settle_error, response))
-        return await response
-
-
-def _settle(future: asyncio.Future, result) -> None:
-    if not future.done():  # else the connection closed while the request waited
-        future.set_result(result)
-    else:
-        _close_files(result)
+def _encoded(request: codec.Request, result):
+    if result is None or isinstance(result, list):
+        return result  # no response (acks=0), or pieces already encoded (Fetch)
+    return codec.encode_response(request.header, result)
 
 
 def _settle_error(future: asyncio.Future, error: BaseException) -> None:

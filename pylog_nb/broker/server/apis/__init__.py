@@ -111,7 +111,11 @@ def handle_in_core(core: BrokerCore, request: Request, respond: Callable[[Respon
                    fail: Fail) -> None:
     """Serve a request of ``CORE_HANDLERS``: ``respond(response)`` now or once what it waits
     for is resolved; ``fail(error)`` if the handler raised."""
-    result = CORE_HANDLERS[request.header.api_key](core, request)
+    try:
+        result = CORE_HANDLERS[request.header.api_key](core, request)
+    except Exception as error:  # noqa: BLE001 - the caller answers or logs it
+        fail(error)
+        return
     if isinstance(result, Awaitable):
         drive(result, respond, fail)  # type: ignore[arg-type]
     else:
