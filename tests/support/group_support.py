@@ -35,7 +35,8 @@ from pylog_nb.broker.records.batch import iter_batches_decoded
 from pylog_nb.broker.server.config import BrokerConfig
 from pylog_nb.broker.server.group_runtime import Coordinator, GroupCoordinatorRuntime
 from pylog_nb.broker.server.purgatory import ProduceDone
-from pylog_nb.broker.server.replica_manager import ACKS_ALL, Partition
+from pylog_nb.broker.server.replica_manager import Partition
+from pylog_nb.broker.types import ACKS_ALL
 
 RANGE = (("range", b"range-meta"),)
 SESSION_MS = 10_000

@@ -10,12 +10,9 @@ import pytest
 from pylog_nb.broker.metadata.image import PartitionImage
 from pylog_nb.broker.records.batch import encode_batch
 from pylog_nb.broker.replication import LeaderState
-from pylog_nb.broker.server.replica_manager import (
-    ACKS_LEADER,
-    Partition,
-    ReplicaManager,
-)
+from pylog_nb.broker.server.replica_manager import Partition, ReplicaManager
 from pylog_nb.broker.storage import Log
+from pylog_nb.broker.types import ACKS_LEADER
 from support.replication_support import CONFIG, LAG_MS, TOPIC
 
 TIME_MS = int(time.time() * 1000)  # records as old as the markers: no roll by segment.ms

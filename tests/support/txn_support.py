@@ -23,7 +23,6 @@ from pylog_nb.broker.metadata.topics import TRANSACTION_STATE_TOPIC
 from pylog_nb.broker.records.batch import decode_records
 from pylog_nb.broker.server.config import BrokerConfig
 from pylog_nb.broker.server.purgatory import ProduceDone
-from pylog_nb.broker.server.replica_manager import ACKS_ALL
 from pylog_nb.broker.server.txn_runtime import TxnCoordinatorRuntime
 from pylog_nb.broker.txn.actions import (
     AddOffsetsAnswer,
@@ -35,6 +34,7 @@ from pylog_nb.broker.txn.actions import (
 )
 from pylog_nb.broker.txn.coordinator import TransactionCoordinator
 from pylog_nb.broker.txn.records import decode_key
+from pylog_nb.broker.types import ACKS_ALL
 
 Record = tuple[bytes, bytes | None]
 TIMEOUT_MS = 60_000

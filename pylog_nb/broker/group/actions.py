@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..types import Action as BaseAction
 from ..types import TopicPartition
 
 __all__ = [
@@ -27,13 +28,10 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Action:
-    """Base of every action: which group, and when."""
-
-    EVENT: ClassVar[bool] = False  # True: also an introspection event
+class Action(BaseAction):
+    """Base of every action here: which group (and, from the base, when)."""
 
     group_id: str
-    now_ms: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

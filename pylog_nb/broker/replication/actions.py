@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..types import Action as BaseAction
+
 __all__ = [
     "Action",
     "CompleteDelayedProduce",
@@ -28,14 +30,11 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Action:
-    """Base of every action: which partition, and when."""
-
-    EVENT: ClassVar[bool] = False  # True: also an introspection event
+class Action(BaseAction):
+    """Base of every action here: which partition (and, from the base, when)."""
 
     topic: str
     partition: int
-    now_ms: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..types import NO_EPOCH
 from .errors import (
     FENCED_LEADER_EPOCH,
     NONE,
@@ -39,7 +40,6 @@ __all__ = [
     "offset_for_leader_epoch",
 ]
 
-NO_EPOCH = -1  # "not sent" for current_leader_epoch / last_fetched_epoch; unknown in answers
 UNDEFINED_EPOCH_OFFSET = -1
 
 

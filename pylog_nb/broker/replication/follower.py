@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ..records.header import HEADER_BYTES, read_header
 from ..storage.errors import CorruptRecordError, UnexpectedAppendOffsetError
+from ..types import NO_EPOCH
 from .actions import (
     Action,
     FetchBackoff,
@@ -33,7 +34,7 @@ from .actions import (
     NeedMetadata,
     Truncated,
 )
-from .divergence import NO_EPOCH, UNDEFINED_EPOCH_OFFSET
+from .divergence import UNDEFINED_EPOCH_OFFSET
 from .errors import (
     FENCED_LEADER_EPOCH,
     NONE,

@@ -23,6 +23,7 @@ Time only enters as ``now_ms`` arguments. Every reaction returns a list of ``act
 
 from __future__ import annotations
 
+from ..types import ACKS_ALL
 from .actions import (
     Action,
     CompleteDelayedProduce,
@@ -46,7 +47,6 @@ from .replica import UNKNOWN_OFFSET, ReplicaState
 
 __all__ = ["ACKS_ALL", "PRODUCE_TIMEOUT_MS_MAX", "REPLICA_COUNT_MAX", "LeaderState"]
 
-ACKS_ALL = -1
 # Replica lists come from the controller; Kafka caps nothing, but a replication factor beyond
 # this is a bug upstream, and every per-fetch loop below is linear in it.
 REPLICA_COUNT_MAX = 64

@@ -40,7 +40,18 @@ from .core import (
     ReplicaFetch,
 )
 from .lifecycle_manager import SendHeartbeat, SendRegistration
-from .replica_fetcher import FetcherState, Issued, PartitionAnswer
+from .replica_fetcher import (
+    EARLIEST_TIMESTAMP,
+    FETCH_VERSION,
+    LATEST_TIMESTAMP,
+    LIST_OFFSETS_VERSION,
+    FetcherState,
+    Issued,
+    PartitionAnswer,
+    fetch_answers,
+    list_offsets_body,
+    listed_offset,
+)
 
 log = logging.getLogger("pylog.broker")
 
@@ -53,10 +64,7 @@ REGISTRATION_TIMEOUT_S = 30.0  # start-up gives up after this
 # session, so a paused controller costs a broker one timeout, and its next heartbeat, sent to
 # another controller, still lands in time. A controller slower than that is paused or wedged.
 LIFECYCLE_CALL_TIMEOUT_MS = 800
-FETCH_VERSION = 12  # flexible, has last_fetched_epoch and divergingEpoch, names not topic ids
-LIST_OFFSETS_VERSION = 1
 RESPONSE_TIMEOUT_S = 10.0
-EARLIEST, LATEST = -2, -1
 _SIZE = struct.Struct(">i")
 
 
@@ -249,26 +257,14 @@ class LeaderConnection:
         self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     async def fetch(self, state: FetcherState, issued: Issued) -> list[PartitionAnswer]:
-        response = await self._call(1, FETCH_VERSION, state.request_body(issued))
-        return [
-            PartitionAnswer(
-                topic.topic, answer.partition_index, bytes(answer.records or b""),
-                answer.high_watermark, answer.log_start_offset,
-                None if answer.diverging_epoch.epoch < 0
-                else (answer.diverging_epoch.epoch, answer.diverging_epoch.end_offset),
-                int(answer.error_code))
-            for topic in response.responses for answer in topic.partitions
-        ]
+        return fetch_answers(await self._call(1, FETCH_VERSION, state.request_body(issued)))
 
     async def leader_offsets(self, state: FetcherState, topic: str,
                              index: int) -> tuple[int, int]:
         offsets = []
-        for timestamp in (EARLIEST, LATEST):
-            body = {"replica_id": state.replicas.broker_id, "topics": [
-                {"name": topic,
-                 "partitions": [{"partition_index": index, "timestamp": timestamp}]}]}
-            response = await self._call(2, LIST_OFFSETS_VERSION, body)
-            offsets.append(response.topics[0].partitions[0].offset)
+        for timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+            body = list_offsets_body(state.replicas.broker_id, topic, index, timestamp)
+            offsets.append(listed_offset(await self._call(2, LIST_OFFSETS_VERSION, body)))
         return offsets[0], offsets[1]
 
     async def _call(self, api_key: int, version: int, body: dict):

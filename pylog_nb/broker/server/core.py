@@ -55,7 +55,7 @@ from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..replication.actions import Action, HighWatermarkAdvanced, RequestIsrChange, RoleChanged
 from ..replication.follower import FollowerState
 from ..txn import WriteTxnMarkers
-from ..types import TopicPartition
+from ..types import ACKS_ALL, TopicPartition
 from .alter_partition_manager import NO_ANSWER, AlterPartitionManager, AlterPartitionRequest
 from .config import BrokerConfig
 from .group_runtime import GroupCoordinatorRuntime
@@ -69,7 +69,6 @@ from .pending import Pending
 from .purgatory import ProduceDone, ProducePurgatory
 from .replica_fetcher import FetcherState, Issued, PartitionAnswer
 from .replica_manager import (
-    ACKS_ALL,
     REPLICA_LAG_TIME_MAX_MS,
     FetchTarget,
     Partition,

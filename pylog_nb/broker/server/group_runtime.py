@@ -48,10 +48,11 @@ from ..metadata.topics import OFFSETS_TOPIC
 from ..records.batch import Record, encode_batch, iter_batches_decoded
 from ..records.header import BatchHeader
 from ..storage.txn_index import decode_marker
+from ..types import ACKS_ALL
 from .config import BrokerConfig
 from .pending import Pending
 from .purgatory import ProduceDone
-from .replica_manager import ACKS_ALL, Partition
+from .replica_manager import Partition
 
 log = logging.getLogger("pylog.broker")
 

@@ -7,7 +7,9 @@ partition's answer back to the same FollowerState. Answers for a FollowerState t
 meanwhile (a new leader or epoch) are dropped. A partition whose answer asks for the leader's
 offsets (OFFSET_OUT_OF_RANGE) is returned to the caller, which sends ListOffsets and calls
 ``on_leader_offsets``. The broker's core (``core.py``) keeps one per leader it follows and
-sends its fetches; the shells carry them (``cluster_link.LeaderConnection``, the simulation).
+sends its fetches; the shells carry them (``cluster_link.LeaderConnection``, the simulation) as
+the Kafka requests built here (``request_body``, ``list_offsets_body``) and read the responses
+here (``fetch_answers``, ``listed_offset``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from ..replication.actions import Action, NeedLeaderOffsets
 from ..replication.follower import FetchPhase, FetchRequestSpec, FollowerState
 from .replica_manager import ReplicaManager
 
+FETCH_VERSION = 12  # flexible, has last_fetched_epoch and divergingEpoch, names not topic ids
+LIST_OFFSETS_VERSION = 1
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1  # ListOffsets: the log start, the log end
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 16 * 1024 * 1024
 PARTITION_MAX_BYTES = 4 * 1024 * 1024
@@ -118,3 +123,27 @@ class FetcherState:
     def _current(self, follower: FollowerState) -> bool:
         partition = self.replicas.partitions.get((follower.topic, follower.partition))
         return partition is not None and partition.follower is follower
+
+
+def fetch_answers(response) -> list[PartitionAnswer]:
+    """A Fetch response (the decoded entity) as the follower cores take it."""
+    return [
+        PartitionAnswer(
+            topic.topic, answer.partition_index, bytes(answer.records or b""),
+            answer.high_watermark, answer.log_start_offset,
+            None if answer.diverging_epoch.epoch < 0
+            else (answer.diverging_epoch.epoch, answer.diverging_epoch.end_offset),
+            int(answer.error_code))
+        for topic in response.responses for answer in topic.partitions
+    ]
+
+
+def list_offsets_body(replica_id: int, topic: str, index: int, timestamp: int) -> dict:
+    """A follower's ListOffsets for one partition (EARLIEST_TIMESTAMP or LATEST_TIMESTAMP)."""
+    return {"replica_id": replica_id, "topics": [
+        {"name": topic, "partitions": [{"partition_index": index, "timestamp": timestamp}]}]}
+
+
+def listed_offset(response) -> int:
+    """The offset of a one-partition ListOffsets response (the decoded entity)."""
+    return int(response.topics[0].partitions[0].offset)

@@ -53,11 +53,10 @@ from ..storage.cleaner import FilterStats
 from ..storage.errors import InvalidTxnStateError
 from ..storage.log import Log, LogAppendInfo
 from ..storage.log_validator import RecordValidationError
+from ..types import ACKS_ALL, NO_EPOCH
 from .config import REPLICA_LAG_TIME_MAX_MS
 from .stats import BrokerTopicStats
 
-ACKS_NONE, ACKS_LEADER, ACKS_ALL = 0, 1, -1
-NO_EPOCH = -1
 CONSUMER_REPLICA_ID = -1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # Fetch and ListOffsets isolation_level
 

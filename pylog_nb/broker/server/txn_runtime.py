@@ -48,11 +48,11 @@ from ..txn import (
     TransactionCoordinator,
     WriteTxnMarkers,
 )
-from ..types import TopicPartition
+from ..types import ACKS_ALL, TopicPartition
 from .config import BrokerConfig
 from .pending import Pending
 from .purgatory import ProduceDone
-from .replica_manager import ACKS_ALL, Partition
+from .replica_manager import Partition
 
 log = logging.getLogger("pylog.broker")
 

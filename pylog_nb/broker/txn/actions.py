@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from ..records.batch import NO_PRODUCER_EPOCH
 from ..records.header import NO_PRODUCER_ID
+from ..types import Action as BaseAction
 from ..types import TopicPartition
 
 __all__ = [
@@ -36,13 +37,10 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Action:
-    """Base of every action: which transactional id, and when."""
-
-    EVENT: ClassVar[bool] = False  # True: also an introspection event
+class Action(BaseAction):
+    """Base of every action here: which transactional id (and, from the base, when)."""
 
     transactional_id: str
-    now_ms: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,7 +23,7 @@ from pylog_nb.broker.server.core import (
     Registered,
 )
 from pylog_nb.broker.server.lifecycle_manager import SendHeartbeat, SendRegistration
-from pylog_nb.broker.server.replica_manager import ACKS_ALL
+from pylog_nb.broker.types import ACKS_ALL
 
 TOPIC, TOPIC_ID = "t", "AAAAAAAAAAAAAAAAAAAAAA"
 LAG_MS = 1_000

@@ -14,12 +14,12 @@ from pylog_nb.broker.protocol import codec
 from pylog_nb.broker.records.batch import decode_records
 from pylog_nb.broker.server.apis.offsets import handle_list_offsets
 from pylog_nb.broker.server.replica_manager import (
-    ACKS_LEADER,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     FetchTarget,
     ReplicaManager,
 )
+from pylog_nb.broker.types import ACKS_LEADER
 
 LIST_OFFSETS_KEY, VERSION = 2, 7
 LATEST = -1

@@ -8,7 +8,8 @@ from support.replication_support import TOPIC
 from support.txn_partitions import marker, txn_batch
 
 from pylog_nb.broker import errors
-from pylog_nb.broker.server.replica_manager import ACKS_LEADER, SENTINEL, ReplicaManager
+from pylog_nb.broker.server.replica_manager import SENTINEL, ReplicaManager
+from pylog_nb.broker.types import ACKS_LEADER
 
 
 def append(manager: ReplicaManager, records: bytes, guard) -> dict:

@@ -13,13 +13,14 @@ from pylog_nb.broker.records import codecs
 from pylog_nb.broker.records.batch import encode_batch
 from pylog_nb.broker.records.header import parse_batches
 from pylog_nb.broker.replication import LeaderState
-from pylog_nb.broker.server.replica_manager import ACKS_LEADER, Partition, ReplicaManager
+from pylog_nb.broker.server.replica_manager import Partition, ReplicaManager
 from pylog_nb.broker.storage import KeylessRecordError, Log, LogConfig
 from pylog_nb.broker.storage.log_validator import (
     RecordError,
     RecordValidationError,
     validate_leader_records,
 )
+from pylog_nb.broker.types import ACKS_LEADER
 
 TOPIC = "t"
 COMPACTED = LogConfig(cleanup_policy="compact", retention_ms=-1, file_delete_delay_ms=0)

@@ -19,9 +19,10 @@ from ... import errors
 from ...protocol.codec import ZERO_UUID, Request, duration_ms
 from ...protocol.fetch_response import FileRange, encode_fetch_response
 from ...records.codecs import CODEC_ZSTD
+from ...types import NO_EPOCH
 from ..core import BrokerCore
 from ..pending import Pending
-from ..replica_manager import CONSUMER_REPLICA_ID, NO_EPOCH, READ_UNCOMMITTED, FetchTarget
+from ..replica_manager import CONSUMER_REPLICA_ID, READ_UNCOMMITTED, FetchTarget
 
 FETCH_SESSION_NONE = 0
 SENDFILE_MIN_BYTES = 64 * 1024  # below this a copy is cheaper than the sendfile round trip

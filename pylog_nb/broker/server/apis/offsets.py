@@ -17,7 +17,6 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 DELETE_TO_HIGH_WATERMARK = -1
 PRODUCER_EPOCH_MAX = 32767
-NO_PRODUCER_ID = -1
 CONSUMER_REPLICA_ID = -1  # ListOffsets from a client; a follower sends its broker id
 READ_COMMITTED = 1  # isolation_level (v2+): "latest" is the LSO, lookups stop below it
 

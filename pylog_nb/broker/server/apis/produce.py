@@ -30,16 +30,10 @@ from ...metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ...protocol.codec import Request, duration_ms
 from ...records.codecs import CODEC_ZSTD
 from ...records.header import ParsedBatches, parse_batches
+from ...types import ACKS_ALL, ACKS_LEADER, ACKS_NONE, TopicPartition
 from ..add_partitions_manager import produce_error
 from ..core import BrokerCore
-from ..replica_manager import (
-    ACKS_ALL,
-    ACKS_LEADER,
-    ACKS_NONE,
-    SENTINEL,
-    VerificationGuard,
-)
-from ..txn_marker_channel import TopicPartition
+from ..replica_manager import SENTINEL, VerificationGuard
 
 log = logging.getLogger("pylog.broker")
 PRODUCE_TIMEOUT_MS_MAX = 2**31 - 1

@@ -15,11 +15,11 @@ from typing import Any
 
 from ... import errors
 from ...protocol.codec import Request, duration_ms
+from ...records.header import NO_PRODUCER_ID
 from ...txn import AddOffsetsAnswer, AddPartitionsAnswer, EndTxnAnswer, InitProducerIdAnswer
 from ..core import BrokerCore
 
 PRODUCER_EPOCH_MAX = 32767
-NO_PRODUCER_ID = -1
 ADD_PARTITIONS_BATCHED_VERSION = 4  # v4+: several transactions per request (KIP-890)
 TRANSACTIONS_PER_ADD_MAX = 1_000  # one v4 request, from a broker verifying its producers
 
