@@ -55,7 +55,7 @@ from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..replication.actions import Action, HighWatermarkAdvanced, RequestIsrChange, RoleChanged
 from ..replication.follower import FollowerState
 from ..txn import WriteTxnMarkers
-from ..types import ACKS_ALL, TopicPartition
+from ..types import ACKS_ALL, Clock, TopicPartition
 from .alter_partition_manager import NO_ANSWER, AlterPartitionManager, AlterPartitionRequest
 from .config import BrokerConfig
 from .group_runtime import GroupCoordinatorRuntime
@@ -170,7 +170,7 @@ class BrokerCore:
     """One broker, without sockets, timers or a clock of its own."""
 
     def __init__(self, broker_id: int, data_dir: Path, shell: Shell, *,
-                 now_ms: Callable[[], int], incarnation_id: str,
+                 now_ms: Clock, incarnation_id: str,
                  session_timeout_ms: int | None = None,
                  replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
                  events: deque | None = None, config: BrokerConfig | None = None,

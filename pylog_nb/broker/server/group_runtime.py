@@ -48,7 +48,7 @@ from ..metadata.topics import OFFSETS_TOPIC
 from ..records.batch import Record, encode_batch, iter_batches_decoded
 from ..records.header import BatchHeader
 from ..storage.txn_index import decode_marker
-from ..types import ACKS_ALL
+from ..types import ACKS_ALL, Clock
 from .config import BrokerConfig
 from .pending import Pending
 from .purgatory import ProduceDone
@@ -88,7 +88,7 @@ class GroupCoordinatorRuntime:
     """Every coordinator this broker runs, one per ``__consumer_offsets`` partition it leads."""
 
     def __init__(self, config: BrokerConfig, writes: GroupWrites, *,
-                 metadata: Callable[[], ClusterImage], events, now_ms: Callable[[], int],
+                 metadata: Callable[[], ClusterImage], events, now_ms: Clock,
                  rng: random.Random | None = None) -> None:
         self.config = config
         self.writes = writes

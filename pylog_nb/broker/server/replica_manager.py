@@ -53,7 +53,7 @@ from ..storage.cleaner import FilterStats
 from ..storage.errors import InvalidTxnStateError
 from ..storage.log import Log, LogAppendInfo
 from ..storage.log_validator import RecordValidationError
-from ..types import ACKS_ALL, NO_EPOCH
+from ..types import ACKS_ALL, NO_EPOCH, Clock
 from .config import REPLICA_LAG_TIME_MAX_MS
 from .stats import BrokerTopicStats
 
@@ -219,7 +219,7 @@ class ReplicaManager:
         broker_id: int,
         data_dir: Path,
         *,
-        now_ms: Callable[[], int] = wall_clock_ms,
+        now_ms: Clock = wall_clock_ms,
         replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
         serving: Callable[[int], bool] = always_serving,
     ) -> None:

@@ -48,7 +48,7 @@ from ..txn import (
     TransactionCoordinator,
     WriteTxnMarkers,
 )
-from ..types import ACKS_ALL, TopicPartition
+from ..types import ACKS_ALL, Clock, TopicPartition
 from .config import BrokerConfig
 from .pending import Pending
 from .purgatory import ProduceDone
@@ -89,7 +89,7 @@ class TxnCoordinatorRuntime:
                  send_markers: Callable[[WriteTxnMarkers], None],
                  refill_producer_ids: Callable[[], None],
                  complete_group_txn: Callable[[int, int, bool], None],
-                 events, now_ms: Callable[[], int]) -> None:
+                 events, now_ms: Clock) -> None:
         self.config = config
         self.writes = writes
         self.send_markers = send_markers
