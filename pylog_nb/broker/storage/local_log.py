@@ -256,7 +256,8 @@ class LocalLog:
         segment = self.active_segment
         try:
             segment.append(memoryview(buf)[chunk.start:chunk.end], chunk.last_offset,
-                           chunk.max_timestamp_ms, chunk.offset_of_max_timestamp)
+                           chunk.max_timestamp_ms, chunk.offset_of_max_timestamp,
+                           headers=chunk.headers)
         except OSError as error:
             self.closed = True
             raise KafkaStorageError(f"append to {segment.path} failed: {error}") from error
