@@ -436,13 +436,9 @@ class Log:
         for chunk in segment_chunks(batches, self.config.segment_bytes):
             self._maybe_roll(chunk, now_ms)
             self._local_log.append(buf, chunk)
+            # Before the next chunk can roll: the roll's producer snapshot covers this one.
+            self._update_producer_state(buf, chunk)
             max_timestamp_ms = max(max_timestamp_ms, chunk.max_timestamp_ms)
-        for pos, header in batches:
-            marker = marker_of(buf, pos) if header.is_control else None
-            self._remember_marker(header, marker)
-            completed = self.producer_state.update(header, header.base_offset, marker)
-            if completed is not None and completed.is_aborted:
-                self._index_aborted(completed)
         self._maybe_flush(now_ms)
         return LogAppendInfo(
             first_offset,
@@ -452,6 +448,19 @@ class Log:
             self._log_start_offset,
             size_bytes=len(buf),
         )
+
+    def _update_producer_state(self, buf, chunk: SegmentChunk) -> None:
+        """Apply the written ``chunk``'s batches to the producer state, the recent markers and
+        the ``.txnindex``."""
+        pos = chunk.start
+        for header in chunk.headers:
+            marker = marker_of(buf, pos) if header.is_control else None
+            self._remember_marker(header, marker)
+            completed = self.producer_state.update(header, header.base_offset, marker)
+            if completed is not None and completed.is_aborted:
+                self._index_aborted(completed)
+            pos += header.size_bytes
+        assert pos == chunk.end, (pos, chunk.end)
 
     def _index_aborted(self, completed: CompletedTxn) -> None:
         """The segment holding an abort marker indexes its transaction (Kafka's

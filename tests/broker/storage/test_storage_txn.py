@@ -716,3 +716,21 @@ def test_a_marker_the_cleaner_removed_is_forgotten(tmp_path):
         assert recent(log) == [(2, "ABORT", 1), (5, "COMMIT", 1)]
     clean_with_new_data(log, CLEAN_AT_MS + HOUR_MS)
     assert recent(log) == [(5, "COMMIT", 1)]
+
+
+def test_a_roll_inside_one_follower_append_snapshots_the_batches_before_it(tmp_path):
+    leader = open_log(tmp_path / "leader")
+    p1, p2 = Producer(1), Producer(2)
+    append(leader, p1)  # 0-1: a transaction opens at 0
+    for _ in range(6):
+        append(leader, p2, transactional=False)
+    fetched = leader.read(0, 1 << 20).read_bytes()
+    follower = open_log(tmp_path / "follower", segment_bytes=300)
+    follower.append_as_follower(bytearray(fetched))  # one fetch, several segments
+    assert follower.segment_count > 1
+    follower.update_high_watermark(follower.log_end_offset)
+    before = state_of(follower)
+    assert before[3] == {1: 0}
+    follower.flush()
+    follower.close_handlers()  # a crash: replay from the snapshot of the last roll
+    assert state_of(open_log(tmp_path / "follower", segment_bytes=300)) == before
