@@ -285,6 +285,18 @@ class LocalLog:
             merged.update((entry.last_offset, entry) for entry in new_entries)
             index.rewrite(merged.values())
 
+    def should_roll(self, chunk: SegmentChunk, now_ms: int) -> bool:
+        """Must ``chunk`` go to a new segment: the active one would grow past
+        ``segment_bytes``, is older than ``segment_ms``, has a full index, or cannot hold the
+        chunk's offsets relative to its base."""
+        return self.active_segment.should_roll(
+            size_bytes=chunk.end - chunk.start,
+            last_offset=chunk.last_offset,
+            max_timestamp_ms=chunk.max_timestamp_ms,
+            now_ms=now_ms,
+            config=self.config,
+        )
+
     def roll(self) -> LogSegment:
         """Seal the active segment and start a new one at the LEO (a no-op, returning the
         active segment, if it is empty and already there)."""

@@ -40,34 +40,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pylog_nb.broker.records.batch import encode_batch, recompress_batches
-from pylog_nb.broker.records.header import (
-    BatchHeader,
-    InvalidRecordError,
-    ParsedBatches,
-    batch_size_at,
-    check_batch,
-    parse_batches,
-    read_header,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
-)
+from pylog_nb.broker.records.batch import encode_batch
+from pylog_nb.broker.records.header import BatchHeader, ParsedBatches, parse_batches
 
 from .checkpoints import OffsetCheckpointFile, write_atomically
 from .config import LogConfig
 from .epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, EpochEndOffset, LeaderEpochFileCache
-from .errors import (
-    CorruptRecordError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    UnexpectedAppendOffsetError,
-)
+from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .index import INT32_MAX
 from .local_log import SegmentChunk, control_batch_offsets, marker_of, segment_chunks
 from .log_loader import CLEAN_SHUTDOWN_FILE, LoadInfo, LogLoader, rebuild_producer_state
-from .log_validator import validate_leader_records
+from .log_validator import (
+    assign_offsets,
+    recompress,
+    validate_follower_records,
+    validate_leader_records,
+)
 from .producer_state import CompletedTxn, DuplicateBatch, ProducerStateManager
 from .segment import FetchDataInfo, LogSegment, OffsetAndTimestamp
 from .txn_index import AbortedTxn, Marker, RecentMarker, marker_key, marker_value
@@ -323,9 +311,9 @@ class Log:
         # Patched in place: the caller's bytearray, else a copy (a ParsedBatches is a value).
         buf = records if isinstance(records, bytearray) else bytearray(parsed.records)
         if codec is not None:
-            buf, batches = self._recompress(buf, batches, codec)
+            buf, batches = recompress(buf, batches, codec, self.config.max_message_bytes)
         append_time_ms = now if self.config.log_append_time else NO_TIMESTAMP
-        batches = self._assign_offsets(buf, batches, leader_epoch, append_time_ms)
+        batches = assign_offsets(buf, batches, self.log_end_offset, leader_epoch, append_time_ms)
         self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
         return self._append(buf, batches, append_time_ms, now)
 
@@ -338,7 +326,7 @@ class Log:
         """
         self._check_open()
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        batches = self._validate_follower_records(buf)
+        batches = validate_follower_records(buf, self.log_end_offset)
         if not batches:
             return self._empty_append_info()
         last_pos, last = batches[-1]
@@ -350,22 +338,6 @@ class Log:
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, NO_TIMESTAMP, NO_TIMESTAMP, self._log_start_offset)
-
-    def _recompress(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: int
-                    ) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
-        """``buf`` with every batch in ``codec`` (the same buffer if all were), and its batches;
-        the size limit holds for what is stored."""
-        try:
-            rewritten = recompress_batches(buf, codec)
-        except InvalidRecordError as error:
-            raise CorruptRecordError(str(error)) from error
-        if rewritten is buf:
-            return buf, batches
-        if len(rewritten) > self.config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"record set of {len(rewritten)} bytes once recompressed is larger than "
-                f"max_message_bytes {self.config.max_message_bytes}")
-        return rewritten, list(parse_batches(rewritten).batches)
 
     def _check_producers(self, batches: list[tuple[int, BatchHeader]]) -> LogAppendInfo | None:
         pending: dict[int, tuple[int, int, bool]] = {}
@@ -381,50 +353,6 @@ class Log:
                     duplicate=True,
                 )
         return None
-
-    def _assign_offsets(
-        self,
-        buf: bytearray,
-        batches: list[tuple[int, BatchHeader]],
-        leader_epoch: int,
-        append_time_ms: int,
-    ) -> list[tuple[int, BatchHeader]]:
-        """Patch offsets, ``leader_epoch`` and LogAppendTime into ``buf``; the batches' headers
-        as they now read."""
-        offset = self.log_end_offset
-        assigned = []
-        for pos, header in batches:
-            set_base_offset(buf, pos, offset)
-            set_partition_leader_epoch(buf, pos, leader_epoch)
-            if append_time_ms != NO_TIMESTAMP:
-                set_log_append_time(buf, pos, header.size_bytes, append_time_ms)
-                header = read_header(buf, pos)  # attributes, max timestamp and CRC changed
-            assigned.append(
-                (pos, header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)))
-            offset += header.last_offset_delta + 1
-        return assigned
-
-    def _validate_follower_records(self, buf: bytearray) -> list[tuple[int, BatchHeader]]:
-        """The whole valid batches at the start of ``buf``; raise on a corrupt one."""
-        pos, next_offset = 0, self.log_end_offset
-        batches = []
-        while pos < len(buf):
-            size_bytes = batch_size_at(buf, pos)
-            if size_bytes < 0 or pos + size_bytes > len(buf):
-                break  # a partial batch at the end of a fetch response
-            try:
-                header = check_batch(buf, pos, len(buf))
-            except InvalidRecordError as error:
-                raise CorruptRecordError(str(error)) from error
-            if header.base_offset < next_offset:  # a gap is a batch the cleaner removed
-                raise UnexpectedAppendOffsetError(
-                    f"follower batch starts at offset {header.base_offset}, expected at least "
-                    f"{next_offset}"
-                )
-            next_offset = header.next_offset
-            batches.append((pos, header))
-            pos += size_bytes
-        return batches
 
     def _append(self, buf, batches: list[tuple[int, BatchHeader]], append_time_ms: int,
                 now_ms: int) -> LogAppendInfo:
@@ -496,15 +424,9 @@ class Log:
         append_time_ms = now if self.config.log_append_time else NO_TIMESTAMP
         return self._append(buf, list(parse_batches(buf).batches), append_time_ms, now)
 
-    def _maybe_roll(self, chunk: SegmentChunk, now_ms: int) -> LogSegment:
-        should_roll = self._local_log.active_segment.should_roll(
-            size_bytes=chunk.end - chunk.start,
-            last_offset=chunk.last_offset,
-            max_timestamp_ms=chunk.max_timestamp_ms,
-            now_ms=now_ms,
-            config=self.config,
-        )
-        return self.roll() if should_roll else self._local_log.active_segment
+    def _maybe_roll(self, chunk: SegmentChunk, now_ms: int) -> None:
+        if self._local_log.should_roll(chunk, now_ms):
+            self.roll()
 
     def _maybe_flush(self, now_ms: int) -> None:
         flush_messages, flush_ms = self.config.flush_messages, self.config.flush_ms
