@@ -1,9 +1,10 @@
 """Partition storage: segments, indexes, the partition log, recovery, retention, epochs.
 
 Sans-network and synchronous; the asyncio broker calls it directly. Names follow Kafka's
-storage/internals/log so a Kafka engineer finds their way: ``Log`` (UnifiedLog + LocalLog +
-LogLoader), ``LogSegment``, ``OffsetIndex``/``TimeIndex``, ``LeaderEpochFileCache``,
-``ProducerStateManager``, ``FetchDataInfo``, ``LogAppendInfo``.
+storage/internals/log so a Kafka engineer finds their way: ``Log`` (UnifiedLog) over ``LocalLog``
+(the segments of a directory), opened by ``LogLoader`` (recovery), ``LogSegment``,
+``OffsetIndex``/``TimeIndex``, ``LeaderEpochFileCache``, ``ProducerStateManager``,
+``FetchDataInfo``, ``LogAppendInfo``.
 """
 
 from .config import LogConfig

@@ -1,15 +1,22 @@
-"""The partition log: Kafka's UnifiedLog + LocalLog + LogLoader in one synchronous object.
+"""The partition log: Kafka's UnifiedLog, over a LocalLog opened by a LogLoader.
 
 Theory of operation:
 
-- A partition directory holds segments (``<base offset>.log/.index/.timeindex``), the last of
-  which is *active* (appends go there), plus small checkpoints: ``leader-epoch-checkpoint``,
-  ``recovery-point``, ``high-watermark``, ``log-start-offset``, producer ``*.snapshot`` files and,
-  only between a clean close and the next open, the ``clean-shutdown`` marker.
+- A partition directory holds segments (``<base offset>.log/.index/.timeindex/.txnindex``), the
+  last of which is *active* (appends go there), plus small checkpoints: ``leader-epoch-checkpoint``,
+  ``recovery-point``, ``high-watermark``, ``log-start-offset``, ``cleaner-offset-checkpoint``,
+  producer ``*.snapshot`` files and, only between a clean close and the next open, the
+  ``clean-shutdown`` marker.
+- Three objects share the work, along Kafka's seams. ``LogLoader`` (log_loader.py) opens the
+  directory and recovers it; ``LocalLog`` (local_log.py) owns the segments: appends of whole
+  batches, rolls, reads, truncation, deletion, the recovery point. ``Log`` (this module) owns
+  what gives the bytes meaning: validation, producer state, transactions and the LSO, leader
+  epochs, the high watermark, the log start offset, retention and compaction's bookkeeping.
 - Appends are validated as a whole before anything is touched (CRC, sizes, producer sequences), so
   a refused request leaves every file byte-identical. Only then are offsets, the leader epoch and
   LogAppendTime patched into the caller's buffer and the bytes written with one ``pwrite`` per
-  segment. Segments roll by size, age, full index or offset range, and are fsynced when they do.
+  segment. Segments roll by size, age, full index or offset range, and are fsynced when they do;
+  each roll snapshots the producer state at the new segment's base offset.
 - Nothing is fsynced per append by default (Kafka's default; replication gives durability).
   ``flush`` fsyncs and moves the ``recovery-point``: after a crash every segment from the one
   holding it is CRC-checked batch by batch and cut at the first torn or corrupt byte. A clean
@@ -26,63 +33,32 @@ Not thread-safe: the asyncio broker calls it from its event loop only.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
-from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
-from pylog_nb.broker.records.batch import decode_batch, encode_batch, recompress_batches
-from pylog_nb.broker.records.header import (
-    HEADER_BYTES,
-    BatchHeader,
-    InvalidRecordError,
-    ParsedBatches,
-    batch_size_at,
-    check_batch,
-    parse_batches,
-    read_header,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
-)
+from pylog_nb.broker.records.batch import encode_batch
+from pylog_nb.broker.records.header import BatchHeader, ParsedBatches, parse_batches
 
-from .checkpoints import TMP_SUFFIX, OffsetCheckpointFile, fsync_dir, write_atomically
+from .checkpoints import OffsetCheckpointFile, write_atomically
 from .config import LogConfig
 from .epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, EpochEndOffset, LeaderEpochFileCache
-from .errors import (
-    CorruptRecordError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    UnexpectedAppendOffsetError,
-)
+from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .index import INT32_MAX
-from .log_validator import validate_leader_records
+from .local_log import SegmentChunk, control_batch_offsets, marker_of, segment_chunks
+from .log_loader import CLEAN_SHUTDOWN_FILE, LoadInfo, LogLoader, rebuild_producer_state
+from .log_validator import (
+    assign_offsets,
+    recompress,
+    validate_follower_records,
+    validate_leader_records,
+)
 from .producer_state import CompletedTxn, DuplicateBatch, ProducerStateManager
-from .segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    FetchDataInfo,
-    LogSegment,
-    OffsetAndTimestamp,
-    parse_segment_base_offset,
-    segment_file_name,
-)
-from .txn_index import (
-    TXN_INDEX_SUFFIX,
-    AbortedTxn,
-    Marker,
-    TransactionIndex,
-    decode_marker,
-    marker_key,
-    marker_value,
-)
+from .segment import FetchDataInfo, LogSegment, OffsetAndTimestamp
+from .txn_index import AbortedTxn, Marker, RecentMarker, marker_key, marker_value
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
@@ -94,12 +70,8 @@ __all__ = [
     "SegmentInfo",
 ]
 
-CLEAN_SHUTDOWN_FILE = "clean-shutdown"
-RECOVERY_POINT_FILE = "recovery-point"
 HIGH_WATERMARK_FILE = "high-watermark"
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
-CLEANED_SUFFIX = ".cleaned"  # a cleaner's copy of a segment, being written
-SWAP_SUFFIX = ".swap"  # a cleaner's finished copy, replacing the segment of the same name
 LOG_START_OFFSET_FILE = "log-start-offset"
 
 # ListOffsets sentinels (Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP / LATEST_TIMESTAMP).
@@ -107,33 +79,10 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 NO_TIMESTAMP = -1
 RECENT_MARKERS_MAX = 64  # per partition, the newest commit/abort markers the log remembers
-MARKER_REBUILD_OFFSETS_MAX = 100_000  # on open, markers are looked for this far below the LEO
 
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _control_batch_offsets(path: Path) -> set[int]:
-    """Base offsets of the control batches that still hold their marker in the (fsynced, whole)
-    segment file at ``path``, reading only batch headers."""
-    offsets = set()
-    with path.open("rb") as segment_file:
-        while len(data := segment_file.read(HEADER_BYTES)) == HEADER_BYTES:
-            header = read_header(data)
-            if header.is_control and header.records_count > 0:
-                offsets.add(header.base_offset)
-            segment_file.seek(header.size_bytes - HEADER_BYTES, os.SEEK_CUR)
-    return offsets
-
-
-def _marker_of(buf, pos: int) -> Marker | None:
-    """The end-transaction marker of the control batch at ``pos`` (None: another control)."""
-    try:
-        _header, records = decode_batch(buf, pos)
-    except InvalidRecordError as error:
-        raise CorruptRecordError(str(error)) from error
-    return decode_marker(records[0].key, records[0].value) if records else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,14 +98,6 @@ class LogAppendInfo:
     size_bytes: int = 0
 
 
-class RecentMarker(NamedTuple):
-    """A transaction marker in the log: the control batch's offset, which no consumer receives."""
-
-    offset: int
-    commit: bool
-    producer_id: int
-
-
 @dataclass(frozen=True, slots=True)
 class SegmentInfo:
     """Introspection view of one segment."""
@@ -168,57 +109,33 @@ class SegmentInfo:
     max_timestamp_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class LoadInfo:
-    """What ``Log.open`` found: was recovery needed and what did it cut."""
-
-    clean_shutdown: bool
-    recovered_segment_count: int
-    truncated_bytes: int
-    deleted_segment_count: int
-
-
-@dataclass(slots=True)
-class _Chunk:
-    """Consecutive batches of one append that go to the same segment."""
-
-    start: int
-    end: int
-    first_offset: int
-    last_offset: int
-    max_timestamp_ms: int
-    offset_of_max_timestamp: int
-
-
 class Log:
     """One partition's log on local disk. Create with ``Log.open``."""
 
     def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
+        """Open the log in the existing ``directory``, recovering it (``LogLoader``)."""
         self.directory = directory
         self.config = config
         self._now_ms = now_ms
-        self._segments: list[LogSegment] = []
-        self._log_start_offset = 0
-        self._log_end_offset = 0
-        self._high_watermark = 0
-        self._recovery_point = 0
-        self._closed = False
-        self._unflushed_message_count = 0
-        self._last_flush_ms = now_ms()
-        self._pending_close: deque[tuple[int, LogSegment]] = deque()
         self._log_start_checkpoint = OffsetCheckpointFile(directory / LOG_START_OFFSET_FILE)
-        self._recovery_point_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_FILE)
         self._high_watermark_checkpoint = OffsetCheckpointFile(directory / HIGH_WATERMARK_FILE)
         self._cleaner_checkpoint = OffsetCheckpointFile(directory / CLEANER_CHECKPOINT_FILE)
-        self._first_dirty_offset = 0
         self.leader_epoch_cache = LeaderEpochFileCache(
-            directory / LEADER_EPOCH_CHECKPOINT_FILE, lambda: self._log_end_offset
+            directory / LEADER_EPOCH_CHECKPOINT_FILE, lambda: self.log_end_offset
         )
         self.producer_state = ProducerStateManager(directory)
         self._recent_markers: deque[RecentMarker] = deque(maxlen=RECENT_MARKERS_MAX)
-        self.load_info = LoadInfo(True, 0, 0, 0)
-
-    # == loading =================================================================================
+        loaded = LogLoader(
+            directory, config, now_ms, log_start_checkpoint=self._log_start_checkpoint,
+            leader_epoch_cache=self.leader_epoch_cache, producer_state=self.producer_state,
+            recent_markers=self._recent_markers,
+        ).load()
+        self._local_log = loaded.local_log
+        self._log_start_offset = loaded.log_start_offset
+        self.load_info: LoadInfo = loaded.load_info
+        self._high_watermark = 0
+        self.high_watermark = self._high_watermark_checkpoint.read() or 0
+        self._first_dirty_offset = self._cleaner_checkpoint.read() or 0
 
     @classmethod
     def open(
@@ -231,147 +148,31 @@ class Log:
         """Open (or create) the log in ``directory``, recovering it if it was not closed cleanly."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        log = cls(directory, config, now_ms)
-        log._load()
-        return log
+        return cls(directory, config, now_ms)
 
-    def _load(self) -> None:
-        for leftover in self.directory.glob(f"*{TMP_SUFFIX}"):
-            leftover.unlink()
-        for leftover in self.directory.glob(f"*{CLEANED_SUFFIX}"):
-            leftover.unlink()  # a cleaner pass cut short before its commit point
-        for swap in self.directory.glob(f"*{SWAP_SUFFIX}"):  # a cleaner pass past its commit
-            log_name, end_offset = swap.name[: -len(SWAP_SUFFIX)].rsplit(".", 1)
-            base = parse_segment_base_offset(log_name, LOG_SUFFIX)
-            assert base is not None and end_offset.isdigit(), swap
-            self._finish_swap(base, int(end_offset)).close()
-        marker = self.directory / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        # Known before recovery so that batches below it teach the epoch cache nothing.
-        self._log_start_offset = self._log_start_checkpoint.read() or 0
-        self._segments = self._open_segments()
-        self._load_segments(clean)
-        if not self._segments:
-            self._segments.append(self._create_segment(self._log_start_offset))
-        self._log_end_offset = self._active.next_offset
-        self._active.make_active()
-        self._log_start_offset = max(self._log_start_offset, self._first.base_offset)
-        if self._log_start_offset > self._log_end_offset:
-            self.truncate_fully_and_start_at(self._log_start_offset)
-        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self._load_producer_state()
-        self._load_recent_markers()
-        self._recovery_point = self._log_end_offset
-        self._recovery_point_checkpoint.write(self._recovery_point)
-        self._log_start_checkpoint.write(self._log_start_offset)
-        self.high_watermark = self._high_watermark_checkpoint.read() or 0
-        self._first_dirty_offset = self._cleaner_checkpoint.read() or 0
-        if clean:
-            marker.unlink()
-            fsync_dir(self.directory)
-
-    def _open_segments(self) -> list[LogSegment]:
-        names = set(self.directory.iterdir())
-        bases = set()
-        for path in names:
-            base = parse_segment_base_offset(path.name, LOG_SUFFIX)
-            if base is not None:
-                bases.add(base)
-        for path in names:
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                base = parse_segment_base_offset(path.name, suffix)
-                if base is not None and base not in bases:
-                    path.unlink()  # an index whose segment is gone
-        now = self._now_ms()
-        return [LogSegment(self.directory, b, self.config, created_ms=now) for b in sorted(bases)]
-
-    def _load_segments(self, clean: bool) -> None:
-        """Recover what may be torn: every segment from the recovery point, or any bad index."""
-        recovery_point = self._recovery_point_checkpoint.read() or 0
-        first_unflushed = max(self._segment_index_for(recovery_point), 0)
-        recovered = truncated = deleted = 0
-        for i, segment in enumerate(self._segments):
-            must_check = not clean and i >= first_unflushed
-            if not must_check and segment.indexes_look_sane():
-                continue
-            truncated = segment.recover(self._learn_epoch)
-            segment.flush()
-            recovered += 1
-            if truncated:
-                deleted = self._delete_segments_after(i)
-                break
-        if recovered:
-            fsync_dir(self.directory)
-        self.load_info = LoadInfo(clean, recovered, truncated, deleted)
-
-    def _delete_segments_after(self, i: int) -> int:
-        doomed = self._segments[i + 1 :]
-        del self._segments[i + 1 :]
-        for segment in doomed:
-            segment.delete_files()
-            segment.close()
-        return len(doomed)
-
-    def _learn_epoch(self, header: BatchHeader) -> None:
-        epoch = header.partition_leader_epoch
-        if header.last_offset < self._log_start_offset:
-            return
-        if epoch >= 0 and epoch > self.leader_epoch_cache.latest_epoch:
-            self.leader_epoch_cache.assign(epoch, header.base_offset)
-
-    def _replay_headers(self, start_offset: int) -> Iterator[tuple[BatchHeader, Marker | None]]:
-        """Header of every batch from the one holding ``start_offset`` to the log end, with the
-        end-transaction marker of each control batch."""
-        i = max(self._segment_index_for(start_offset), 0)
-        for segment in self._segments[i:]:
-            for position, header in segment.positioned_headers(
-                    max(start_offset, segment.base_offset)):
-                marker = None
-                if header.is_control:
-                    marker = _marker_of(segment.batch_bytes(position, header), 0)
-                yield header, marker
-
-    def _load_producer_state(self) -> None:
-        """Rebuild the producer state from its snapshot and the log after it, and the
-        ``.txnindex`` entries of the aborted transactions the replay saw end.
-
-        Entries of markers past the LEO (cut by recovery or truncation) are dropped; entries
-        already on disk for markers the replay did not reach (below the snapshot) stay.
-        """
-        _start, completed = self.producer_state.load(
-            self._log_start_offset, self._log_end_offset, self._replay_headers)
-        self._active.txn_index.truncate_to(self._log_end_offset)
-        by_segment: dict[int, list[AbortedTxn]] = {}
-        for txn, lso in completed:
-            if txn.is_aborted:
-                by_segment.setdefault(self._segment_index_for(txn.last_offset), []).append(
-                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
-        for i, entries in by_segment.items():
-            index = self._segments[i].txn_index
-            merged = {entry.last_offset: entry for entry in index.entries()}
-            merged.update((entry.last_offset, entry) for entry in entries)
-            index.rewrite(merged.values())
-
-    def _load_recent_markers(self) -> None:
-        """The newest markers among the last ``MARKER_REBUILD_OFFSETS_MAX`` offsets (headers only,
-        but for the control batches)."""
-        start = max(self._log_start_offset, self._log_end_offset - MARKER_REBUILD_OFFSETS_MAX)
-        self._recent_markers.clear()
-        for header, marker in self._replay_headers(start):
-            self._remember_marker(header, marker)
+    # == recent markers ==========================================================================
 
     def _remember_marker(self, header: BatchHeader, marker: Marker | None) -> None:
-        if marker is not None:
-            assert header.is_control and header.base_offset == header.last_offset, header
-            self._recent_markers.append(
-                RecentMarker(header.base_offset, marker.commit, header.producer_id))
+        recent = RecentMarker.of(header, marker)
+        if recent is not None:
+            self._recent_markers.append(recent)
 
     def _forget_markers_outside(self) -> None:
         """Drop the markers below the log start offset or at or above the LEO."""
         kept = [m for m in self._recent_markers
-                if self._log_start_offset <= m.offset < self._log_end_offset]
+                if self._log_start_offset <= m.offset < self.log_end_offset]
         self._recent_markers = deque(kept, maxlen=RECENT_MARKERS_MAX)
+
+    def _forget_markers_compacted(self, base_offset: int, end_offset: int,
+                                  replacement: LogSegment) -> None:
+        """Drop the markers in [base_offset, end_offset) the cleaner removed from its copy."""
+        if not any(base_offset <= m.offset < end_offset for m in self._recent_markers):
+            return
+        kept = control_batch_offsets(replacement.log.path)
+        self._recent_markers = deque(
+            (m for m in self._recent_markers
+             if not base_offset <= m.offset < end_offset or m.offset in kept),
+            maxlen=RECENT_MARKERS_MAX)
 
     @property
     def recent_markers(self) -> list[RecentMarker]:
@@ -387,7 +188,7 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         """LEO: the offset the next appended record gets."""
-        return self._log_end_offset
+        return self._local_log.log_end_offset
 
     @property
     def high_watermark(self) -> int:
@@ -415,23 +216,14 @@ class Log:
         """Where the records of a read end at the latest: a read stays within one segment, so
         the end of that segment, or ``max_offset`` if lower (what aborted transactions of a
         read_committed fetch are collected up to)."""
-        i = self._segment_index_for(data.segment_base_offset)
-        if i < 0 or self._segments[i].base_offset != data.segment_base_offset:
-            return max_offset
-        return min(max_offset, self._segments[i].next_offset)
+        return self._local_log.fetch_upper_bound_offset(data, max_offset)
 
     def collect_aborted_transactions(self, fetch_offset: int, upper_bound_offset: int
                                      ) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset), oldest first
         (Kafka's ``collectAbortedTransactions``): from the segment holding ``fetch_offset`` on,
         until an entry shows that no later transaction can overlap."""
-        found: list[AbortedTxn] = []
-        for segment in self._segments[max(self._segment_index_for(fetch_offset), 0):]:
-            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
-            found += entries
-            if complete:
-                break
-        return found
+        return self._local_log.collect_aborted_transactions(fetch_offset, upper_bound_offset)
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the HW (owned by the replication layer), clamped to [log start, LEO]."""
@@ -441,15 +233,15 @@ class Log:
     @property
     def recovery_point(self) -> int:
         """Everything below this offset is fsynced."""
-        return self._recovery_point
+        return self._local_log.recovery_point
 
     @property
     def size_bytes(self) -> int:
-        return sum(segment.size_bytes for segment in self._segments)
+        return self._local_log.size_bytes
 
     @property
     def segment_count(self) -> int:
-        return len(self._segments)
+        return len(self._local_log.segments)
 
     @property
     def segments(self) -> list[SegmentInfo]:
@@ -462,7 +254,7 @@ class Log:
                 s.path,
                 s.max_timestamp_so_far.timestamp_ms,
             )
-            for s in self._segments
+            for s in self._local_log.segments
         ]
 
     @property
@@ -475,25 +267,13 @@ class Log:
 
     @property
     def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def _active(self) -> LogSegment:
-        return self._segments[-1]
-
-    @property
-    def _first(self) -> LogSegment:
-        return self._segments[0]
-
-    def _segment_index_for(self, offset: int) -> int:
-        """Index of the last segment whose base offset is <= ``offset`` (-1 if none)."""
-        return bisect_right(self._segments, offset, key=lambda s: s.base_offset) - 1
+        return self._local_log.closed
 
     def _clamp(self, offset: int) -> int:
-        return min(max(offset, self._log_start_offset), self._log_end_offset)
+        return min(max(offset, self._log_start_offset), self.log_end_offset)
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._local_log.closed:
             raise KafkaStorageError(f"log {self.directory} is closed")
 
     # == appends =================================================================================
@@ -531,10 +311,10 @@ class Log:
         # Patched in place: the caller's bytearray, else a copy (a ParsedBatches is a value).
         buf = records if isinstance(records, bytearray) else bytearray(parsed.records)
         if codec is not None:
-            buf, batches = self._recompress(buf, batches, codec)
+            buf, batches = recompress(buf, batches, codec, self.config.max_message_bytes)
         append_time_ms = now if self.config.log_append_time else NO_TIMESTAMP
-        batches = self._assign_offsets(buf, batches, leader_epoch, append_time_ms)
-        self.leader_epoch_cache.assign(leader_epoch, self._log_end_offset)
+        batches = assign_offsets(buf, batches, self.log_end_offset, leader_epoch, append_time_ms)
+        self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
         return self._append(buf, batches, append_time_ms, now)
 
     def append_as_follower(self, records) -> LogAppendInfo:
@@ -546,7 +326,7 @@ class Log:
         """
         self._check_open()
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        batches = self._validate_follower_records(buf)
+        batches = validate_follower_records(buf, self.log_end_offset)
         if not batches:
             return self._empty_append_info()
         last_pos, last = batches[-1]
@@ -558,22 +338,6 @@ class Log:
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, NO_TIMESTAMP, NO_TIMESTAMP, self._log_start_offset)
-
-    def _recompress(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: int
-                    ) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
-        """``buf`` with every batch in ``codec`` (the same buffer if all were), and its batches;
-        the size limit holds for what is stored."""
-        try:
-            rewritten = recompress_batches(buf, codec)
-        except InvalidRecordError as error:
-            raise CorruptRecordError(str(error)) from error
-        if rewritten is buf:
-            return buf, batches
-        if len(rewritten) > self.config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"record set of {len(rewritten)} bytes once recompressed is larger than "
-                f"max_message_bytes {self.config.max_message_bytes}")
-        return rewritten, list(parse_batches(rewritten).batches)
 
     def _check_producers(self, batches: list[tuple[int, BatchHeader]]) -> LogAppendInfo | None:
         pending: dict[int, tuple[int, int, bool]] = {}
@@ -590,100 +354,48 @@ class Log:
                 )
         return None
 
-    def _assign_offsets(
-        self,
-        buf: bytearray,
-        batches: list[tuple[int, BatchHeader]],
-        leader_epoch: int,
-        append_time_ms: int,
-    ) -> list[tuple[int, BatchHeader]]:
-        """Patch offsets, ``leader_epoch`` and LogAppendTime into ``buf``; the batches' headers
-        as they now read."""
-        offset = self._log_end_offset
-        assigned = []
-        for pos, header in batches:
-            set_base_offset(buf, pos, offset)
-            set_partition_leader_epoch(buf, pos, leader_epoch)
-            if append_time_ms != NO_TIMESTAMP:
-                set_log_append_time(buf, pos, header.size_bytes, append_time_ms)
-                header = read_header(buf, pos)  # attributes, max timestamp and CRC changed
-            assigned.append(
-                (pos, header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)))
-            offset += header.last_offset_delta + 1
-        return assigned
-
-    def _validate_follower_records(self, buf: bytearray) -> list[tuple[int, BatchHeader]]:
-        """The whole valid batches at the start of ``buf``; raise on a corrupt one."""
-        pos, next_offset = 0, self._log_end_offset
-        batches = []
-        while pos < len(buf):
-            size_bytes = batch_size_at(buf, pos)
-            if size_bytes < 0 or pos + size_bytes > len(buf):
-                break  # a partial batch at the end of a fetch response
-            try:
-                header = check_batch(buf, pos, len(buf))
-            except InvalidRecordError as error:
-                raise CorruptRecordError(str(error)) from error
-            if header.base_offset < next_offset:  # a gap is a batch the cleaner removed
-                raise UnexpectedAppendOffsetError(
-                    f"follower batch starts at offset {header.base_offset}, expected at least "
-                    f"{next_offset}"
-                )
-            next_offset = header.next_offset
-            batches.append((pos, header))
-            pos += size_bytes
-        return batches
-
     def _append(self, buf, batches: list[tuple[int, BatchHeader]], append_time_ms: int,
                 now_ms: int) -> LogAppendInfo:
         """Write validated ``batches`` (position in ``buf`` and header, offsets final, covering
         ``buf`` whole), rolling between chunks as needed."""
         first_offset = batches[0][1].base_offset
-        assert first_offset >= self._log_end_offset, (first_offset, self._log_end_offset)
-        max_timestamp_ms, message_count = NO_TIMESTAMP, 0
-        for chunk in self._chunks(batches):
-            segment = self._maybe_roll(chunk, now_ms)
-            try:
-                segment.append(
-                    memoryview(buf)[chunk.start : chunk.end],
-                    chunk.last_offset,
-                    chunk.max_timestamp_ms,
-                    chunk.offset_of_max_timestamp,
-                )
-            except OSError as error:
-                self._closed = True
-                raise KafkaStorageError(f"append to {segment.path} failed: {error}") from error
-            self._log_end_offset = chunk.last_offset + 1
+        assert first_offset >= self.log_end_offset, (first_offset, self.log_end_offset)
+        max_timestamp_ms = NO_TIMESTAMP
+        for chunk in segment_chunks(batches, self.config.segment_bytes):
+            self._maybe_roll(chunk, now_ms)
+            self._local_log.append(buf, chunk)
+            # Before the next chunk can roll: the roll's producer snapshot covers this one.
+            self._update_producer_state(buf, chunk)
             max_timestamp_ms = max(max_timestamp_ms, chunk.max_timestamp_ms)
-        for pos, header in batches:
-            marker = _marker_of(buf, pos) if header.is_control else None
-            self._remember_marker(header, marker)
-            completed = self.producer_state.update(header, header.base_offset, marker)
-            if completed is not None and completed.is_aborted:
-                self._index_aborted(completed)
-            message_count += header.records_count
-        self._unflushed_message_count += message_count
         self._maybe_flush(now_ms)
         return LogAppendInfo(
             first_offset,
-            self._log_end_offset - 1,
+            self.log_end_offset - 1,
             max_timestamp_ms,
             append_time_ms,
             self._log_start_offset,
             size_bytes=len(buf),
         )
 
+    def _update_producer_state(self, buf, chunk: SegmentChunk) -> None:
+        """Apply the written ``chunk``'s batches to the producer state, the recent markers and
+        the ``.txnindex``."""
+        pos = chunk.start
+        for header in chunk.headers:
+            marker = marker_of(buf, pos) if header.is_control else None
+            self._remember_marker(header, marker)
+            completed = self.producer_state.update(header, header.base_offset, marker)
+            if completed is not None and completed.is_aborted:
+                self._index_aborted(completed)
+            pos += header.size_bytes
+        assert pos == chunk.end, (pos, chunk.end)
+
     def _index_aborted(self, completed: CompletedTxn) -> None:
         """The segment holding an abort marker indexes its transaction (Kafka's
         ``updateTxnIndex``), with the LSO as it stands once the transaction ended."""
         lso = self.producer_state.last_stable_offset_after(completed)
-        segment = self._segments[self._segment_index_for(completed.last_offset)]
-        try:
-            segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
-                                                completed.last_offset, lso))
-        except OSError as error:
-            self._closed = True
-            raise KafkaStorageError(f"txn index of {segment.path} failed: {error}") from error
+        self._local_log.append_aborted_txn(AbortedTxn(
+            completed.producer_id, completed.first_offset, completed.last_offset, lso))
 
     def append_control_batch(
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, *,
@@ -704,58 +416,23 @@ class Log:
         now = self._now_ms() if now_ms is None else now_ms
         buf = bytearray(encode_batch(
             [(marker_key(commit), marker_value(coordinator_epoch), (), now)],
-            base_offset=self._log_end_offset, producer_id=producer_id,
+            base_offset=self.log_end_offset, producer_id=producer_id,
             producer_epoch=producer_epoch, partition_leader_epoch=leader_epoch,
             is_transactional=True, is_control=True,
             log_append_time=self.config.log_append_time))
-        self.leader_epoch_cache.assign(leader_epoch, self._log_end_offset)
+        self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
         append_time_ms = now if self.config.log_append_time else NO_TIMESTAMP
         return self._append(buf, list(parse_batches(buf).batches), append_time_ms, now)
 
-    def _chunks(self, batches: list[tuple[int, BatchHeader]]) -> Iterator[_Chunk]:
-        """Split batches into runs that fit one segment: at most ``segment_bytes`` (a bigger
-        batch goes alone) and at most an int32 of relative offsets (compressed batches may
-        claim huge offset deltas)."""
-        chunk: _Chunk | None = None
-        for pos, header in batches:
-            size_bytes = header.size_bytes
-            if chunk is not None and (
-                pos + size_bytes - chunk.start > self.config.segment_bytes
-                or header.last_offset - chunk.first_offset > INT32_MAX
-            ):
-                yield chunk
-                chunk = None
-            if chunk is None:
-                chunk = _Chunk(
-                    pos,
-                    pos,
-                    header.base_offset,
-                    header.last_offset,
-                    NO_TIMESTAMP,
-                    header.last_offset,
-                )
-            if header.max_timestamp > chunk.max_timestamp_ms:
-                chunk.max_timestamp_ms = header.max_timestamp
-                chunk.offset_of_max_timestamp = header.last_offset
-            chunk.end, chunk.last_offset = pos + size_bytes, header.last_offset
-        if chunk is not None:
-            yield chunk
-
-    def _maybe_roll(self, chunk: _Chunk, now_ms: int) -> LogSegment:
-        should_roll = self._active.should_roll(
-            size_bytes=chunk.end - chunk.start,
-            last_offset=chunk.last_offset,
-            max_timestamp_ms=chunk.max_timestamp_ms,
-            now_ms=now_ms,
-            config=self.config,
-        )
-        return self.roll() if should_roll else self._active
+    def _maybe_roll(self, chunk: SegmentChunk, now_ms: int) -> None:
+        if self._local_log.should_roll(chunk, now_ms):
+            self.roll()
 
     def _maybe_flush(self, now_ms: int) -> None:
         flush_messages, flush_ms = self.config.flush_messages, self.config.flush_ms
-        if (flush_messages is not None and self._unflushed_message_count >= flush_messages) or (
-            flush_ms is not None and now_ms - self._last_flush_ms >= flush_ms
-        ):
+        local_log = self._local_log
+        if (flush_messages is not None and local_log.unflushed_message_count >= flush_messages
+                ) or (flush_ms is not None and now_ms - local_log.last_flush_ms >= flush_ms):
             self.flush()
 
     # == reads ===================================================================================
@@ -775,30 +452,17 @@ class Log:
         Raises OffsetOutOfRangeError outside [log start offset, LEO].
         """
         self._check_open()
-        if not self._log_start_offset <= fetch_offset <= self._log_end_offset:
+        log_end_offset = self.log_end_offset
+        if not self._log_start_offset <= fetch_offset <= log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} is outside [{self._log_start_offset}, "
-                f"{self._log_end_offset}] in {self.directory}"
+                f"{log_end_offset}] in {self.directory}"
             )
-        if fetch_offset == self._log_end_offset or (
+        if fetch_offset == log_end_offset or (
             max_offset is not None and fetch_offset >= max_offset
         ):
             return FetchDataInfo.empty(fetch_offset)
-        for segment in self._segments[max(self._segment_index_for(fetch_offset), 0) :]:
-            max_position = self._max_position(segment, max_offset)
-            info = segment.read(fetch_offset, max_bytes, max_position, min_one_message)
-            if info is not None:
-                return info
-        return FetchDataInfo.empty(fetch_offset)
-
-    @staticmethod
-    def _max_position(segment: LogSegment, max_offset: int | None) -> int | None:
-        if max_offset is None or max_offset >= segment.next_offset:
-            return None
-        if max_offset <= segment.base_offset:
-            return 0
-        found = segment.translate_offset(max_offset)
-        return None if found is None else found[0]
+        return self._local_log.read(fetch_offset, max_bytes, max_offset, min_one_message)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:
         """ListOffsets: the first batch whose max timestamp is >= ``timestamp_ms``.
@@ -811,55 +475,31 @@ class Log:
         if timestamp_ms == EARLIEST_TIMESTAMP:
             return OffsetAndTimestamp(self._log_start_offset, NO_TIMESTAMP)
         if timestamp_ms == LATEST_TIMESTAMP:
-            return OffsetAndTimestamp(self._log_end_offset, NO_TIMESTAMP)
+            return OffsetAndTimestamp(self.log_end_offset, NO_TIMESTAMP)
         if timestamp_ms < 0:
             raise ValueError(f"unsupported timestamp {timestamp_ms}")
-        for segment in self._segments:
-            if segment.next_offset <= self._log_start_offset:
-                continue
-            if segment.max_timestamp_so_far.timestamp_ms >= timestamp_ms:
-                found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
-                if found is not None:
-                    return found
-        return None
+        return self._local_log.offset_for_timestamp(timestamp_ms, self._log_start_offset)
 
     def offset_of_max_timestamp(self) -> OffsetAndTimestamp | None:
         """ListOffsets MAX_TIMESTAMP (KIP-734): the largest timestamp in the log and the last
         offset of the batch that holds it (the first such segment wins). None without one."""
         self._check_open()
-        live = [s for s in self._segments if s.next_offset > self._log_start_offset]
-        best = max(live, key=lambda s: s.max_timestamp_so_far.timestamp_ms, default=None)
-        if best is None or best.max_timestamp_so_far.timestamp_ms == NO_TIMESTAMP:
-            return None
-        found = best.max_timestamp_so_far
-        return OffsetAndTimestamp(found.offset, found.timestamp_ms)
+        return self._local_log.offset_of_max_timestamp(self._log_start_offset)
 
     # == roll, flush, close ======================================================================
 
     def roll(self) -> LogSegment:
-        """Start a new active segment at the LEO (a no-op if the active one is empty)."""
+        """Start a new active segment at the LEO (a no-op if the active one is empty), and
+        snapshot the producer state at its base offset."""
         self._check_open()
-        active = self._active
-        new_base = self._log_end_offset
-        if active.size_bytes == 0 and active.base_offset == new_base:
-            return active
-        try:
-            active.on_become_inactive()
-            self.producer_state.take_snapshot(new_base)
-            segment = self._create_segment(new_base)
-        except OSError as error:
-            self._closed = True
-            raise KafkaStorageError(f"roll of {self.directory} failed: {error}") from error
-        segment.make_active()
-        self._segments.append(segment)
-        self._recovery_point = new_base  # every older segment is fsynced now
-        self._recovery_point_checkpoint.write(new_base)
-        self._close_expired_deletions()
-        return segment
-
-    def _create_segment(self, base_offset: int) -> LogSegment:
-        segment = LogSegment.create(self.directory, base_offset, self.config, now_ms=self._now_ms())
-        fsync_dir(self.directory)
+        previous = self._local_log.active_segment
+        segment = self._local_log.roll()
+        if segment is not previous:
+            try:
+                self.producer_state.take_snapshot(segment.base_offset)
+            except OSError as error:
+                self._local_log.closed = True
+                raise KafkaStorageError(f"roll of {self.directory} failed: {error}") from error
         return segment
 
     def flush(self) -> None:
@@ -869,34 +509,26 @@ class Log:
         partition): the broker flushes every partition each second, most of them idle, and each
         fsync stalls the event loop."""
         self._check_open()
-        if self._unflushed_message_count or self._recovery_point != self._log_end_offset:
-            self._active.flush()
-        self._recovery_point = self._log_end_offset
-        self._recovery_point_checkpoint.write(self._recovery_point)
+        self._local_log.flush()
         self._high_watermark_checkpoint.write(self._high_watermark)
         self._log_start_checkpoint.write(self._log_start_offset)
-        self._unflushed_message_count = 0
-        self._last_flush_ms = self._now_ms()
 
     def close(self) -> None:
         """Flush, snapshot producer state, write the clean-shutdown marker, release files."""
-        if self._closed:
+        if self.closed:
             return
-        self._active.seal_time_index()
-        self.producer_state.take_snapshot(self._log_end_offset)
+        active = self._local_log.active_segment
+        active.seal_time_index()
+        self.producer_state.take_snapshot(self.log_end_offset)
         # Older snapshots inside the active segment are redundant with the one at its base.
-        self.producer_state.delete_snapshots_between(self._active.base_offset, self._log_end_offset)
+        self.producer_state.delete_snapshots_between(active.base_offset, self.log_end_offset)
         self.flush()
         write_atomically(self.directory / CLEAN_SHUTDOWN_FILE, b"")
         self.close_handlers()
 
     def close_handlers(self) -> None:
         """Release every file descriptor without writing anything (Kafka's closeHandlers)."""
-        for segment in self._segments:
-            segment.close()
-        while self._pending_close:
-            self._pending_close.popleft()[1].close()
-        self._closed = True
+        self._local_log.close_handlers()
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
@@ -908,7 +540,7 @@ class Log:
     @property
     def first_dirty_offset(self) -> int:
         """Where records not yet seen by the cleaner begin."""
-        return min(max(self._first_dirty_offset, self._log_start_offset), self._log_end_offset)
+        return min(max(self._first_dirty_offset, self._log_start_offset), self.log_end_offset)
 
     def cleanable_segments(self) -> list[tuple[LogSegment, int]]:
         """The inactive segments wholly below the LSO (so below the HW, every transaction in
@@ -916,7 +548,8 @@ class Log:
         cleaner may touch."""
         cleanable = []
         last_stable_offset = self.last_stable_offset
-        for segment, next_segment in zip(self._segments, self._segments[1:], strict=False):
+        segments = self._local_log.segments
+        for segment, next_segment in zip(segments, segments[1:], strict=False):
             if next_segment.base_offset > last_stable_offset:
                 break
             cleanable.append((segment, next_segment.base_offset))
@@ -938,95 +571,28 @@ class Log:
 
     def holds(self, segment: LogSegment) -> bool:
         """True while ``segment`` is one of the log's segments (not truncated or replaced)."""
-        return not self._closed and any(s is segment for s in self._segments)
+        return self._local_log.holds(segment)
 
     def cleaned_copy_path(self, group: list[LogSegment]) -> Path:
         """Where the cleaner writes its copy of ``group`` before ``replace_segments``."""
-        path = group[0].log.path
-        return path.with_name(path.name + CLEANED_SUFFIX)
+        return self._local_log.cleaned_copy_path(group)
 
     def replace_segments(self, group: list[LogSegment], end_offset: int) -> LogSegment | None:
         """Swap the cleaned copy (fsynced at ``cleaned_copy_path``) in for the consecutive
-        ``group``, which ends where ``end_offset`` begins; the new segment keeps the group's
-        first base offset.
+        ``group``, which ends where ``end_offset`` (at most the HW) begins; the new segment
+        keeps the group's first base offset.
 
         Crash-safe like Kafka's: the copy is renamed ``.log.<end offset>.swap`` (the commit
-        point: ``_load`` finishes the swap from there), the group's old files are removed and the
-        copy is renamed over the first ``.log``, with fresh indexes. Late readers keep the old
-        files open for ``file_delete_delay_ms``. If the group changed while the copy was being
-        written (truncated, deleted, the log closed), the copy is dropped and None returned.
+        point: opening the log finishes the swap from there), the group's old files are removed
+        and the copy is renamed over the first ``.log``, with fresh indexes. Late readers keep
+        the old files open for ``file_delete_delay_ms``. If the group changed while the copy
+        was being written (truncated, deleted, the log closed), the copy is dropped and None
+        returned.
         """
-        cleaned = self.cleaned_copy_path(group)
-        i = self._group_index(group, end_offset)
-        if i is None:
-            cleaned.unlink(missing_ok=True)
-            return None
-        path = group[0].log.path
-        cleaned.rename(path.with_name(f"{path.name}.{end_offset}{SWAP_SUFFIX}"))
-        fsync_dir(self.directory)
-        replacement = self._finish_swap(group[0].base_offset, end_offset)
-        self._segments[i:i + len(group)] = [replacement]
-        for segment in group:
-            self._retire(segment)
-        self._forget_markers_compacted(group[0].base_offset, end_offset, replacement)
+        replacement = self._local_log.replace_segments(group, end_offset, self._high_watermark)
+        if replacement is not None:
+            self._forget_markers_compacted(group[0].base_offset, end_offset, replacement)
         return replacement
-
-    def _forget_markers_compacted(self, base_offset: int, end_offset: int,
-                                  replacement: LogSegment) -> None:
-        """Drop the markers in [base_offset, end_offset) the cleaner removed from its copy."""
-        if not any(base_offset <= m.offset < end_offset for m in self._recent_markers):
-            return
-        kept = _control_batch_offsets(replacement.log.path)
-        self._recent_markers = deque(
-            (m for m in self._recent_markers
-             if not base_offset <= m.offset < end_offset or m.offset in kept),
-            maxlen=RECENT_MARKERS_MAX)
-
-    def _group_index(self, group: list[LogSegment], end_offset: int) -> int | None:
-        """Where ``group`` still sits, consecutive, followed by a segment at ``end_offset``."""
-        if self._closed or group[0] not in self._segments:
-            return None
-        i = self._segments.index(group[0])
-        following = self._segments[i + len(group):i + len(group) + 1]
-        if self._segments[i:i + len(group)] != group or not following:
-            return None
-        if following[0].base_offset != end_offset or end_offset > self._high_watermark:
-            return None
-        return i
-
-    def _finish_swap(self, base_offset: int, end_offset: int) -> LogSegment:
-        """Put ``<base>.log.<end>.swap`` in place of the segments in [base, end)."""
-        # The group's aborted transactions move into the first segment's .txnindex, replaced
-        # atomically and de-duplicated, so a crash anywhere here and a second run lose none.
-        # An entry whose marker the cleaner removed goes: no record of it is left, and a
-        # read_committed consumer would take a later transaction of its producer for it.
-        log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX)
-        swap = log_path.with_name(f"{log_path.name}.{end_offset}{SWAP_SUFFIX}")
-        aborted: list[AbortedTxn] = []
-        for path in self.directory.iterdir():
-            base = parse_segment_base_offset(path.name, TXN_INDEX_SUFFIX)
-            if base is not None and base_offset <= base < end_offset:
-                aborted += TransactionIndex(path).entries()
-        if aborted:
-            markers = _control_batch_offsets(swap)
-            aborted = [entry for entry in aborted if entry.last_offset in markers]
-        TransactionIndex(self.directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX)
-                         ).rewrite(aborted)
-        # Old files first: a crash after the rename then leaves a segment without indexes,
-        # which opening the log recovers, never new data with stale indexes or old segments.
-        for path in self.directory.iterdir():
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                base = parse_segment_base_offset(path.name, suffix)
-                if base is not None and base_offset <= base < end_offset and (
-                        suffix not in (LOG_SUFFIX, TXN_INDEX_SUFFIX) or base != base_offset):
-                    path.unlink()
-        fsync_dir(self.directory)
-        os.replace(swap, log_path)
-        fsync_dir(self.directory)
-        segment = LogSegment(self.directory, base_offset, self.config, created_ms=self._now_ms())
-        segment.recover()
-        segment.on_become_inactive()
-        return segment
 
     def mark_cleaned(self, end_offset: int) -> None:
         """Everything below ``end_offset`` has been through the cleaner."""
@@ -1041,13 +607,6 @@ class Log:
             self._first_dirty_offset = offset
             self._cleaner_checkpoint.write(offset)
 
-    def _retire(self, segment: LogSegment) -> None:
-        """Close a replaced segment's descriptors later; its files are already gone or reused."""
-        if self.config.file_delete_delay_ms == 0:
-            segment.close()
-            return
-        self._pending_close.append((self._now_ms() + self.config.file_delete_delay_ms, segment))
-
     # == truncation and deletion =================================================================
 
     def truncate_to(self, offset: int) -> bool:
@@ -1059,35 +618,25 @@ class Log:
         self._check_open()
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
-        if offset >= self._log_end_offset:
+        if offset >= self.log_end_offset:
             return False
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        i = self._segment_index_for(offset)
-        for segment in self._segments[i + 1 :]:
-            self._schedule_delete(segment)
-        del self._segments[i + 1 :]
-        self._active.truncate_to(offset)
-        self._active.make_active()
-        self._active.flush()
-        fsync_dir(self.directory)
-        self._log_end_offset = self._active.next_offset
-        if self._log_end_offset < self._log_start_offset:
+        self._local_log.truncate_to(offset)
+        if self.log_end_offset < self._log_start_offset:
             self.truncate_fully_and_start_at(self._log_start_offset)
             return True
         self._after_truncation()
         return True
 
     def _after_truncation(self) -> None:
-        leo = self._log_end_offset
-        self._forget_cleaned_above(leo)
+        log_end_offset = self.log_end_offset
+        self._forget_cleaned_above(log_end_offset)
         self._forget_markers_outside()
-        self.leader_epoch_cache.truncate_from_end(leo)
-        self._load_producer_state()
+        self.leader_epoch_cache.truncate_from_end(log_end_offset)
+        rebuild_producer_state(self._local_log, self.producer_state, self._log_start_offset)
         self.high_watermark = self._high_watermark
-        self._recovery_point = min(self._recovery_point, leo)
-        self._recovery_point_checkpoint.write(self._recovery_point)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at ``offset``."""
@@ -1095,17 +644,12 @@ class Log:
         if offset < 0:
             raise ValueError(f"cannot start a log at negative offset {offset}")
         self._log_start_checkpoint.write(offset)
-        for segment in self._segments:
-            self._schedule_delete(segment)
-        self._segments = [self._create_segment(offset)]
-        self._active.make_active()
-        self._log_start_offset = self._log_end_offset = self._high_watermark = offset
+        self._local_log.truncate_fully_and_start_at(offset)
+        self._log_start_offset = self._high_watermark = offset
         self.leader_epoch_cache.clear()
         self.producer_state.clear()
         self._recent_markers.clear()
         self._forget_cleaned_above(offset)
-        self._recovery_point = offset
-        self._recovery_point_checkpoint.write(offset)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (<= HW); return it.
@@ -1141,7 +685,7 @@ class Log:
             over_bytes = self.size_bytes - self.config.retention_bytes
             deleted += self._delete_segments(self._deletable_segments(self._oversize(over_bytes)))
         deleted += self._delete_segments(self._deletable_segments(self._below_log_start))
-        self._close_expired_deletions(now)
+        self._local_log.close_expired_deletions(now)
         return deleted
 
     def _expired(self, now_ms: int) -> Callable[[LogSegment, LogSegment | None], bool]:
@@ -1167,9 +711,10 @@ class Log:
     ) -> list[LogSegment]:
         """The oldest segments matching ``predicate``, stopping at the first that does not."""
         deletable = []
-        for i, segment in enumerate(self._segments):
-            next_segment = self._segments[i + 1] if i + 1 < len(self._segments) else None
-            upper = self._log_end_offset if next_segment is None else next_segment.base_offset
+        segments = self._local_log.segments
+        for i, segment in enumerate(segments):
+            next_segment = segments[i + 1] if i + 1 < len(segments) else None
+            upper = self.log_end_offset if next_segment is None else next_segment.base_offset
             last_and_empty = next_segment is None and segment.size_bytes == 0
             if last_and_empty or self._high_watermark < upper:
                 break
@@ -1181,18 +726,15 @@ class Log:
     def _delete_segments(self, doomed: list[LogSegment]) -> int:
         if not doomed:
             return 0
-        if len(doomed) == len(self._segments):
+        if len(doomed) == len(self._local_log.segments):
             self.roll()
-        assert self._segments[: len(doomed)] == doomed
-        del self._segments[: len(doomed)]
-        for segment in doomed:
-            self._schedule_delete(segment)
-        fsync_dir(self.directory)
-        if self._first.base_offset > self._log_start_offset:
-            self._log_start_offset = self._first.base_offset
+        self._local_log.delete_oldest_segments(doomed)
+        first_base_offset = self._local_log.first_segment.base_offset
+        if first_base_offset > self._log_start_offset:
+            self._log_start_offset = first_base_offset
             self._log_start_checkpoint.write(self._log_start_offset)
             self._after_log_start_moved()
-        self.producer_state.delete_snapshots_before(self._first.base_offset)
+        self.producer_state.delete_snapshots_before(first_base_offset)
         return len(doomed)
 
     def _after_log_start_moved(self) -> None:
@@ -1200,23 +742,11 @@ class Log:
         self.producer_state.truncate_head(self._log_start_offset)
         self._forget_markers_outside()
         self.high_watermark = self._high_watermark
-        self._recovery_point = max(self._recovery_point, self._log_start_offset)
-
-    def _schedule_delete(self, segment: LogSegment) -> None:
-        """Unlink now; close the descriptors after ``file_delete_delay_ms`` for late readers."""
-        segment.delete_files()
-        if self.config.file_delete_delay_ms == 0:
-            segment.close()
-            return
-        self._pending_close.append((self._now_ms() + self.config.file_delete_delay_ms, segment))
-
-    def _close_expired_deletions(self, now_ms: int | None = None) -> None:
-        now = self._now_ms() if now_ms is None else now_ms
-        while self._pending_close and self._pending_close[0][0] <= now:
-            self._pending_close.popleft()[1].close()
+        if self._local_log.recovery_point < self._log_start_offset:
+            self._local_log.update_recovery_point(self._log_start_offset, persist=False)
 
     def __repr__(self) -> str:
         return (
             f"Log({str(self.directory)!r}, log_start_offset={self._log_start_offset}, "
-            f"log_end_offset={self._log_end_offset}, segments={len(self._segments)})"
+            f"log_end_offset={self.log_end_offset}, segments={self.segment_count})"
         )

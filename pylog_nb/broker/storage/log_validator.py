@@ -14,6 +14,12 @@ whole; nothing is appended until every batch passed.
   tell the culprits from the records that failed only because they shared their batch.
 
 Only compacted topics decompress what a producer sends, to read the keys.
+
+Once validated, a leader's batches may be rewritten in the topic's codec (``recompress``, the
+size limit checked again on what is stored), then get their offsets from the LEO, the leader
+epoch and, for LogAppendTime topics, the broker's time patched in place (``assign_offsets``).
+A follower's batches keep the leader's offsets: ``validate_follower_records`` checks their CRCs
+and that offsets never go back, and drops a partial batch at the end of a fetch.
 """
 
 from __future__ import annotations
@@ -21,18 +27,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pylog_nb.broker.records.batch import keyless_record_indexes
+from pylog_nb.broker.records.batch import keyless_record_indexes, recompress_batches
 from pylog_nb.broker.records.header import (
     BatchHeader,
     InvalidRecordError,
     ParsedBatches,
+    batch_size_at,
+    check_batch,
     check_parsed,
+    parse_batches,
+    read_header,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
 )
 
 from .config import LogConfig
-from .errors import CorruptRecordError, KeylessRecordError, RecordTooLargeError
+from .errors import (
+    CorruptRecordError,
+    KeylessRecordError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from .index import NO_TIMESTAMP
 
-__all__ = ["RecordError", "RecordValidationError", "validate_leader_records"]
+__all__ = [
+    "RecordError",
+    "RecordValidationError",
+    "assign_offsets",
+    "recompress",
+    "validate_follower_records",
+    "validate_leader_records",
+]
 
 # Kafka's message for a refused batch names at most its first three record errors.
 RECORD_ERRORS_SHOWN_MAX = 3
@@ -102,3 +128,63 @@ def _check_keys(buf, pos: int, topic_partition: str) -> None:
         message = ("Compacted topic cannot accept message without key in topic partition "
                    f"{topic_partition}")
         raise RecordValidationError([RecordError(index, message) for index in keyless])
+
+
+def recompress(buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: int,
+               max_message_bytes: int) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+    """``buf`` with every batch in ``codec`` (the same buffer if all were), and its batches;
+    the size limit holds for what is stored."""
+    try:
+        rewritten = recompress_batches(buf, codec)
+    except InvalidRecordError as error:
+        raise CorruptRecordError(str(error)) from error
+    if rewritten is buf:
+        return buf, batches
+    if len(rewritten) > max_message_bytes:
+        raise RecordTooLargeError(
+            f"record set of {len(rewritten)} bytes once recompressed is larger than "
+            f"max_message_bytes {max_message_bytes}")
+    return rewritten, list(parse_batches(rewritten).batches)
+
+
+def assign_offsets(buf: bytearray, batches: list[tuple[int, BatchHeader]], base_offset: int,
+                   leader_epoch: int, append_time_ms: int) -> list[tuple[int, BatchHeader]]:
+    """Patch offsets from ``base_offset``, ``leader_epoch`` and LogAppendTime (unless
+    NO_TIMESTAMP) into ``buf``; the batches' headers as they now read."""
+    offset = base_offset
+    assigned = []
+    for pos, header in batches:
+        set_base_offset(buf, pos, offset)
+        set_partition_leader_epoch(buf, pos, leader_epoch)
+        if append_time_ms != NO_TIMESTAMP:
+            set_log_append_time(buf, pos, header.size_bytes, append_time_ms)
+            header = read_header(buf, pos)  # attributes, max timestamp and CRC changed
+        assigned.append(
+            (pos, header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)))
+        offset += header.last_offset_delta + 1
+    return assigned
+
+
+def validate_follower_records(buf: bytearray, next_offset: int
+                              ) -> list[tuple[int, BatchHeader]]:
+    """The whole valid batches at the start of ``buf`` (a fetch from the leader), the first at
+    or after ``next_offset`` (the LEO); raise on a corrupt one or on offsets going back."""
+    pos = 0
+    batches = []
+    while pos < len(buf):
+        size_bytes = batch_size_at(buf, pos)
+        if size_bytes < 0 or pos + size_bytes > len(buf):
+            break  # a partial batch at the end of a fetch response
+        try:
+            header = check_batch(buf, pos, len(buf))
+        except InvalidRecordError as error:
+            raise CorruptRecordError(str(error)) from error
+        if header.base_offset < next_offset:  # a gap is a batch the cleaner removed
+            raise UnexpectedAppendOffsetError(
+                f"follower batch starts at offset {header.base_offset}, expected at least "
+                f"{next_offset}"
+            )
+        next_offset = header.next_offset
+        batches.append((pos, header))
+        pos += size_bytes
+    return batches

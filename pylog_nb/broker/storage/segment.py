@@ -16,7 +16,7 @@ Theory of operation (Kafka's LogSegment / FileRecords):
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -172,6 +172,15 @@ class FetchDataInfo:
         return b"".join(chunks)
 
 
+def _headers_in(records) -> Iterator[BatchHeader]:
+    """The header of each whole batch in ``records``."""
+    pos = 0
+    while pos < len(records):
+        header = read_header(records, pos)
+        yield header
+        pos += header.size_bytes
+
+
 class LogSegment:
     """A ``.log`` file and its ``.index`` / ``.timeindex``, all named by ``base_offset``."""
 
@@ -300,21 +309,28 @@ class LogSegment:
         largest_offset: int,
         max_timestamp_ms: int,
         offset_of_max_timestamp: int,
+        *,
+        headers: Sequence[BatchHeader] | None = None,
     ) -> None:
-        """Append validated batches whose offsets are final; all or nothing."""
+        """Append validated batches whose offsets are final; all or nothing.
+
+        ``headers`` are the batches' headers as they read in ``records`` (offsets final), in
+        order, when the caller parsed them already; without them each is read here again."""
         assert len(records) >= HEADER_BYTES
         assert 0 <= largest_offset - self.base_offset <= INT32_MAX, (
             largest_offset,
             self.base_offset,
         )
         assert self.base_offset <= offset_of_max_timestamp <= largest_offset
-        assert self.next_offset <= read_header(records).base_offset, "offsets must grow"
+        if headers is None:
+            headers = list(_headers_in(records))
+        assert self.next_offset <= headers[0].base_offset, "offsets must grow"
         position = self.size_bytes
         assert position + len(records) <= SEGMENT_MAX_BYTES, "positions are int32"
         saved = self._save_index_state()
         self.log.append(records)
         try:
-            self._index_batches(records, position)
+            self._index_batches(headers, len(records), position)
         except OSError:
             self._restore_index_state(saved)
             self.log.truncate_to(position)
@@ -324,13 +340,13 @@ class LogSegment:
         self._next_offset = largest_offset + 1
         assert self.max_timestamp_so_far.timestamp_ms >= max_timestamp_ms
 
-    def _index_batches(self, records, file_position: int) -> None:
+    def _index_batches(self, headers: Sequence[BatchHeader], size_bytes: int,
+                       file_position: int) -> None:
         pos = 0
-        while pos < len(records):
-            header = read_header(records, pos)
+        for header in headers:
             self._index_batch(file_position + pos, header)
             pos += header.size_bytes
-        assert pos == len(records), "records must be whole batches"
+        assert pos == size_bytes, "records must be whole batches"
 
     def _index_batch(self, position: int, header: BatchHeader) -> None:
         if header.max_timestamp > self.max_timestamp_so_far.timestamp_ms:

@@ -13,7 +13,7 @@ Theory of operation (Kafka's EndTransactionMarker, ``AbortedTxn`` and ``Transact
   records it returns, so the client drops the aborted records.
 - The entries are not kept in memory (aborted transactions are rare, the file small):
   ``collect`` reads the file, and remembers only that a segment has none (most segments). It
-  is rebuilt on recovery from the log and the producer state (``Log``), cut on truncation,
+  is rebuilt on recovery from the log and the producer state (``LogLoader``), cut on truncation,
   fsynced with its segment and deleted with it; compaction merges the entries of the segments
   it merges and drops those whose marker it removed. A torn last entry is ignored.
 """
@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from pylog_nb.broker.records.header import BatchHeader
+
 from .checkpoints import write_atomically
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "COMMIT",
     "TXN_INDEX_SUFFIX",
     "AbortedTxn",
+    "RecentMarker",
     "TransactionIndex",
     "decode_marker",
     "marker_key",
@@ -75,6 +78,22 @@ def decode_marker(key: bytes | None, value: bytes | None) -> Marker | None:
     if value is not None and len(value) >= _VALUE.size:
         coordinator_epoch = _VALUE.unpack_from(value)[1]
     return Marker(kind == COMMIT, coordinator_epoch)
+
+
+class RecentMarker(NamedTuple):
+    """A transaction marker in the log: the control batch's offset, which no consumer receives."""
+
+    offset: int
+    commit: bool
+    producer_id: int
+
+    @classmethod
+    def of(cls, header: BatchHeader, marker: Marker | None) -> RecentMarker | None:
+        """The marker of the batch ``header`` describes, None unless it holds one."""
+        if marker is None:
+            return None
+        assert header.is_control and header.base_offset == header.last_offset, header
+        return cls(header.base_offset, marker.commit, header.producer_id)
 
 
 class AbortedTxn(NamedTuple):

@@ -19,7 +19,7 @@ from pylog_nb.broker.records import codecs
 from pylog_nb.broker.records.batch import Record, decode_records, encode_batch
 from pylog_nb.broker.records.header import iter_batches
 from pylog_nb.broker.storage import KeylessRecordError, Log, OutOfOrderSequenceError
-from pylog_nb.broker.storage import log as log_module
+from pylog_nb.broker.storage import local_log as local_log_module
 from pylog_nb.broker.storage.cleaner import clean, clean_steps, needs_cleaning
 
 HOUR_MS = 3_600_000
@@ -296,7 +296,7 @@ def _clean_until_power_cut(log: Log, monkeypatch, owner, name: str, swap_arg: in
     real = getattr(owner, name)
 
     def cut(*args):
-        if str(args[swap_arg]).endswith(log_module.SWAP_SUFFIX):
+        if str(args[swap_arg]).endswith(local_log_module.SWAP_SUFFIX):
             raise OSError("power cut")
         return real(*args)
 
@@ -321,7 +321,7 @@ def test_a_crash_before_the_commit_point_leaves_the_log_as_it_was(tmp_path, monk
 def test_a_crash_after_the_commit_point_finishes_the_swap_on_open(tmp_path, monkeypatch):
     log = _filled(tmp_path / "l")
     before = _records(log)
-    _clean_until_power_cut(log, monkeypatch, log_module.os, "replace", swap_arg=0)
+    _clean_until_power_cut(log, monkeypatch, local_log_module.os, "replace", swap_arg=0)
     assert list(tmp_path.joinpath("l").glob("*.swap"))
     reopened = _open(tmp_path / "l")
     assert not list(tmp_path.joinpath("l").glob("*.swap"))

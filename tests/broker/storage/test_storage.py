@@ -33,7 +33,7 @@ from pylog_nb.broker.storage import (
     UnexpectedAppendOffsetError,
     error_code_for,
 )
-from pylog_nb.broker.storage.log import CLEAN_SHUTDOWN_FILE
+from pylog_nb.broker.storage.log_loader import CLEAN_SHUTDOWN_FILE
 from pylog_nb.broker.storage.segment import LogSegment
 
 
@@ -181,9 +181,9 @@ def test_index_is_sparse_and_lookups_read_a_bounded_number_of_headers(log_dir, m
 def test_closed_segments_keep_their_indexes_on_disk_not_in_memory(log_dir):
     log = Log.open(log_dir, small_config())
     fill(log, 100)
-    closed = log._segments[:-1]
+    closed = log._local_log.segments[:-1]
     assert all(s.offset_index._keys is None and s.time_index._keys is None for s in closed)
-    assert log._segments[-1].offset_index._keys is not None
+    assert log._local_log.segments[-1].offset_index._keys is not None
 
 
 def test_time_index_finds_the_first_batch_at_or_after_a_timestamp(log_dir):

@@ -112,6 +112,33 @@ def test_segment_read_translate_and_recover(tmp_path):
     assert segment.next_offset == 101 and segment.max_timestamp_so_far == (1_018, 100)
 
 
+def test_segment_indexes_the_same_with_the_callers_headers_as_with_its_own(tmp_path):
+    config = small_config(segment_bytes=1 << 20, index_interval_bytes=200)
+    (tmp_path / "given").mkdir()
+    (tmp_path / "read").mkdir()
+    given = LogSegment.create(tmp_path / "given", 0, config, now_ms=0)
+    read = LogSegment.create(tmp_path / "read", 0, config, now_ms=0)
+    for segment in (given, read):
+        segment.make_active()
+    for chunk in range(8):
+        records, headers = bytearray(), []
+        for i in range(5):
+            batch = batch_of(2, timestamp_ms=1_000 + 7 * chunk - i)
+            set_base_offset(batch, 0, chunk * 10 + 2 * i)
+            headers.append(read_header(batch))
+            records += batch
+        last = headers[-1].last_offset
+        given.append(records, last, 1_000 + 7 * chunk, headers[0].last_offset, headers=headers)
+        read.append(records, last, 1_000 + 7 * chunk, headers[0].last_offset)
+    given.flush()
+    read.flush()
+    assert given.offset_index.entry_count > 5
+    for suffix in (".log", ".index", ".timeindex"):
+        name = f"{0:020d}{suffix}"
+        assert (tmp_path / "given" / name).read_bytes() == (tmp_path / "read" / name).read_bytes()
+    assert given.max_timestamp_so_far == read.max_timestamp_so_far
+
+
 def test_segment_files_are_named_by_twenty_digit_base_offset(tmp_path):
     segment = LogSegment.create(tmp_path, 42, LogConfig(), now_ms=0)
     assert sorted(p.name for p in tmp_path.iterdir()) == [

@@ -13,7 +13,9 @@ from support.storage_helpers import FakeClock, batches_in, small_config
 
 from pylog_nb.broker.records.batch import decode_batch, encode_batch
 from pylog_nb.broker.storage import CorruptRecordError, InvalidProducerEpochError, Log, cleaner
+from pylog_nb.broker.storage import local_log as local_log_module
 from pylog_nb.broker.storage import log as log_module
+from pylog_nb.broker.storage import log_loader as log_loader_module
 from pylog_nb.broker.storage.errors import (
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
@@ -406,19 +408,19 @@ def test_a_crash_past_the_commit_point_of_the_pass_removing_a_marker(tmp_path, m
     clean_with_new_data(log, CLEAN_AT_MS)
     clean_with_new_data(log, CLEAN_AT_MS)
     assert markers_of(log)[2] == CLEAN_AT_MS + HOUR_MS
-    real_replace = log_module.os.replace
+    real_replace = local_log_module.os.replace
 
     def power_cut(source, target):
-        if str(source).endswith(log_module.SWAP_SUFFIX):
+        if str(source).endswith(local_log_module.SWAP_SUFFIX):
             raise OSError("power cut")
         real_replace(source, target)
 
-    monkeypatch.setattr(log_module.os, "replace", power_cut)
+    monkeypatch.setattr(local_log_module.os, "replace", power_cut)
     with pytest.raises(OSError, match="power cut"):
         clean_with_new_data(log, CLEAN_AT_MS + HOUR_MS)
     monkeypatch.undo()
     log.close_handlers()
-    assert list(path.glob(f"*{log_module.SWAP_SUFFIX}"))
+    assert list(path.glob(f"*{local_log_module.SWAP_SUFFIX}"))
     reopened = compacted_log(path)
     assert 2 not in markers_of(reopened)
     assert aborted_entries(reopened) == []
@@ -529,7 +531,7 @@ def rebuilt_from_scratch(log: Log, scratch) -> tuple[dict[int, int], list[Aborte
     any reopened, recovered or truncated log must agree with."""
     state = ProducerStateManager(scratch)
     aborted = []
-    for header, marker in log._replay_headers(log.log_start_offset):
+    for header, marker in log._local_log.replay_headers(log.log_start_offset):
         completed = state.update(header, header.base_offset, marker)
         if completed is not None and completed.is_aborted:
             aborted.append(AbortedTxn(completed.producer_id, completed.first_offset,
@@ -659,7 +661,7 @@ def test_reopening_looks_for_markers_only_near_the_log_end(tmp_path, monkeypatch
     append(log, p1, count=4)  # 3-6
     end_txn(log, p1, commit=True)  # 7
     log.close()
-    monkeypatch.setattr(log_module, "MARKER_REBUILD_OFFSETS_MAX", 5)  # from offset 3 on
+    monkeypatch.setattr(log_loader_module, "MARKER_REBUILD_OFFSETS_MAX", 5)  # from offset 3 on
     assert recent(open_log(path)) == [(7, "COMMIT", 1)]
 
 
@@ -714,3 +716,21 @@ def test_a_marker_the_cleaner_removed_is_forgotten(tmp_path):
         assert recent(log) == [(2, "ABORT", 1), (5, "COMMIT", 1)]
     clean_with_new_data(log, CLEAN_AT_MS + HOUR_MS)
     assert recent(log) == [(5, "COMMIT", 1)]
+
+
+def test_a_roll_inside_one_follower_append_snapshots_the_batches_before_it(tmp_path):
+    leader = open_log(tmp_path / "leader")
+    p1, p2 = Producer(1), Producer(2)
+    append(leader, p1)  # 0-1: a transaction opens at 0
+    for _ in range(6):
+        append(leader, p2, transactional=False)
+    fetched = leader.read(0, 1 << 20).read_bytes()
+    follower = open_log(tmp_path / "follower", segment_bytes=300)
+    follower.append_as_follower(bytearray(fetched))  # one fetch, several segments
+    assert follower.segment_count > 1
+    follower.update_high_watermark(follower.log_end_offset)
+    before = state_of(follower)
+    assert before[3] == {1: 0}
+    follower.flush()
+    follower.close_handlers()  # a crash: replay from the snapshot of the last roll
+    assert state_of(open_log(tmp_path / "follower", segment_bytes=300)) == before
