@@ -35,7 +35,7 @@ from pylog_nb.broker.records.batch import iter_batches_decoded
 from pylog_nb.broker.server.config import BrokerConfig
 from pylog_nb.broker.server.group_runtime import Coordinator, GroupCoordinatorRuntime
 from pylog_nb.broker.server.purgatory import ProduceDone
-from pylog_nb.broker.server.replica_manager import Partition
+from pylog_nb.broker.server.replica_manager import AppendResult, Partition
 from pylog_nb.broker.types import ACKS_ALL
 
 RANGE = (("range", b"range-meta"),)
@@ -106,7 +106,7 @@ class Shell:
     # -- the ports -------------------------------------------------------------------------------
 
     def append(self, topic: str, index: int, records, acks: int, timeout_ms: int
-               ) -> tuple[dict, int | None]:
+               ) -> tuple[AppendResult, int | None]:
         """``writes.append``: the batch waits for ``confirm`` (see ``await_produce``)."""
         assert (topic, index, acks) == (OFFSETS_TOPIC, PARTITION, ACKS_ALL), (topic, index, acks)
         ((header, decoded),) = list(iter_batches_decoded(records))
@@ -115,7 +115,7 @@ class Shell:
                         header.producer_id, header.producer_epoch, header.is_transactional)
         self.next_offset += 1
         self.pending_appends.append(append)
-        return {"error_code": 0, "base_offset": append.base_offset}, append.produce_id
+        return AppendResult(0, append.base_offset), append.produce_id
 
     def await_produce(self, produce_ids: list[int],
                       then: Callable[[ProduceDone], None]) -> None:

@@ -161,10 +161,10 @@ class Cluster:
         produce_id = self.next_produce_id
         result, actions = self.managers[self.leader_id].append_records(
             TOPIC, 0, batch(*vals), acks, timeout_ms, produce_id if acks == -1 else None)
-        if result["error_code"]:
-            return -result["error_code"]
+        if result.error_code:
+            return -result.error_code
         self.next_produce_id += 1
-        first = result["base_offset"]
+        first = result.base_offset
         self.ranges[produce_id] = (first, first + len(vals) - 1)
         self.apply(actions, self.leader_id)
         return produce_id

@@ -10,7 +10,7 @@ import pytest
 from pylog_nb.broker.metadata.image import PartitionImage
 from pylog_nb.broker.records.batch import encode_batch
 from pylog_nb.broker.replication import LeaderState
-from pylog_nb.broker.server.replica_manager import Partition, ReplicaManager
+from pylog_nb.broker.server.replica_manager import AppendResult, Partition, ReplicaManager
 from pylog_nb.broker.storage import Log
 from pylog_nb.broker.types import ACKS_LEADER
 from support.replication_support import CONFIG, LAG_MS, TOPIC
@@ -36,6 +36,7 @@ def replicas(tmp_path):
     log.close()
 
 
-def marker(manager: ReplicaManager, producer_id: int, commit: bool, coordinator_epoch=0) -> dict:
+def marker(manager: ReplicaManager, producer_id: int, commit: bool, coordinator_epoch=0
+           ) -> AppendResult:
     return manager.append_control_batch(TOPIC, 0, producer_id, 0, coordinator_epoch, commit,
                                         acks=ACKS_LEADER)[0]

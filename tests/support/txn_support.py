@@ -23,6 +23,7 @@ from pylog_nb.broker.metadata.topics import TRANSACTION_STATE_TOPIC
 from pylog_nb.broker.records.batch import decode_records
 from pylog_nb.broker.server.config import BrokerConfig
 from pylog_nb.broker.server.purgatory import ProduceDone
+from pylog_nb.broker.server.replica_manager import AppendResult
 from pylog_nb.broker.server.txn_runtime import TxnCoordinatorRuntime
 from pylog_nb.broker.txn.actions import (
     AddOffsetsAnswer,
@@ -124,18 +125,18 @@ class Shell:
     # -- the ports -------------------------------------------------------------------------------
 
     def append(self, topic: str, index: int, records, acks: int, timeout_ms: int
-               ) -> tuple[dict, int | None]:
+               ) -> tuple[AppendResult, int | None]:
         """``writes.append``: the batch waits for ``commit`` or ``fail`` (see ``await_produce``)."""
         assert (topic, acks) == (TRANSACTION_STATE_TOPIC, ACKS_ALL), (topic, acks)
         decoded = decode_records(records)
         produce_id = next(self._produce_ids)
         self.appends[produce_id] = Append(
             index, [(r.key, r.value) for r in decoded], decoded[0].timestamp_ms)
-        return {"error_code": 0, "base_offset": len(self.log[index])}, produce_id
+        return AppendResult(0, len(self.log[index])), produce_id
 
     def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int,
                       coordinator_epoch: int, committed: bool, timeout_ms: int
-                      ) -> tuple[dict, int | None]:
+                      ) -> tuple[AppendResult, int | None]:
         raise AssertionError("the partition-leader side is not part of these tests")
 
     def await_produce(self, produce_ids: list[int],

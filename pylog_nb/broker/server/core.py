@@ -70,6 +70,7 @@ from .purgatory import ProduceDone, ProducePurgatory
 from .replica_fetcher import FetcherState, Issued, PartitionAnswer
 from .replica_manager import (
     REPLICA_LAG_TIME_MAX_MS,
+    AppendResult,
     FetchTarget,
     Partition,
     ReplicaManager,
@@ -346,14 +347,14 @@ class BrokerCore:
 
     def append(self, topic: str, index: int, records, acks: int, timeout_ms: int,
                verification_guard: VerificationGuard | None = None
-               ) -> tuple[dict, int | None]:
+               ) -> tuple[AppendResult, int | None]:
         """Append to one partition as its leader: its response and, for acks=all, the produce
         id whose ProduceDone ``watch`` gives."""
         produce_id = self.purgatory.new_produce_id() if acks == ACKS_ALL else None
         result, actions = self.replicas.append_records(
             topic, index, records, acks, timeout_ms, produce_id, verification_guard)
         self.on_actions(actions)
-        return result, produce_id if result["error_code"] == 0 else None
+        return result, produce_id if result.error_code == 0 else None
 
     def watch(self, produce_ids: Sequence[int]) -> Pending[ProduceDone]:
         """The ProduceDone of these acks=all appends, once the ISR has them all (or their
@@ -374,14 +375,14 @@ class BrokerCore:
 
     def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int,
                       coordinator_epoch: int, committed: bool, timeout_ms: int
-                      ) -> tuple[dict, int | None]:
+                      ) -> tuple[AppendResult, int | None]:
         """Append a COMMIT/ABORT control batch as the partition's leader, acks=all."""
         produce_id = self.purgatory.new_produce_id()
         result, actions = self.replicas.append_control_batch(
             topic, index, producer_id, producer_epoch, coordinator_epoch, committed,
             timeout_ms=timeout_ms, produce_id=produce_id)
         self.on_actions(actions)
-        return result, produce_id if result["error_code"] == 0 else None
+        return result, produce_id if result.error_code == 0 else None
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.replicas.partitions.get((topic, index))

@@ -52,7 +52,7 @@ from ..types import ACKS_ALL, Clock
 from .config import BrokerConfig
 from .pending import Pending
 from .purgatory import ProduceDone
-from .replica_manager import Partition
+from .replica_manager import AppendResult, Partition
 
 log = logging.getLogger("pylog.broker")
 
@@ -76,7 +76,7 @@ class GroupWrites(Protocol):
     """What the runtime needs of its broker: acks=all appends and their completion."""
 
     def append(self, topic: str, index: int, records, acks: int, timeout_ms: int
-               ) -> tuple[dict, int | None]: ...
+               ) -> tuple[AppendResult, int | None]: ...
 
     def await_produce(self, produce_ids: list[int],
                       then: Callable[[ProduceDone], None]) -> None: ...
@@ -238,9 +238,9 @@ class GroupCoordinatorRuntime:
             batch = encode_batch(records)
         result, produce_id = self.writes.append(
             OFFSETS_TOPIC, action.partition, batch, ACKS_ALL, OFFSET_COMMIT_TIMEOUT_MS)
-        base_offset = result["base_offset"]
+        base_offset = result.base_offset
         if produce_id is None:
-            self._appended(coordinator, action.append_id, result["error_code"], base_offset)
+            self._appended(coordinator, action.append_id, result.error_code, base_offset)
             return
         self.writes.await_produce([produce_id], lambda done: self._appended(
             coordinator, action.append_id, _error_code(done), base_offset))

@@ -34,7 +34,13 @@ from .core import BrokerCore, Outbound
 from .group_coordinator import GroupService
 from .pending import Pending
 from .purgatory import ProducePurgatory
-from .replica_manager import Partition, ReplicaManager, VerificationGuard, wall_clock_ms
+from .replica_manager import (
+    AppendResult,
+    Partition,
+    ReplicaManager,
+    VerificationGuard,
+    wall_clock_ms,
+)
 from .txn_coordinator import TransactionService
 
 FENCED_BROKER_LISTED_MS = 5_000  # a fenced broker stays in Metadata this long (see brokers())
@@ -160,7 +166,7 @@ class BrokerNode:
 
     def append(self, topic: str, index: int, records, acks: int, timeout_ms: int,
                verification_guard: VerificationGuard | None = None
-               ) -> tuple[dict, int | None]:
+               ) -> tuple[AppendResult, int | None]:
         """Append one partition as leader; its response and, for acks=all, its produce id."""
         return self.core.append(topic, index, records, acks, timeout_ms, verification_guard)
 

@@ -29,6 +29,7 @@ from ..txn import (
 )
 from .config import BrokerConfig
 from .pending import Pending
+from .replica_manager import AppendResult
 
 __all__ = [
     "AdminBroker",
@@ -89,7 +90,7 @@ class ControlBatchWriter(Protocol):
     def append_control_batch(
         self, topic: str, index: int, producer_id: int, producer_epoch: int,
         coordinator_epoch: int, commit: bool, *, timeout_ms: int, produce_id: int | None,
-    ) -> tuple[dict, list[ReplicaAction]]: ...
+    ) -> tuple[AppendResult, list[ReplicaAction]]: ...
 
 
 class TxnCoordinatorHost(ClusterView, Protocol):
@@ -118,7 +119,7 @@ class TxnCoordinatorHost(ClusterView, Protocol):
     async def allocate_producer_id(self) -> int: ...
 
     def append(self, topic: str, index: int, records: bytes | None, acks: int,
-               timeout_ms: int) -> tuple[dict, int | None]: ...
+               timeout_ms: int) -> tuple[AppendResult, int | None]: ...
 
     def on_actions(self, actions: list[ReplicaAction]) -> None: ...
 

@@ -58,6 +58,7 @@ from .config import REPLICA_LAG_TIME_MAX_MS
 from .stats import BrokerTopicStats
 
 CONSUMER_REPLICA_ID = -1
+ERROR_MESSAGE_MAX_CHARS = 200  # of an error_message in a Produce response
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # Fetch and ListOffsets isolation_level
 
 
@@ -211,6 +212,19 @@ class FetchTarget:
     isolation_level: int = READ_UNCOMMITTED
 
 
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """One partition's append as leader: what Produce answers for it (``apis/produce.py`` puts
+    it on the wire) and what the coordinators learn of their own writes."""
+
+    error_code: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1  # -1: CreateTime (the records keep the producer's times)
+    log_start_offset: int = -1
+    error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()  # (batch index, why) per refused record
+
+
 class ReplicaManager:
     """Owns every Partition on this broker, keyed by (topic, partition index)."""
 
@@ -343,8 +357,8 @@ class ReplicaManager:
         self, topic: str, index: int, records: bytes | ParsedBatches | None, acks: int,
         timeout_ms: int, produce_id: int | None = None,
         verification_guard: VerificationGuard | None = None,
-    ) -> tuple[dict, list[Action]]:
-        """Append one partition's records as leader; its response, and the actions it caused.
+    ) -> tuple[AppendResult, list[Action]]:
+        """Append one partition's records as leader; its outcome, and the actions it caused.
 
         ``records`` may come with their batch headers already read (Produce parses each
         partition's records once, ``ParsedBatches``); the log works from those headers.
@@ -375,7 +389,7 @@ class ReplicaManager:
         self, topic: str, index: int, producer_id: int, producer_epoch: int,
         coordinator_epoch: int, commit: bool, *, acks: int = ACKS_ALL, timeout_ms: int = 30_000,
         produce_id: int | None = None,
-    ) -> tuple[dict, list[Action]]:
+    ) -> tuple[AppendResult, list[Action]]:
         """Write a transaction marker (commit or abort) for ``producer_id`` as leader: what
         WriteTxnMarkers does per partition. Answers and acts like ``append_records``; errors:
         NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED."""
@@ -392,8 +406,7 @@ class ReplicaManager:
         self, topic: str, index: int,
         append: Callable[[Partition, LeaderState, int], LogAppendInfo], acks: int,
         timeout_ms: int, produce_id: int | None, size_bytes: int | None,
-    ) -> tuple[dict, list[Action]]:
-        result = {"index": index, "base_offset": -1, "log_start_offset": -1}
+    ) -> tuple[AppendResult, list[Action]]:
         assert acks != ACKS_ALL or produce_id is not None, "acks=all needs a produce id"
         now_ms = self.now_ms()
         try:
@@ -408,13 +421,12 @@ class ReplicaManager:
             code = errors.error_code_of(error)
             if isinstance(error, ValueError) and not isinstance(error, errors.KafkaError):
                 code = errors.CORRUPT_MESSAGE
-            return {**result, "error_code": code, "error_message": str(error)[:200],
-                    **_record_errors(error)}, []
+            return AppendResult(code, error_message=str(error)[:ERROR_MESSAGE_MAX_CHARS],
+                                record_errors=_record_errors(error)), []
         self.stats.on_append(info.last_offset - info.first_offset + 1,
                              info.size_bytes if size_bytes is None else size_bytes)
-        result.update(error_code=errors.NONE, base_offset=info.first_offset,
-                      log_append_time=info.log_append_time_ms,
-                      log_start_offset=info.log_start_offset)
+        result = AppendResult(errors.NONE, info.first_offset, info.log_append_time_ms,
+                              info.log_start_offset)
         partition.wake_waiters()  # followers long-polling at the old LEO
         actions = leader.after_leader_append(
             info.last_offset, produce_id if acks == ACKS_ALL else None, acks, timeout_ms, now_ms)
@@ -540,13 +552,11 @@ def _read_records(partition: Partition, target: FetchTarget, budget: int, min_on
     return None
 
 
-def _record_errors(error: Exception) -> dict:
-    """Produce v8's ``record_errors`` (KIP-467) if ``error`` names the records a batch was
-    refused for."""
+def _record_errors(error: Exception) -> tuple[tuple[int, str], ...]:
+    """The records a batch was refused for, if ``error`` names them (KIP-467)."""
     if not isinstance(error, RecordValidationError):
-        return {}
-    return {"record_errors": [{"batch_index": e.batch_index, "batch_index_error_message":
-                               e.message} for e in error.record_errors]}
+        return ()
+    return tuple((e.batch_index, e.message) for e in error.record_errors)
 
 
 def _min_insync(topic: TopicImage) -> int:

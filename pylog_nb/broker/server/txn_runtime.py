@@ -52,7 +52,7 @@ from ..types import ACKS_ALL, Clock, TopicPartition
 from .config import BrokerConfig
 from .pending import Pending
 from .purgatory import ProduceDone
-from .replica_manager import Partition
+from .replica_manager import AppendResult, Partition
 
 log = logging.getLogger("pylog.broker")
 
@@ -72,11 +72,11 @@ class TxnWrites(Protocol):
     """What the runtime needs of its broker: acks=all appends, markers, their completion."""
 
     def append(self, topic: str, index: int, records, acks: int, timeout_ms: int
-               ) -> tuple[dict, int | None]: ...
+               ) -> tuple[AppendResult, int | None]: ...
 
     def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int,
                       coordinator_epoch: int, committed: bool, timeout_ms: int
-                      ) -> tuple[dict, int | None]: ...
+                      ) -> tuple[AppendResult, int | None]: ...
 
     def await_produce(self, produce_ids: list[int],
                       then: Callable[[ProduceDone], None]) -> None: ...
@@ -230,7 +230,7 @@ class TxnCoordinatorRuntime:
             TRANSACTION_STATE_TOPIC, action.partition, batch, ACKS_ALL,
             TRANSACTION_STATE_APPEND_TIMEOUT_MS)
         if produce_id is None:
-            self._appended(action.append_id, result["error_code"])
+            self._appended(action.append_id, result.error_code)
             return
         self.writes.await_produce([produce_id], lambda done: self._appended(
             action.append_id, _error_code(done)))
@@ -259,7 +259,7 @@ class TxnCoordinatorRuntime:
             result, produce_id = self.writes.append_marker(
                 topic, index, producer_id, producer_epoch, coordinator_epoch, committed,
                 MARKER_APPEND_TIMEOUT_MS)
-            results[(topic, index)] = int(result["error_code"])
+            results[(topic, index)] = int(result.error_code)
             if produce_id is not None:
                 waiting[produce_id] = (topic, index)
 

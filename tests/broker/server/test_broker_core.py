@@ -102,7 +102,7 @@ def test_an_acks_all_produce_times_out_on_the_tick_after_its_deadline(tmp_path) 
     core, shell = serving_leader(tmp_path, clock)
     result, produce_id = core.append(TOPIC, 0, encode_batch([(None, b"v", [], 0)]), ACKS_ALL,
                                      timeout_ms=100)
-    assert result["error_code"] == 0 and produce_id is not None
+    assert result.error_code == 0 and produce_id is not None
     done = core.watch([produce_id])
     assert not done.done  # follower 2 has not fetched it
     clock[0] += 101

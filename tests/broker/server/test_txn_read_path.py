@@ -27,8 +27,8 @@ LATEST = -1
 
 def produce(manager: ReplicaManager, records: bytes) -> int:
     result, _ = manager.append_records(TOPIC, 0, records, ACKS_LEADER, 1000)
-    assert result["error_code"] == errors.NONE, result
-    return result["base_offset"]
+    assert result.error_code == errors.NONE, result
+    return result.base_offset
 
 
 def fetch(manager: ReplicaManager, offset: int, isolation: int) -> dict:
@@ -61,9 +61,9 @@ def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(replicas
     assert fetch(replicas, 0, READ_COMMITTED)["records"] is None
     assert list_latest(replicas, READ_COMMITTED) == 0
     assert list_latest(replicas, READ_UNCOMMITTED) == 4
-    assert marker(replicas, 1, commit=False)["base_offset"] == 4
+    assert marker(replicas, 1, commit=False).base_offset == 4
     assert partition.last_stable_offset == 2  # p2 still open
-    assert marker(replicas, 2, commit=True)["base_offset"] == 5
+    assert marker(replicas, 2, commit=True).base_offset == 5
     produce(replicas, txn_batch(3, 0))  # 6-7, open
     produce(replicas, txn_batch(-1, -1, transactional=False))  # 8-9
     assert (partition.high_watermark, partition.last_stable_offset) == (10, 6)
@@ -81,13 +81,13 @@ def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(replicas
 
 def test_marker_errors_come_back_as_partition_error_codes(replicas):
     produce(replicas, txn_batch(1, 0))
-    assert marker(replicas, 1, commit=True, coordinator_epoch=5)["error_code"] == errors.NONE
-    assert marker(replicas, 1, commit=True, coordinator_epoch=4)["error_code"] == \
+    assert marker(replicas, 1, commit=True, coordinator_epoch=5).error_code == errors.NONE
+    assert marker(replicas, 1, commit=True, coordinator_epoch=4).error_code == \
         errors.Errors.TRANSACTION_COORDINATOR_FENCED
     result, _ = replicas.append_records(TOPIC, 0, txn_batch(1, 2), ACKS_LEADER, 1000)
-    assert result["error_code"] == errors.NONE
+    assert result.error_code == errors.NONE
     result, _ = replicas.append_records(TOPIC, 0, txn_batch(1, 4, transactional=False),
                                         ACKS_LEADER, 1000)
-    assert result["error_code"] == errors.Errors.INVALID_TXN_STATE
+    assert result.error_code == errors.Errors.INVALID_TXN_STATE
     replicas.get(TOPIC, 0).leader = None
-    assert marker(replicas, 1, commit=True)["error_code"] == errors.NOT_LEADER_OR_FOLLOWER
+    assert marker(replicas, 1, commit=True).error_code == errors.NOT_LEADER_OR_FOLLOWER

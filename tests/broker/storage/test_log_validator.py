@@ -13,6 +13,7 @@ from pylog_nb.broker.records import codecs
 from pylog_nb.broker.records.batch import encode_batch
 from pylog_nb.broker.records.header import parse_batches
 from pylog_nb.broker.replication import LeaderState
+from pylog_nb.broker.server.apis.produce import partition_response
 from pylog_nb.broker.server.replica_manager import Partition, ReplicaManager
 from pylog_nb.broker.storage import KeylessRecordError, Log, LogConfig
 from pylog_nb.broker.storage.log_validator import (
@@ -91,9 +92,9 @@ def replicas(tmp_path):
 
 def test_produce_v8_answers_invalid_record_with_the_record_errors(replicas):
     batch = encode_batch(records_some_keyless())
-    response, actions = replicas.append_records(TOPIC, 0, batch, ACKS_LEADER, 1000)
+    result, actions = replicas.append_records(TOPIC, 0, batch, ACKS_LEADER, 1000)
     assert actions == [] and replicas.get(TOPIC, 0).log.log_end_offset == 0
-    body = {"responses": [{"name": TOPIC, "partition_responses": [response]}]}
+    body = {"responses": [{"name": TOPIC, "partition_responses": [partition_response(0, result)]}]}
     header = codec.RequestHeader(PRODUCE_KEY, PRODUCE_RECORD_ERRORS_VERSION, 7, "test")
     frame = codec.encode_response(header, body)
     _correlation_id, decoded = codec.decode_response(

@@ -33,7 +33,7 @@ from ...records.header import ParsedBatches, parse_batches
 from ...types import ACKS_ALL, ACKS_LEADER, ACKS_NONE, TopicPartition
 from ..add_partitions_manager import produce_error
 from ..core import BrokerCore
-from ..replica_manager import SENTINEL, VerificationGuard
+from ..replica_manager import SENTINEL, AppendResult, VerificationGuard
 
 log = logging.getLogger("pylog.broker")
 PRODUCE_TIMEOUT_MS_MAX = 2**31 - 1
@@ -113,10 +113,24 @@ def _append_from_client(core: BrokerCore, topic: str, index: int, parsed: Parsed
                    "to use ZStandard compression")
         return _refused(index, errors.Errors.UNSUPPORTED_COMPRESSION_TYPE, message), None
     result, produce_id = core.append(topic, index, parsed, acks, timeout_ms, guard)
-    if result["error_code"] != errors.NONE:
+    if result.error_code != errors.NONE:
         log.warning("produce to %s-%d refused: %s %s", topic, index,
-                    errors.error_name(result["error_code"]), result.get("error_message", ""))
-    return result, produce_id
+                    errors.error_name(result.error_code), result.error_message or "")
+    return partition_response(index, result), produce_id
+
+
+def partition_response(index: int, result: AppendResult) -> dict:
+    """One partition of the Produce response (the fields a version lacks are not encoded)."""
+    response: dict[str, object] = {"index": index, "error_code": result.error_code,
+                "base_offset": result.base_offset, "log_append_time": result.log_append_time_ms,
+                "log_start_offset": result.log_start_offset}
+    if result.error_message is not None:
+        response["error_message"] = result.error_message
+    if result.record_errors:
+        response["record_errors"] = [{"batch_index": batch_index,
+                                      "batch_index_error_message": message}
+                                     for batch_index, message in result.record_errors]
+    return response
 
 
 def _transactional_producers(topics: ParsedTopics) -> set[tuple[int, int]]:
