@@ -10,10 +10,29 @@ validation, waiting and answering are the broker's.
 
 from __future__ import annotations
 
+import os
+
 from pylog_nb.broker.group import CommitAnswer, JoinAnswer, SyncAnswer
 from pylog_nb.broker.group.actions import JoinedMember
 from pylog_nb.broker.protocol import versions as v
-from pylog_nb.broker.protocol.codec import Request, encode_request, parse_request
+from pylog_nb.broker.protocol.codec import (
+    Request,
+    decode_response,
+    encode_request,
+    parse_request,
+)
+from pylog_nb.broker.protocol.fetch_response import FileRange
+from pylog_nb.broker.server.replica_fetcher import (
+    EARLIEST_TIMESTAMP,
+    FETCH_VERSION,
+    LATEST_TIMESTAMP,
+    LIST_OFFSETS_VERSION,
+    FetcherState,
+    Issued,
+    PartitionAnswer,
+    fetch_answers,
+    list_offsets_body,
+)
 from pylog_nb.broker.types import TopicPartition
 
 # The versions the simulated clients speak (librdkafka 2.x's for these APIs).
@@ -36,8 +55,50 @@ NO_EPOCH = -1
 def kafka_request(api_key: int, version: int, client_id: str, body: dict,
                   correlation_id: int = 0) -> Request:
     """``body`` as a broker receives it: encoded to a request frame, parsed back."""
-    frame = encode_request(api_key, version, correlation_id, client_id, body)
-    return parse_request(frame[4:])  # without the size prefix, as the network layer reads it
+    return parse_request(encode_request(api_key, version, correlation_id, client_id, body)[4:])
+
+
+# == a follower's replica Fetch and ListOffsets (as cluster_link.LeaderConnection sends them) ====
+
+def replica_fetch(state: FetcherState, issued: Issued) -> bytes:
+    """The Fetch request frame of ``issued``, built when the follower sends it."""
+    return encode_request(v.FETCH_KEY, FETCH_VERSION, 0,
+                          f"replica-fetcher-{state.replicas.broker_id}",
+                          state.request_body(issued))
+
+
+def replica_list_offsets(replica_id: int, topic: str, index: int) -> list[bytes]:
+    """The follower's two ListOffsets request frames: the leader's log start, then its end."""
+    return [encode_request(v.LIST_OFFSETS_KEY, LIST_OFFSETS_VERSION, 0,
+                           f"replica-fetcher-{replica_id}",
+                           list_offsets_body(replica_id, topic, index, timestamp))
+            for timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)]
+
+
+def parsed(frame: bytes) -> Request:
+    """A request frame (with its size prefix) as the broker's network layer parses it."""
+    return parse_request(frame[4:])
+
+
+def fetched(pieces: list) -> list[PartitionAnswer]:
+    """A Fetch handler's encoded response, read by the follower as it arrives on the wire."""
+    data = b"".join(_read(piece) for piece in pieces)
+    _correlation_id, response = decode_response(v.FETCH_KEY, FETCH_VERSION, data[4:])
+    return fetch_answers(response)
+
+
+def _read(piece) -> bytes:
+    if not isinstance(piece, FileRange):
+        return bytes(piece)
+    try:
+        return os.pread(piece.fd, piece.size_bytes, piece.position)
+    finally:
+        os.close(piece.fd)  # the handler pinned a duplicate for the send
+
+
+def offsets_listed(response: dict) -> int:
+    """The offset of a one-partition ListOffsets response dict."""
+    return int(response["topics"][0]["partitions"][0]["offset"])
 
 
 # == Produce ======================================================================================

@@ -91,10 +91,10 @@ from pylog_nb.broker.server.lifecycle_manager import (
     SendRegistration,
 )
 from pylog_nb.broker.server.pending import Pending
-from pylog_nb.broker.server.replica_fetcher import PARTITION_MAX_BYTES, PartitionAnswer
-from pylog_nb.broker.server.replica_manager import ACKS_ALL, FetchTarget, ReplicaManager
+from pylog_nb.broker.server.replica_manager import ReplicaManager
 from pylog_nb.broker.server.txn_runtime import MarkerSend
 from pylog_nb.broker.storage import Log
+from pylog_nb.broker.types import ACKS_ALL
 
 from . import sim_wire as wire
 from .sim_groups import (
@@ -256,6 +256,7 @@ class SimBroker:
         self.marker_sends: dict[int, MarkerSend] = {}  # WriteTxnMarkers on their way
         self.pending: dict[int, InFlight] = {}
         self.paused_until = -1
+        self.timers: list[list] = []  # [due ms, callback or None once cancelled]
         self.isolated = False
         self.held: list[Message] = []  # arrived while paused
         self.next_tick_ms = sim.now_ms
@@ -283,9 +284,14 @@ class SimBroker:
     def send(self, outbound: Outbound) -> None:
         """Carry one of the core's calls: to the active controller, or to a leader."""
         if isinstance(outbound, ReplicaFetch):
-            self.send_request(outbound.leader_id, "fetch", {"outbound": outbound})
+            self.send_request(outbound.leader_id, "fetch", {
+                "outbound": outbound,
+                "frame": wire.replica_fetch(outbound.state, outbound.issued)})
         elif isinstance(outbound, LeaderOffsets):
-            self.send_request(outbound.leader_id, "list_offsets", {"outbound": outbound})
+            follower = outbound.follower
+            self.send_request(outbound.leader_id, "list_offsets", {
+                "outbound": outbound, "frames": wire.replica_list_offsets(
+                    self.broker_id, follower.topic, follower.partition)})
         else:
             request = outbound.request
             kind = CONTROLLER_KINDS[type(request)]
@@ -302,7 +308,11 @@ class SimBroker:
         raise AssertionError("KIP-890 verification is off in the simulation")
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Callable[[], None]:
-        raise AssertionError("no request here waits on a timer")
+        """A timer of this process: it fires on the first tick at or after its time (so not
+        while paused, and never after a crash)."""
+        timer: list = [self.sim.now_ms + delay_ms, callback]
+        self.timers.append(timer)
+        return lambda: timer.__setitem__(1, None)
 
     def refill_producer_ids(self) -> None:
         """The controller's producer id blocks, as one counter of the simulation."""
@@ -378,6 +388,11 @@ class SimBroker:
         now_ms = self.sim.now_ms
         for request_id in [i for i, p in self.pending.items() if p.deadline_ms <= now_ms]:
             self.fail(request_id)
+        due = sorted((t for t in self.timers if t[0] <= now_ms), key=lambda t: t[0])
+        self.timers = [t for t in self.timers if t[0] > now_ms]
+        for _due_ms, callback in due:
+            if callback is not None:
+                callback()
         self.core.tick(now_ms)
         self.next_tick_ms = now_ms + TICK_MS
 
@@ -434,27 +449,22 @@ class SimBroker:
     # == a leader's side ==========================================================================
 
     def on_fetch(self, message: Message) -> None:
-        """A replica Fetch, read through the core (apis/fetch.py without the long poll)."""
-        answers = []
-        for (topic, index), (_follower, spec) in message.body["outbound"].issued.items():
-            target = FetchTarget(topic, index, spec.fetch_offset, spec.current_leader_epoch,
-                                 spec.last_fetched_epoch, spec.replica_id)
-            response = self.core.read_for_fetch(target, PARTITION_MAX_BYTES, True)
-            answers.append(_partition_answer(topic, index, response))
-        self.sim.post(self, message.src, "fetch_answer", {"re": message.body["id"],
-                                                          "answers": answers},
-                      incarnation=message.body["from_incarnation"])
+        """A follower's replica Fetch, served by the Fetch handler (it long-polls here too)."""
+        body = message.body
+        self.serve(wire.parsed(body["frame"]), lambda pieces: self.sim.post(
+            self, message.src, "fetch_answer", {"re": body["id"], "answers": wire.fetched(pieces)},
+            incarnation=body["from_incarnation"]))
 
     def on_list_offsets(self, message: Message) -> None:
-        follower = message.body["outbound"].follower
-        try:
-            partition = self.replicas.leader_partition(follower.topic, follower.partition)
-            offsets = (partition.log.log_start_offset, partition.log.log_end_offset)
-        except LookupError:
-            offsets = (-1, -1)
+        """A follower's two ListOffsets (log start, log end), served by the handler."""
+        body, offsets = message.body, []
+        for frame in body["frames"]:
+            self.serve(wire.parsed(frame), lambda response: offsets.append(
+                wire.offsets_listed(response)))
+        assert len(offsets) == 2, "ListOffsets answers at once"
         self.sim.post(self, message.src, "list_offsets_answer",
-                      {"re": message.body["id"], "offsets": offsets},
-                      incarnation=message.body["from_incarnation"])
+                      {"re": body["id"], "offsets": tuple(offsets)},
+                      incarnation=body["from_incarnation"])
 
     # == clients' requests, served by the shipped request handlers (apis.handle_in_core) ========
 
@@ -716,16 +726,6 @@ def not_controller(error: NotControllerError) -> tuple[str, dict]:
     """server._not_controller: NOT_CONTROLLER naming the active controller, if known."""
     return "controller_error", {"error_code": error.error_code, "leader_id": error.leader_id,
                                 "outcome_unknown": error.outcome_unknown}
-
-
-def _partition_answer(topic: str, index: int, response: dict) -> PartitionAnswer:
-    records = response.get("records")
-    diverging = response.get("diverging_epoch")
-    return PartitionAnswer(
-        topic, index, records.read_bytes() if records is not None else b"",
-        response["high_watermark"], response["log_start_offset"],
-        None if diverging is None else (diverging["epoch"], diverging["end_offset"]),
-        response["error_code"])
 
 
 class Sim:
