@@ -22,9 +22,12 @@ transaction held back until its COMMIT marker, dropped at its ABORT marker):
 - one live producer epoch per transactional id: InitProducerId never hands out the same
   (producer id, epoch) twice for an id, and once a coordinator handed out a newer one it accepts
   no AddPartitionsToTxn, AddOffsetsToTxn or EndTxn of an older one;
-- after the final heal every transaction is decided (the LSO reaches the HW on every leader) and
-  the group's committed offset of each partition is the value of the last committed
-  transaction that wrote it (or of a later one whose outcome the client never learnt).
+- after the final heal every transaction is decided, on the partitions (the LSO reaches the HW
+  on every leader) and on the coordinators (each ``__transaction_state`` partition's leader has
+  loaded it, and none of its ids is Ongoing, PrepareCommit or PrepareAbort or has a change
+  still being appended: what a coordinator decided, it finished, failover or not), and the
+  group's committed offset of each partition is the value of the last committed transaction
+  that wrote it (or of a later one whose outcome the client never learnt).
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ import random
 from dataclasses import dataclass, field
 
 from pylog_nb.broker.errors import Errors
+from pylog_nb.broker.metadata.topics import TRANSACTION_STATE_TOPIC
 from pylog_nb.broker.records.batch import iter_batches_decoded
 from pylog_nb.broker.records.header import iter_batches
 from pylog_nb.broker.storage.txn_index import decode_marker
+from pylog_nb.broker.txn.metadata import TransactionState
 from pylog_nb.broker.txn.records import partition_for as txn_partition_for
 
 TXN_CLIENTS = 2
@@ -60,6 +65,8 @@ ABORTABLE_PRODUCE = {int(Errors.NOT_LEADER_OR_FOLLOWER), int(Errors.NOT_ENOUGH_R
 STEP_OF = {"txn_init": "init", "txn_add": "add", "txn_produce": "produce",
            "txn_add_offsets": "add_offsets", "txn_offset_commit": "offsets", "txn_end": "end"}
 TO_TXN_COORDINATOR = {"txn_init", "txn_add", "txn_add_offsets", "txn_end"}
+UNDECIDED = {TransactionState.ONGOING, TransactionState.PREPARE_COMMIT,
+             TransactionState.PREPARE_ABORT}
 
 
 class TxnViolation(AssertionError):
@@ -117,7 +124,8 @@ class TxnWorkload:
     """The transactional clients, driven by the simulation (``tick``, ``receive``).
 
     ``sim`` provides ``now_ms``, ``post``, ``brokers``, ``partition_count``,
-    ``coordinator_of(group)``, ``next_txn_value()`` and ``txn_coordinator_of(transactional_id)``."""
+    ``coordinator_of(group)``, ``next_txn_value()``, ``txn_coordinator_of(transactional_id)``,
+    ``controller_partition(index, topic)`` and ``leads_for_controller(broker, topic, index)``."""
 
     def __init__(self, sim, rng: random.Random) -> None:
         self.sim = sim
@@ -357,6 +365,37 @@ class TxnWorkload:
         first_open = min(open_transactions(log).values(), default=None)
         _check(first_open is None or lso <= first_open,
                f"LSO {lso} of p{partition_index} passes a transaction open at {first_open}")
+
+    def undecided(self) -> list[str]:
+        """What the transaction coordinators have yet to decide or finish: a
+        ``__transaction_state`` partition whose leader (the controllers' one) is not serving it
+        loaded, or an id of it that is Ongoing, in PrepareCommit/PrepareAbort or has a change
+        being appended. Empty once every coordinator finished what it started (the settle loop
+        waits for that after the final heal)."""
+        sim, found = self.sim, []
+        runtimes = [b.core.txns for b in sim.brokers.values() if b is not None]
+        count = runtimes[0].core.transaction_state_partitions if runtimes else 0
+        for index in range(count):
+            leader = sim.controller_partition(index, TRANSACTION_STATE_TOPIC).leader
+            broker = sim.brokers.get(leader)
+            if broker is None or not sim.leads_for_controller(broker, TRANSACTION_STATE_TOPIC,
+                                                              index):
+                found.append(f"{TRANSACTION_STATE_TOPIC}-{index}: no coordinator serves it")
+                continue
+            runtime = broker.core.txns
+            if index in runtime.loading or not runtime.core.leads(index):
+                found.append(f"{TRANSACTION_STATE_TOPIC}-{index}: b{leader} has not loaded it")
+                continue
+            for transactional_id, meta in sorted(runtime.core.transactions.items()):
+                if meta.partition == index and (meta.pending is not None
+                                                or meta.state in UNDECIDED):
+                    found.append(
+                        f"{transactional_id} ({meta.producer_id}, {meta.producer_epoch}) "
+                        f"{meta.state.kafka_name} on b{leader}"
+                        + (" with a change being appended" if meta.pending is not None else "")
+                        + (f", markers unacknowledged on {sorted(meta.markers_pending)}"
+                           if meta.markers_pending else ""))
+        return found
 
     def check_final(self, visible: dict[int, set[bytes]], open_at_end: dict[int, dict],
                     group_offsets: dict[int, int]) -> None:

@@ -1380,9 +1380,11 @@ class Sim:
         deadline_ms = self.now_ms + SETTLE_MS_MAX
         while not self.settled():
             if self.now_ms >= deadline_ms:  # (the message is costly: built only then)
+                undecided = self.txns.undecided() if self.with_txns else []
                 raise InvariantViolation(
                     f"replication did not settle in {SETTLE_MS_MAX} ms; stale replicas: "
-                    f"{self.stale_replicas() or 'none'}\n{self.describe()}")
+                    f"{self.stale_replicas() or 'none'}; transactions undecided: "
+                    f"{undecided or 'none'}\n{self.describe()}")
             self.step()
         self.check_logs()
         check(not self.stale_replicas(), f"stale replicas after settling: {self.stale_replicas()}")
@@ -1405,7 +1407,8 @@ class Sim:
         for broker in self.brokers.values():
             if broker.lifecycle.state is not LifecycleState.RUNNING or broker.held:
                 return False
-        for index, p in enumerate(active.quorum.image.topics[TOPIC].partitions):
+        partitions = list(enumerate(active.quorum.image.topics[TOPIC].partitions))
+        for index, p in partitions:
             if p.leader == NO_LEADER or set(p.isr) != set(BROKERS):
                 return False
             leader_log = self.log_of(p.leader, index)
@@ -1413,9 +1416,11 @@ class Sim:
                 return False
             if self.with_txns and leader_log.last_stable_offset != leader_log.high_watermark:
                 return False  # a transaction is still to be decided
-        if self.with_txns and not self.offsets_settled(active.quorum.image):
+        if self.with_txns and (not self.offsets_settled(active.quorum.image)
+                               or self.txns.undecided()):
             return False
-            leader_values = log_values(leader_log)
+        for index, p in partitions:  # the costly check last: every replica holds the same
+            leader_values = log_values(self.log_of(p.leader, index))
             if any(log_values(self.log_of(b, index)) != leader_values for b in BROKERS):
                 return False
         return True

@@ -29,6 +29,7 @@ from pylog_nb.broker.metadata import follower as metadata_follower
 from pylog_nb.broker.replication import follower as follower_module
 from pylog_nb.broker.replication.log_protocol import truncate_to
 from pylog_nb.broker.server import alter_partition_manager, group_runtime, lifecycle_manager
+from pylog_nb.broker.txn import TransactionCoordinator
 
 SCHEDULE_COUNT = int(os.environ.get("SIM_SCHEDULES", "1000"))
 QUORUM_SCHEDULE_COUNT = int(os.environ.get("SIM_QUORUM_SCHEDULES", "50"))  # 3 controllers
@@ -248,4 +249,39 @@ def test_catches_a_marker_dropped_while_the_group_coordinator_loads(monkeypatch)
     seed, message = found
     assert "after the COMMIT marker" in message or "offset of partition" in message, message
     monkeypatch.setattr(GroupCoordinator, "complete_txn", complete_txn)
+    run_or_fail(seed)
+
+
+def test_catches_a_transaction_coordinator_that_leaves_a_loaded_decision_unfinished(
+        monkeypatch) -> None:
+    """The transaction coordinator's load-on-failover rule, taken out. A broker that becomes
+    the leader of a ``__transaction_state`` partition (another broker's, or its own again at a
+    new leader epoch) rebuilds the partition's ids from the log and must finish every
+    transaction the log says was decided: an id loaded in PrepareCommit/PrepareAbort re-sends
+    its markers, then appends CompleteCommit/CompleteAbort (Kafka's
+    loadTransactionsForTxnTopicPartition hands them to the marker channel). Here the ids are
+    loaded and nothing is resumed, so the decision is lost: a partition whose marker was not
+    written yet keeps the transaction open (its LSO stuck below the HW), and the id stays in its
+    Prepare state, answering its producer CONCURRENT_TRANSACTIONS for good.
+
+    History: the rule is the coordinator's own since its first version, 823676f
+    (test_failover_mid_prepare_commit_resends_the_markers_and_completes), carried out by every
+    shell since a9cfdf6; no shipped version lacked it. The coordinator's later fixes, put back,
+    would not be seen here: 8b7356e (the old epoch answered PRODUCER_FENCED while a fencing
+    abort is appended) changes an answer, not an outcome; 2ef95a6 (a fenced marker outcome no
+    longer re-sent) matters only to a coordinator about to be unloaded; 0c2da49 (an outcome for
+    every partition whatever fails) is about failures of the asyncio channel that the
+    simulation's sends, which always report, do not have. The same seed passes with the shipped
+    code."""
+
+    def load_without_resuming(self, partition, records, now_ms, coordinator_epoch):
+        self._state.load(partition, records, coordinator_epoch)
+        return []  # loaded PrepareCommit/PrepareAbort ids send no markers
+
+    monkeypatch.setattr(TransactionCoordinator, "load", load_without_resuming)
+    found = first_violation(range(40))
+    assert found is not None, "a loaded decision left unfinished was not caught"
+    seed, message = found
+    assert "PrepareCommit on" in message or "PrepareAbort on" in message, message
+    monkeypatch.undo()
     run_or_fail(seed)
