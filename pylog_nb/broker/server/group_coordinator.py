@@ -24,7 +24,7 @@ from ..group.errors import COORDINATOR_NOT_AVAILABLE, NONE
 from ..metadata.image import ClusterImage
 from ..metadata.topics import OFFSETS_TOPIC
 from .config import BrokerConfig
-from .group_runtime import Action, Coordinator, GroupCoordinatorRuntime
+from .group_runtime import GroupCoordinatorRuntime
 
 if TYPE_CHECKING:
     from .controller_admin import ControllerAdmin
@@ -54,16 +54,6 @@ class GroupService:
     @property
     def cores(self) -> dict[int, GroupCoordinator]:
         return self.runtime.cores
-
-    def route(self, group_id: str) -> Coordinator | None:
-        """The coordinator of ``group_id`` if this broker is it; None: NOT_COORDINATOR."""
-        return self.runtime.route(group_id)
-
-    def run(self, coordinator: Coordinator, actions: list[Action]) -> None:
-        self.runtime.run(coordinator, actions)
-
-    def complete_txn(self, partition_index: int, producer_id: int, committed: bool) -> None:
-        self.runtime.complete_txn(partition_index, producer_id, committed)
 
     # == FindCoordinator =========================================================================
 

@@ -35,10 +35,8 @@ from .group_coordinator import GroupService
 from .pending import Pending
 from .purgatory import ProducePurgatory
 from .replica_manager import (
-    AppendResult,
     Partition,
     ReplicaManager,
-    VerificationGuard,
     wall_clock_ms,
 )
 from .txn_coordinator import TransactionService
@@ -161,14 +159,6 @@ class BrokerNode:
 
     async def allocate_producer_id(self) -> int:
         return await self.link.allocate_producer_id()
-
-    # == appends and acks=all =====================================================================
-
-    def append(self, topic: str, index: int, records, acks: int, timeout_ms: int,
-               verification_guard: VerificationGuard | None = None
-               ) -> tuple[AppendResult, int | None]:
-        """Append one partition as leader; its response and, for acks=all, its produce id."""
-        return self.core.append(topic, index, records, acks, timeout_ms, verification_guard)
 
     # == the core's shell =========================================================================
 

@@ -8,17 +8,15 @@ uses; ``BrokerNode`` and ``ClusterLink`` satisfy these structurally (mypy checks
 pass themselves in) and import none of it.
 
 This module sits below everything in ``server/`` that uses it: it imports only the sans-IO
-packages and ``server/config.py``.
+packages, ``server/config.py`` and ``server/pending.py``.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ..metadata.image import ClusterImage, TopicImage
-from ..replication.actions import Action as ReplicaAction
 from ..txn import Action as TxnAction
 from ..txn import (
     AddOffsetsAnswer,
@@ -29,15 +27,12 @@ from ..txn import (
 )
 from .config import BrokerConfig
 from .pending import Pending
-from .replica_manager import AppendResult
 
 __all__ = [
     "AdminBroker",
     "BrokerDirectory",
     "ClusterView",
-    "ControlBatchWriter",
     "ControllerLink",
-    "ProduceIds",
     "TopicCreator",
     "TxnAnswer",
     "TxnAsker",
@@ -78,50 +73,15 @@ class TopicCreator(Protocol):
                            configs: Mapping[str, str | None]) -> TopicImage: ...
 
 
-class ProduceIds(Protocol):
-    """Ids of acks=all appends (``ProducePurgatory``)."""
-
-    def new_produce_id(self) -> int: ...
-
-
-class ControlBatchWriter(Protocol):
-    """Transaction markers appended as leader (``ReplicaManager``)."""
-
-    def append_control_batch(
-        self, topic: str, index: int, producer_id: int, producer_epoch: int,
-        coordinator_epoch: int, commit: bool, *, timeout_ms: int, produce_id: int | None,
-    ) -> tuple[AppendResult, list[ReplicaAction]]: ...
-
-
 class TxnCoordinatorHost(ClusterView, Protocol):
     """What the transaction coordinator's shell uses of its broker (``txn_coordinator.py``)."""
 
     @property
     def config(self) -> BrokerConfig: ...
 
-    @property
-    def now_ms(self) -> Callable[[], int]: ...
-
-    @property
-    def events(self) -> deque: ...
-
-    @property
-    def purgatory(self) -> ProduceIds: ...
-
-    @property
-    def replicas(self) -> ControlBatchWriter: ...
-
-    @property
-    def groups(self) -> object: ...  # its ``complete_txn``, if it has one
-
     def topic_admin(self) -> TopicCreator: ...
 
     async def allocate_producer_id(self) -> int: ...
-
-    def append(self, topic: str, index: int, records: bytes | None, acks: int,
-               timeout_ms: int) -> tuple[AppendResult, int | None]: ...
-
-    def on_actions(self, actions: list[ReplicaAction]) -> None: ...
 
 
 class TxnAsker(Protocol):

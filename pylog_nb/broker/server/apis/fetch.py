@@ -120,9 +120,7 @@ def _read_one(core: BrokerCore, target: _Target, budget: int, min_one: bool) -> 
     partition = core.replicas.partitions.get((target.fetch.topic, target.fetch.index))
     if not target.zstd_allowed and partition is not None and partition.codec == CODEC_ZSTD:
         return _refused(target, errors.Errors.UNSUPPORTED_COMPRESSION_TYPE)
-    response, actions = core.replicas.read_for_fetch(target.fetch, budget, min_one)
-    core.on_actions(actions)
-    return response
+    return core.read_for_fetch(target.fetch, budget, min_one)
 
 
 def _refused(target: _Target, code: int) -> dict:

@@ -26,7 +26,7 @@ from ...group.errors import (
 from ...group.offsets import PARTITIONS_PER_COMMIT_MAX
 from ...protocol.codec import Request, duration_ms
 from ..core import BrokerCore
-from ..group_coordinator import Coordinator
+from ..group_runtime import Coordinator
 from ..node import CLIENT_HOST, BrokerNode
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
