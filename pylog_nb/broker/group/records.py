@@ -14,8 +14,12 @@ v3 (the last non-flexible versions, what Kafka 2.3-3.x writes) and read values o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, overload
 
 from ..protocol.schema import SchemaReader, SchemaWriter
+
+if TYPE_CHECKING:  # consumer_records imports RecordDecodeError from here; decode_* import it late
+    from .consumer_records import ConsumerRecordKey, ConsumerRecordValue
 
 __all__ = [
     "GroupMetadataKey",
@@ -81,8 +85,10 @@ class GroupMetadataValue:
     members: tuple[MemberMetadataValue, ...]
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey
+RecordKey = OffsetCommitKey | GroupMetadataKey  # classic groups and offsets
 RecordValue = OffsetCommitValue | GroupMetadataValue
+# decode_key also returns the KIP-848 keys of consumer_records.py (ConsumerRecordKey, types 3-8);
+# encode_key / encode_value stay classic: those records are written with encode_consumer_*.
 
 
 def java_string_hash(text: str) -> int:
@@ -159,21 +165,35 @@ def _reader(data: bytes) -> SchemaReader:
     return SchemaReader(data, RecordDecodeError)
 
 
-def decode_key(data: bytes) -> RecordKey | None:
-    """Parse a key; None for key versions this coordinator does not own (e.g. KIP-848 records)."""
+def decode_key(data: bytes) -> RecordKey | ConsumerRecordKey | None:
+    """Parse a key; None for key versions not decoded here (share groups, 9-15, and newer)."""
     reader = _reader(data)
     version = reader.int16()
     if version in (0, 1):
         return OffsetCommitKey(reader.string(), reader.string(), reader.int32())
     if version == GROUP_METADATA_KEY_VERSION:
         return GroupMetadataKey(reader.string())
+    from .consumer_records import CONSUMER_KEY_VERSIONS, decode_consumer_key
+
+    if version in CONSUMER_KEY_VERSIONS:
+        return decode_consumer_key(version, reader)
     return None
 
 
-def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
+@overload
+def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None: ...
+@overload
+def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordValue | None: ...
+def decode_value(
+    key: RecordKey | ConsumerRecordKey, data: bytes | None
+) -> RecordValue | ConsumerRecordValue | None:
     """Parse the value of ``key``; None for a tombstone."""
     if data is None:
         return None
+    if not isinstance(key, OffsetCommitKey | GroupMetadataKey):
+        from .consumer_records import decode_consumer_value
+
+        return decode_consumer_value(key, data)
     reader = _reader(data)
     version = reader.int16()
     if not 0 <= version <= 3:

@@ -148,8 +148,8 @@ def rebuild_groups(batches: Iterable[OffsetsBatch], now_ms: int) -> dict[str, Gr
             continue
         for key_bytes, value_bytes in batch.records:
             key = decode_key(key_bytes)
-            if key is None:
-                continue
+            if not isinstance(key, OffsetCommitKey | GroupMetadataKey):
+                continue  # None (share groups) or a KIP-848 consumer-group record: not loaded here
             value = decode_value(key, value_bytes)
             positioned = None if value is None else (value, batch.base_offset)
             if batch.is_transactional and isinstance(key, OffsetCommitKey):
