@@ -1,4 +1,5 @@
-"""Sans-IO consumer-group coordinator (Kafka's classic protocol) and ``__consumer_offsets``.
+"""Sans-IO group coordinator (Kafka's classic protocol and KIP-848's consumer protocol) and
+``__consumer_offsets``.
 
 The shell routes a group to ``partition_for(group_id, partitions)``, feeds the coordinator of
 that partition JoinGroup/SyncGroup/Heartbeat/... and clock ticks (``now_ms``), and carries out
@@ -15,6 +16,7 @@ from .actions import (
     AppendRecords,
     CommitAnswer,
     GroupStateChanged,
+    HeartbeatAnswer,
     JoinAnswer,
     JoinedMember,
     MemberRemoved,
@@ -34,6 +36,7 @@ __all__ = [
     "GroupDescription",
     "GroupState",
     "GroupStateChanged",
+    "HeartbeatAnswer",
     "JoinAnswer",
     "JoinedMember",
     "LeaveResult",

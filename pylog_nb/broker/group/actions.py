@@ -20,6 +20,7 @@ __all__ = [
     "AppendRecords",
     "CommitAnswer",
     "GroupStateChanged",
+    "HeartbeatAnswer",
     "JoinAnswer",
     "JoinedMember",
     "MemberRemoved",
@@ -75,6 +76,23 @@ class CommitAnswer(Action):
 
     commit_id: int
     errors: dict[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatAnswer(Action):
+    """Answer the ConsumerGroupHeartbeat ``request_id`` (KIP-848).
+
+    ``assignment`` (topic id -> partitions) is None when the member's is unchanged and the
+    request did not ask for it (Kafka leaves the field null then).
+    """
+
+    request_id: int
+    error_code: int
+    error_message: str | None = None
+    member_id: str = ""
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: dict[str, frozenset[int]] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,14 +27,22 @@ from collections.abc import Iterable, Mapping
 
 from ..types import TopicPartition
 from . import offsets as offset_rules
-from .actions import Action, JoinAnswer, SyncAnswer
+from .actions import Action, HeartbeatAnswer, JoinAnswer, SyncAnswer
 from .appends import PendingAppends, Untracked
+from .assignors import TopicMetadata
 from .classic_groups import PROTOCOLS_PER_MEMBER_MAX, LeaveResult, Protocols
 from .classic_rebalance import NEW_MEMBER_JOIN_TIMEOUT_MS
-from .describe import GroupDescription, dead_group
-from .errors import COORDINATOR_LOAD_IN_PROGRESS, NONE
+from .consumer_group import ConsumerGroup
+from .consumer_groups import HeartbeatRequest
+from .describe import GroupDescription, ListedGroup, dead_group
+from .errors import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    INCONSISTENT_GROUP_PROTOCOL,
+    NONE,
+    UNKNOWN_MEMBER_ID,
+)
 from .group import Group
-from .group_metadata_manager import GroupMetadataManager
+from .group_metadata_manager import AnyGroup, GroupMetadataManager
 from .offset_metadata_manager import (
     CommitStore,
     CommitTriple,
@@ -66,12 +74,15 @@ class GroupCoordinator:
         initial_rebalance_delay_ms: int = 3_000,  # group.initial.rebalance.delay.ms
         group_members_max: int = 1_000,  # group.max.size (Kafka: unbounded)
         offset_metadata_bytes_max: int = offset_rules.OFFSET_METADATA_BYTES_MAX,
+        consumer_session_timeout_ms: int = 45_000,  # group.consumer.session.timeout.ms
+        consumer_heartbeat_interval_ms: int = 5_000,  # group.consumer.heartbeat.interval.ms
         loading: bool = False,
         seed: int = 0,
     ) -> None:
         self.partition = partition
         self.loading = loading
         self._appends = PendingAppends(partition)
+        self.consumer_session_timeout_ms = consumer_session_timeout_ms
         self._groups = GroupMetadataManager(
             self._appends,
             session_timeout_ms_min=session_timeout_ms_min,
@@ -79,6 +90,8 @@ class GroupCoordinator:
             initial_rebalance_delay_ms=initial_rebalance_delay_ms,
             group_members_max=group_members_max,
             seed=seed,
+            consumer_session_timeout_ms=consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=consumer_heartbeat_interval_ms,
         )
         self._offsets = OffsetMetadataManager(
             self._groups, self._appends, offset_metadata_bytes_max=offset_metadata_bytes_max
@@ -88,12 +101,37 @@ class GroupCoordinator:
 
     # -- introspection ---------------------------------------------------------------------------
 
-    def group(self, group_id: str) -> Group | None:
+    def group(self, group_id: str) -> AnyGroup | None:
+        """The group of any type."""
         return self._groups.group(group_id)
 
     @property
     def groups(self) -> Mapping[str, Group]:
+        """The classic groups."""
         return self._groups.groups
+
+    @property
+    def consumer_groups(self) -> Mapping[str, ConsumerGroup]:
+        """The KIP-848 consumer groups."""
+        return self._groups.consumer_groups
+
+    # -- the consumer protocol (KIP-848) ---------------------------------------------------------
+
+    def consumer_group_heartbeat(
+        self,
+        request: HeartbeatRequest,
+        topics: Mapping[str, TopicMetadata],
+        now_ms: int,
+        request_id: int,
+    ) -> list[Action]:
+        """ConsumerGroupHeartbeat: answered by a ``HeartbeatAnswer`` carrying ``request_id``,
+        at once or once its records are in the log. ``topics``: the cluster's, by name."""
+        if self.loading:
+            return [HeartbeatAnswer(group_id=request.group_id, now_ms=now_ms,
+                                    request_id=request_id, error_code=LOADING,
+                                    member_id=request.member_id,
+                                    member_epoch=request.member_epoch)]
+        return self._groups.consumer.heartbeat(request, topics, now_ms, request_id)
 
     # -- the classic protocol --------------------------------------------------------------------
 
@@ -118,9 +156,10 @@ class GroupCoordinator:
         ``require_known_member_id``: JoinGroup v4+ (KIP-394). ``rebalance_timeout_ms`` is -1
         for JoinGroup v0 (then the session timeout is used, as Kafka does).
         """
-        if self.loading:
+        if self.loading or group_id in self._groups.consumer_groups:
+            error = LOADING if self.loading else INCONSISTENT_GROUP_PROTOCOL
             return [JoinAnswer(group_id=group_id, now_ms=now_ms, join_id=join_id,
-                               error_code=LOADING, member_id=member_id)]
+                               error_code=error, member_id=member_id)]
         return self._groups.classic.join(
             group_id, member_id, group_instance_id, protocol_type, protocols, session_timeout_ms,
             rebalance_timeout_ms, client_id, now_ms, join_id, client_host=client_host,
@@ -145,9 +184,10 @@ class GroupCoordinator:
         ``assignments`` (member id -> bytes) only matter from the leader; members it leaves out
         get empty assignments. ``protocol_type`` / ``protocol_name`` are checked when given (v5).
         """
-        if self.loading:
+        if self.loading or group_id in self._groups.consumer_groups:
+            error = LOADING if self.loading else UNKNOWN_MEMBER_ID
             return [SyncAnswer(group_id=group_id, now_ms=now_ms, sync_id=sync_id,
-                               error_code=LOADING)]
+                               error_code=error)]
         return self._groups.classic.sync(
             group_id, member_id, generation, assignments, now_ms, sync_id,
             group_instance_id=group_instance_id, protocol_type=protocol_type,
@@ -166,6 +206,8 @@ class GroupCoordinator:
         """Heartbeat: 0, REBALANCE_IN_PROGRESS (rejoin), ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID..."""
         if self.loading:
             return LOADING
+        if group_id in self._groups.consumer_groups:
+            return UNKNOWN_MEMBER_ID
         return self._groups.classic.heartbeat(
             group_id, member_id, generation, now_ms, group_instance_id=group_instance_id
         )
@@ -179,6 +221,8 @@ class GroupCoordinator:
         """
         if self.loading:
             return LeaveResult(LOADING, (), [])
+        if group_id in self._groups.consumer_groups:
+            return LeaveResult(UNKNOWN_MEMBER_ID, (), [])
         return self._groups.classic.leave(group_id, members, now_ms)
 
     def tick(self, now_ms: int) -> list[Action]:
@@ -257,14 +301,21 @@ class GroupCoordinator:
         return self._offsets.unstable_partitions(group_id, partitions)
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None, *,
+        member_id: str | None = None, member_epoch: int = -1,
     ) -> tuple[int, dict[TopicPartition, tuple[int, int, str]]]:
         """OffsetFetch: (error_code, (topic, partition) -> (offset, leader_epoch, metadata)).
 
         ``partitions`` None means every committed partition; unknown ones read (-1, -1, "").
+        A member of a consumer group (OffsetFetch v9) must give its current epoch.
         """
         if self.loading:
             return LOADING, {}
+        group = self._groups.group(group_id)
+        if isinstance(group, ConsumerGroup):
+            error = offset_rules.check_consumer_fetch(group, member_id, member_epoch)
+            if error != NONE:
+                return error, {}
         return NONE, self._offsets.fetch_offsets(group_id, partitions)
 
     def delete_offsets(
@@ -288,8 +339,8 @@ class GroupCoordinator:
 
     def list_groups(
         self, states_filter: Iterable[str] | None = None
-    ) -> tuple[int, list[tuple[str, str, str]]]:
-        """ListGroups: (error_code, [(group_id, protocol_type, state)]); filter is case-blind."""
+    ) -> tuple[int, list[ListedGroup]]:
+        """ListGroups: (error_code, rows of every group type); the filter is case-blind."""
         if self.loading:
             return LOADING, []
         return NONE, self._groups.list_groups(states_filter)
@@ -323,7 +374,7 @@ class GroupCoordinator:
         actions: list[Action] = []
         if self.loading:
             return actions
-        for group in list(self._groups.groups.values()):
+        for group in self._groups.all_groups():
             if not self._groups.should_expire(group):
                 continue
             tombstones = self._offsets.cleanup_expired_offsets(group, now_ms, retention_ms)
@@ -360,7 +411,9 @@ class GroupCoordinator:
         open stay apart for ``complete_txn``. Groups with members come back Stable, their
         sessions restarting at ``now_ms``.
         """
-        self._groups.replace(rebuild_groups(batches, now_ms))
+        rebuilt = rebuild_groups(batches, now_ms,
+                                 consumer_session_timeout_ms=self.consumer_session_timeout_ms)
+        self._groups.replace(rebuilt.groups, rebuilt.consumer_groups)
         self._appends.clear()
         self._offsets.on_loaded()
         self.loading = False

@@ -9,11 +9,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
+from .consumer_group import ConsumerGroup
 from .errors import NONE
 from .group import Group, GroupState
 
-__all__ = ["GroupDescription", "MemberDescription", "describe_group", "dead_group", "listed"]
+__all__ = [
+    "GroupDescription",
+    "ListedGroup",
+    "MemberDescription",
+    "dead_group",
+    "describe_group",
+    "listed",
+]
+
+
+class ListedGroup(NamedTuple):
+    """One row of ListGroups."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str  # ListGroups v5 (KIP-848): classic, consumer, share
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +80,15 @@ def describe_group(group: Group) -> GroupDescription:
 
 
 def listed(
-    groups: Iterable[Group], states_filter: Iterable[str] | None
-) -> list[tuple[str, str, str]]:
-    """ListGroups' (group_id, protocol_type, state) rows; the state filter is case-blind."""
+    groups: Iterable[Group | ConsumerGroup], states_filter: Iterable[str] | None
+) -> list[ListedGroup]:
+    """ListGroups' rows; the state filter is case-blind."""
     wanted = {state.lower() for state in states_filter} if states_filter else None
-    return [
-        (group.group_id, group.protocol_type or "", group.state.value)
-        for group in groups
-        if wanted is None or group.state.value.lower() in wanted
-    ]
+    rows = []
+    for group in groups:
+        protocol_type = (ConsumerGroup.PROTOCOL_TYPE if isinstance(group, ConsumerGroup)
+                         else group.protocol_type or "")
+        if wanted is None or group.state.value.lower() in wanted:
+            rows.append(ListedGroup(group.group_id, protocol_type, group.state.value,
+                                    group.GROUP_TYPE))
+    return rows

@@ -36,7 +36,10 @@ from pylog_nb.broker.errors import (
     UNKNOWN_MEMBER_ID,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
+    Errors,
 )
+
+STALE_MEMBER_EPOCH = Errors.STALE_MEMBER_EPOCH  # KIP-848: a commit from an old member epoch
 
 __all__ = [
     "COORDINATOR_LOAD_IN_PROGRESS",
@@ -64,6 +67,7 @@ __all__ = [
     "REBALANCE_IN_PROGRESS",
     "RECORD_LIST_TOO_LARGE",
     "REQUEST_TIMED_OUT",
+    "STALE_MEMBER_EPOCH",
     "UNKNOWN_MEMBER_ID",
     "UNKNOWN_SERVER_ERROR",
     "UNKNOWN_TOPIC_OR_PARTITION",

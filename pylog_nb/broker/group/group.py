@@ -16,7 +16,7 @@ from typing import NamedTuple
 from ..types import TopicPartition
 from .records import OffsetCommitValue
 
-__all__ = ["Group", "GroupState", "Member", "TxnOffset"]
+__all__ = ["Group", "GroupOffsets", "GroupState", "Member", "TxnOffset"]
 
 
 class TxnOffset(NamedTuple):
@@ -81,8 +81,43 @@ class Member:
         raise AssertionError(f"member {self.member_id} supports none of {candidates}")
 
 
+@dataclass(slots=True, kw_only=True)
+class GroupOffsets:
+    """What every group type keeps of its committed offsets (Kafka's OffsetMetadataManager
+    keeps them by group id; here they travel with the group)."""
+
+    offsets: dict[TopicPartition, OffsetCommitValue] = field(default_factory=dict)
+    # Where each committed offset's record sits in __consumer_offsets (the base offset of its
+    # batch; Kafka's CommitRecordMetadataAndOffset.appendedBatchOffset): a transaction's offset
+    # replaces a committed one only if its own record came later in the log.
+    offset_batch_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    # KIP-98: offsets written by transactions not yet decided, by producer id, each with its
+    # batch offset; invisible until the COMMIT marker (Kafka's pendingTransactionalOffsetCommits).
+    txn_offsets: dict[int, dict[TopicPartition, TxnOffset]] = field(default_factory=dict)
+
+    def put_offset(
+        self, topic_partition: TopicPartition, value: OffsetCommitValue, batch_offset: int
+    ) -> None:
+        """Make ``value`` the committed offset; its record's batch starts at ``batch_offset``."""
+        assert batch_offset >= 0, batch_offset
+        self.offsets[topic_partition] = value
+        self.offset_batch_offsets[topic_partition] = batch_offset
+
+    def drop_offset(self, topic_partition: TopicPartition) -> None:
+        del self.offsets[topic_partition]
+        self.offset_batch_offsets.pop(topic_partition, None)
+
+    def has_pending_txn_offset(self, topic_partition: TopicPartition) -> bool:
+        return any(topic_partition in pending for pending in self.txn_offsets.values())
+
+    def take_offsets(self, other: GroupOffsets) -> None:
+        """Carry ``other``'s offsets over (a classic group converted to a consumer group)."""
+        self.offsets, self.offset_batch_offsets = other.offsets, other.offset_batch_offsets
+        self.txn_offsets = other.txn_offsets
+
+
 @dataclass(slots=True)
-class Group:
+class Group(GroupOffsets):
     """Membership, generation and committed offsets of one group."""
 
     group_id: str
@@ -103,32 +138,11 @@ class Group:
     initial_delay_ms: int = 0
     initial_delay_remaining_ms: int = 0
     new_member_added: bool = False
-    offsets: dict[TopicPartition, OffsetCommitValue] = field(default_factory=dict)
-    # Where each committed offset's record sits in __consumer_offsets (the base offset of its
-    # batch; Kafka's CommitRecordMetadataAndOffset.appendedBatchOffset): a transaction's offset
-    # replaces a committed one only if its own record came later in the log.
-    offset_batch_offsets: dict[TopicPartition, int] = field(default_factory=dict)
-    # KIP-98: offsets written by transactions not yet decided, by producer id, each with its
-    # batch offset; invisible until the COMMIT marker (Kafka's pendingTransactionalOffsetCommits).
-    txn_offsets: dict[int, dict[TopicPartition, TxnOffset]] = field(default_factory=dict)
+
+    GROUP_TYPE = "classic"
 
     def is_(self, state: GroupState) -> bool:
         return self.state is state
-
-    def put_offset(
-        self, topic_partition: TopicPartition, value: OffsetCommitValue, batch_offset: int
-    ) -> None:
-        """Make ``value`` the committed offset; its record's batch starts at ``batch_offset``."""
-        assert batch_offset >= 0, batch_offset
-        self.offsets[topic_partition] = value
-        self.offset_batch_offsets[topic_partition] = batch_offset
-
-    def drop_offset(self, topic_partition: TopicPartition) -> None:
-        del self.offsets[topic_partition]
-        self.offset_batch_offsets.pop(topic_partition, None)
-
-    def has_pending_txn_offset(self, topic_partition: TopicPartition) -> bool:
-        return any(topic_partition in pending for pending in self.txn_offsets.values())
 
     def transition(self, state: GroupState, now_ms: int) -> GroupState:
         """Move to ``state`` (asserting Kafka's table); returns the old state."""

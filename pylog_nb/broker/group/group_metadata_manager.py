@@ -3,11 +3,11 @@ GroupMetadataManager), sans-IO.
 
 Theory of operation:
 
-- The manager owns the groups by id. Each group type has its own handler for the requests of
-  its protocol: ``classic`` (``classic_groups.py``, JoinGroup/SyncGroup/Heartbeat/LeaveGroup,
-  with ``classic_rebalance.py``). KIP-848 consumer groups (ConsumerGroupHeartbeat) and KIP-932
-  share groups (ShareGroupHeartbeat) come next, each as one more handler beside ``classic`` and
-  one more ``Group`` type in ``groups``; what every type shares stays here.
+- The manager owns the groups by id, one map per type (a group id is in at most one). Each
+  type has its own handler for the requests of its protocol: ``classic``
+  (``classic_groups.py``, JoinGroup/SyncGroup/Heartbeat/LeaveGroup, with
+  ``classic_rebalance.py``) and ``consumer`` (``consumer_groups.py``, KIP-848's
+  ConsumerGroupHeartbeat). What every type shares stays here.
 - Shared here: the lookups (``group``, ``get_or_create_classic_group`` for a simple commit,
   as Kafka's OffsetMetadataManager asks it), DescribeGroups and ListGroups, the timers
   (``tick`` and ``expire`` hand each group to its type's handler), and the deletion of a group:
@@ -28,14 +28,17 @@ from .actions import Action
 from .appends import PendingAppend, PendingAppends, Untracked
 from .classic_groups import ClassicGroups, StaticRejoinStore
 from .classic_rebalance import SyncStore, transition
-from .describe import GroupDescription, dead_group, describe_group, listed
+from .consumer_group import ConsumerGroup, ConsumerGroupState
+from .consumer_groups import ConsumerGroups, HeartbeatStore
+from .describe import GroupDescription, ListedGroup, dead_group, describe_group, listed
 from .errors import GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NON_EMPTY_GROUP, NONE
 from .group import Group, GroupState
 from .storage import Record, group_tombstone
 
-__all__ = ["GroupMetadataManager"]
+__all__ = ["AnyGroup", "GroupMetadataManager"]
 
 S = GroupState
+AnyGroup = Group | ConsumerGroup
 
 
 class GroupMetadataManager:
@@ -50,9 +53,12 @@ class GroupMetadataManager:
         initial_rebalance_delay_ms: int,
         group_members_max: int,
         seed: int,
+        consumer_session_timeout_ms: int = 45_000,
+        consumer_heartbeat_interval_ms: int = 5_000,
     ) -> None:
         self._appends = appends
         self._groups: dict[str, Group] = {}
+        self._consumer_groups: dict[str, ConsumerGroup] = {}
         self.classic = ClassicGroups(
             self._groups,
             appends,
@@ -62,27 +68,51 @@ class GroupMetadataManager:
             group_members_max=group_members_max,
             seed=seed,
         )
+        self.consumer = ConsumerGroups(
+            self._consumer_groups,
+            self._groups,
+            appends,
+            session_timeout_ms=consumer_session_timeout_ms,
+            heartbeat_interval_ms=consumer_heartbeat_interval_ms,
+            group_members_max=group_members_max,
+            seed=seed + 1,
+        )
 
     # -- lookups ---------------------------------------------------------------------------------
 
     @property
     def groups(self) -> Mapping[str, Group]:
+        """The classic groups."""
         return self._groups
 
-    def group(self, group_id: str) -> Group | None:
-        return self._groups.get(group_id)
+    @property
+    def consumer_groups(self) -> Mapping[str, ConsumerGroup]:
+        """The KIP-848 consumer groups."""
+        return self._consumer_groups
 
-    def get_or_create_classic_group(self, group_id: str, now_ms: int) -> Group:
-        """The group, created Empty if unknown (a commit outside group management does that)."""
-        group = self._groups.get(group_id)
+    def group(self, group_id: str) -> AnyGroup | None:
+        """The group of any type."""
+        return self._consumer_groups.get(group_id) or self._groups.get(group_id)
+
+    def all_groups(self) -> list[AnyGroup]:
+        return [*self._groups.values(), *self._consumer_groups.values()]
+
+    def get_or_create_classic_group(self, group_id: str, now_ms: int) -> AnyGroup:
+        """The group, created Empty and classic if unknown (a commit outside group
+        management does that)."""
+        group = self.group(group_id)
         if group is None:
             group = self._groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
         return group
 
-    def replace(self, groups: Mapping[str, Group]) -> None:
-        """Take ``groups`` as the whole state (a load); the handlers keep the same map."""
+    def replace(self, groups: Mapping[str, Group],
+                consumer_groups: Mapping[str, ConsumerGroup]) -> None:
+        """Take the groups as the whole state (a load); the handlers keep the same maps."""
+        assert not set(groups) & set(consumer_groups), set(groups) & set(consumer_groups)
         self._groups.clear()
         self._groups.update(groups)
+        self._consumer_groups.clear()
+        self._consumer_groups.update(consumer_groups)
 
     # -- timers ----------------------------------------------------------------------------------
 
@@ -91,37 +121,48 @@ class GroupMetadataManager:
         actions: list[Action] = []
         for group in list(self._groups.values()):
             self.classic.rebalance.expire(group, now_ms, actions)
+        for consumer_group in list(self._consumer_groups.values()):
+            self.consumer.expire(consumer_group, now_ms, actions)
         return actions
 
     def expire(self, group_id: str, now_ms: int) -> list[Action]:
         """One group's deadlines due by ``now_ms`` (``GroupCoordinator.expire_due``)."""
         actions: list[Action] = []
-        group = self._groups.get(group_id)
-        if group is not None:
+        group = self.group(group_id)
+        if isinstance(group, ConsumerGroup):
+            self.consumer.expire(group, now_ms, actions)
+        elif group is not None:
             self.classic.rebalance.expire(group, now_ms, actions)
         return actions
 
     # -- DescribeGroups, ListGroups --------------------------------------------------------------
 
     def describe(self, group_ids: Iterable[str]) -> list[GroupDescription]:
-        """DescribeGroups; an unknown group is reported Dead with no error, as Kafka does."""
+        """DescribeGroups; an unknown group is reported Dead with no error, as Kafka does, and
+        a consumer group GROUP_ID_NOT_FOUND (KIP-1043: not a classic group)."""
         answer = []
         for group_id in group_ids:
             group = self._groups.get(group_id)
-            answer.append(dead_group(group_id) if group is None else describe_group(group))
+            if group_id in self._consumer_groups:
+                answer.append(dead_group(group_id, GROUP_ID_NOT_FOUND))
+            else:
+                answer.append(dead_group(group_id) if group is None else describe_group(group))
         return answer
 
-    def list_groups(self, states_filter: Iterable[str] | None) -> list[tuple[str, str, str]]:
-        """ListGroups' (group_id, protocol_type, state) rows; the filter is case-blind."""
-        return listed(self._groups.values(), states_filter)
+    def list_groups(self, states_filter: Iterable[str] | None) -> list[ListedGroup]:
+        """ListGroups' rows, every type; the state filter is case-blind."""
+        return listed(self.all_groups(), states_filter)
 
     # -- deleting groups -------------------------------------------------------------------------
 
     def validate_delete_group(self, group_id: str) -> int:
         """DeleteGroups' error for ``group_id``: only a known group without members goes."""
-        group = self._groups.get(group_id)
         if not group_id:
             return INVALID_GROUP_ID
+        consumer_group = self._consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return NON_EMPTY_GROUP if consumer_group.members else NONE
+        group = self._groups.get(group_id)
         if group is None or group.is_(S.DEAD):
             return GROUP_ID_NOT_FOUND
         if not group.is_(S.EMPTY) or group.members:
@@ -133,19 +174,28 @@ class GroupMetadataManager:
     ) -> None:
         """Delete a group ``validate_delete_group`` allowed: Dead, then its tombstone and
         ``offset_tombstones`` (the ``OffsetMetadataManager``'s) in one batch, then forgotten."""
+        assert self.validate_delete_group(group_id) == NONE, group_id
+        if group_id in self._consumer_groups:
+            consumer_group = self._consumer_groups[group_id]
+            consumer_group.state = ConsumerGroupState.DEAD
+            records = [*offset_tombstones, *self.consumer.delete(consumer_group)]
+            self._appends.append(Untracked(group_id), records, now_ms, actions)
+            return
         group = self._groups[group_id]
-        assert self.validate_delete_group(group_id) == NONE, group
         transition(group, S.DEAD, now_ms, "deleted", actions)
         records = [group_tombstone(group_id), *offset_tombstones]
         self._appends.append(Untracked(group_id), records, now_ms, actions)
         del self._groups[group_id]
 
     @staticmethod
-    def should_expire(group: Group) -> bool:
+    def should_expire(group: AnyGroup) -> bool:
         """May the group's offsets expire (Kafka's Group.shouldExpire): Empty, no one waiting."""
+        if isinstance(group, ConsumerGroup):
+            return not group.members
         return group.is_(S.EMPTY) and not group.members and not group.pending_members
 
-    def maybe_delete_group(self, group: Group, now_ms: int, actions: list[Action]) -> list[Record]:
+    def maybe_delete_group(self, group: AnyGroup, now_ms: int, actions: list[Action]
+                           ) -> list[Record]:
         """Delete an expiring group left without offsets; the records to append (its tombstone).
 
         Kafka's GroupMetadata.hasOffsets: undecided transactional offsets keep the group.
@@ -153,6 +203,9 @@ class GroupMetadataManager:
         assert self.should_expire(group), group
         if group.offsets or group.txn_offsets:
             return []
+        if isinstance(group, ConsumerGroup):
+            group.state = ConsumerGroupState.DEAD
+            return self.consumer.delete(group)
         transition(group, S.DEAD, now_ms, "offsets expired", actions)
         del self._groups[group.group_id]
         return [group_tombstone(group.group_id)]
@@ -169,5 +222,7 @@ class GroupMetadataManager:
                 self.classic.rebalance.on_sync_stored(group, pending, error_code, now_ms, actions)
         elif isinstance(pending, StaticRejoinStore):
             self.classic.on_static_rejoin_stored(pending, error_code, now_ms, actions)
+        elif isinstance(pending, HeartbeatStore):
+            self.consumer.on_stored(pending, error_code, now_ms, actions)
         else:
             assert isinstance(pending, Untracked), pending

@@ -30,6 +30,7 @@ from ..types import TopicPartition
 from . import offsets as offset_rules
 from .actions import Action, CommitAnswer
 from .appends import PendingAppends, Untracked
+from .consumer_group import ConsumerGroup
 from .errors import GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NONE, offset_store_error
 from .group import Group, GroupState, TxnOffset
 from .group_metadata_manager import GroupMetadataManager
@@ -105,7 +106,7 @@ class OffsetMetadataManager:
                                          now_ms))
             return actions
         group = self._groups.get_or_create_classic_group(group_id, now_ms)
-        if member_id in group.members:
+        if isinstance(group, Group) and member_id in group.members:
             member = group.members[member_id]
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         errors, values = offset_rules.commit_values(offsets, self.offset_metadata_bytes_max, now_ms)
@@ -168,7 +169,8 @@ class OffsetMetadataManager:
             self._stored(group, store, base_offset)
         actions.append(commit_answer(store.group_id, store.commit_id, errors, now_ms))
 
-    def _stored(self, group: Group, store: CommitStore | TxnCommitStore, base_offset: int) -> None:
+    def _stored(self, group: Group | ConsumerGroup, store: CommitStore | TxnCommitStore,
+                base_offset: int) -> None:
         if isinstance(store, CommitStore):
             for topic_partition, value in store.values.items():
                 group.put_offset(topic_partition, value, base_offset)
@@ -227,7 +229,7 @@ class OffsetMetadataManager:
         """OffsetDelete: (group error, error per partition, actions)."""
         actions: list[Action] = []
         group = self._groups.group(group_id)
-        if group is None or group.is_(GroupState.DEAD):
+        if group is None or group.state.value == GroupState.DEAD.value:
             return GROUP_ID_NOT_FOUND, {}, actions
         group_error, errors = offset_rules.deletable(group, partitions)
         deleted = sorted(
@@ -247,7 +249,7 @@ class OffsetMetadataManager:
         return offset_tombstones(group_id, sorted(group.offsets))
 
     def cleanup_expired_offsets(
-        self, group: Group, now_ms: int, retention_ms: int
+        self, group: Group | ConsumerGroup, now_ms: int, retention_ms: int
     ) -> list[Record]:
         """Drop the offsets of ``group`` older than ``retention_ms``; their tombstones."""
         expired = offset_rules.expired(group, now_ms, retention_ms)

@@ -19,6 +19,10 @@ Theory of operation (Kafka's GroupCoordinator.handleCommitOffsets / handleFetchO
 - OffsetDelete: an Empty group may lose any offset; a live ``consumer`` group only offsets of
   topics no member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC otherwise); another live group none
   (NON_EMPTY_GROUP).
+- KIP-848 consumer groups (ConsumerGroup.validateOffsetCommit): the commit's generation field
+  carries the member epoch, which must be the member's current one (STALE_MEMBER_EPOCH); a
+  simple commit is accepted while the group has no members. A transactional commit from a
+  member with an old epoch is ILLEGAL_GENERATION, as TxnOffsetCommit has no newer error.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..types import TopicPartition
+from .consumer_group import ConsumerGroup, ConsumerGroupState
 from .errors import (
     COORDINATOR_NOT_AVAILABLE,
     FENCED_INSTANCE_ID,
@@ -35,9 +40,10 @@ from .errors import (
     NONE,
     OFFSET_METADATA_TOO_LARGE,
     REBALANCE_IN_PROGRESS,
+    STALE_MEMBER_EPOCH,
     UNKNOWN_MEMBER_ID,
 )
-from .group import Group, GroupState
+from .group import Group, GroupOffsets, GroupState
 from .records import OffsetCommitValue, subscribed_topics
 
 __all__ = [
@@ -45,6 +51,8 @@ __all__ = [
     "PARTITIONS_PER_COMMIT_MAX",
     "UNKNOWN_OFFSET",
     "check_commit",
+    "check_consumer_commit",
+    "check_consumer_fetch",
     "check_txn_commit",
     "complete_txn",
     "check_member",
@@ -80,13 +88,41 @@ def check_member(
     return NONE
 
 
+def check_consumer_commit(group: ConsumerGroup, member_id: str, member_epoch: int, *,
+                          transactional: bool = False) -> int:
+    """Kafka's ConsumerGroup.validateOffsetCommit (and validateTransactionalOffsetCommit)."""
+    if group.is_(ConsumerGroupState.DEAD):
+        return COORDINATOR_NOT_AVAILABLE
+    if member_epoch < 0 and not member_id:
+        return NONE if (transactional or not group.members) else UNKNOWN_MEMBER_ID
+    member = group.members.get(member_id)
+    if member is None:
+        return UNKNOWN_MEMBER_ID
+    if member_epoch != member.member_epoch:
+        return ILLEGAL_GENERATION if transactional else STALE_MEMBER_EPOCH
+    return NONE
+
+
+def check_consumer_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
+    """OffsetFetch v9 from a member (KIP-848): its epoch must be current; -1: not a member."""
+    if member_id is None or member_epoch < 0:
+        return NONE
+    member = group.members.get(member_id)
+    if member is None:
+        return UNKNOWN_MEMBER_ID
+    return NONE if member_epoch == member.member_epoch else STALE_MEMBER_EPOCH
+
+
 def check_commit(
-    group: Group | None, member_id: str, group_instance_id: str | None, generation: int
+    group: Group | ConsumerGroup | None, member_id: str, group_instance_id: str | None,
+    generation: int
 ) -> int:
     """The error for an OffsetCommit as a whole, NONE if the offsets may be written.
 
     ``group`` is None when the coordinator knows no such group.
     """
+    if isinstance(group, ConsumerGroup):
+        return check_consumer_commit(group, member_id, generation)
     simple = generation < 0 and not member_id and group_instance_id is None
     if group is None:
         # Not relying on Kafka for group management, or a commit from a long-gone generation.
@@ -104,7 +140,8 @@ def check_commit(
 
 
 def check_txn_commit(
-    group: Group | None, member_id: str, group_instance_id: str | None, generation: int
+    group: Group | ConsumerGroup | None, member_id: str, group_instance_id: str | None,
+    generation: int
 ) -> int:
     """The error for a TxnOffsetCommit as a whole, NONE if its offsets may be written.
 
@@ -114,6 +151,8 @@ def check_txn_commit(
     group with members; one naming a member (v3+, KIP-447) must come from a current member of
     the current generation. Unlike OffsetCommit, CompletingRebalance does not refuse it.
     """
+    if isinstance(group, ConsumerGroup):
+        return check_consumer_commit(group, member_id, generation, transactional=True)
     if group is None:
         return NONE if generation < 0 else ILLEGAL_GENERATION
     if group.is_(GroupState.DEAD):
@@ -125,7 +164,7 @@ def check_txn_commit(
     return check_member(group, member_id, group_instance_id, generation)
 
 
-def complete_txn(group: Group, producer_id: int, committed: bool) -> None:
+def complete_txn(group: GroupOffsets, producer_id: int, committed: bool) -> None:
     """The marker of ``producer_id``'s transaction was written: apply or drop its offsets.
 
     On COMMIT each offset replaces the committed one unless that one's record came later in the
@@ -179,9 +218,10 @@ def commit_values(
     return errors, values
 
 
-def expired(group: Group, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+def expired(group: Group | ConsumerGroup, now_ms: int, retention_ms: int
+            ) -> list[TopicPartition]:
     """The offsets of an Empty ``group`` whose retention has run out, sorted (KIP-211)."""
-    assert group.is_(GroupState.EMPTY) and not group.members, group.state
+    assert not group.members, group.state
     return sorted(
         topic_partition
         for topic_partition, value in group.offsets.items()
@@ -190,7 +230,7 @@ def expired(group: Group, now_ms: int, retention_ms: int) -> list[TopicPartition
 
 
 def deletable(
-    group: Group, partitions: Iterable[TopicPartition]
+    group: Group | ConsumerGroup, partitions: Iterable[TopicPartition]
 ) -> tuple[int, dict[TopicPartition, int]]:
     """OffsetDelete's (group error, error per partition) for a live or Empty ``group``."""
     subscribed = _subscribed_topics(group)
@@ -202,10 +242,12 @@ def deletable(
     }
 
 
-def _subscribed_topics(group: Group) -> set[str] | None:
+def _subscribed_topics(group: Group | ConsumerGroup) -> set[str] | None:
     """Topics the members subscribe to; None when that is unknowable (not deletable)."""
     if not group.members:
         return set()
+    if isinstance(group, ConsumerGroup):
+        return set(group.subscribed_topics or ())
     if group.protocol_type != CONSUMER_PROTOCOL_TYPE or group.protocol_name is None:
         return None
     topics: set[str] = set()

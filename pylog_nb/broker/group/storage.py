@@ -24,8 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..types import TopicPartition
+from .consumer_group import ConsumerGroup
+from .consumer_records import ConsumerRecordKey, ConsumerRecordValue
+from .consumer_storage import CONSUMER_KEYS, restore_consumer_groups
 from .group import Group, GroupState, Member, TxnOffset
 from .records import (
     GroupMetadataKey,
@@ -43,6 +47,7 @@ from .records import (
 
 __all__ = [
     "OffsetsBatch",
+    "Rebuilt",
     "Record",
     "group_record",
     "group_tombstone",
@@ -128,17 +133,26 @@ def plain_batches(records: Iterable[Record]) -> list[OffsetsBatch]:
     return [OffsetsBatch(offset, (record,)) for offset, record in enumerate(records)]
 
 
-_Positioned = tuple[RecordValue, int]  # a record's value, and its batch's base offset
+AnyKey = RecordKey | ConsumerRecordKey
+_Positioned = tuple[RecordValue | ConsumerRecordValue, int]  # a value, its batch's base offset
 
 
-def rebuild_groups(batches: Iterable[OffsetsBatch], now_ms: int) -> dict[str, Group]:
+class Rebuilt(NamedTuple):
+    """What a coordinator's log holds: its classic groups and its KIP-848 consumer groups."""
+
+    groups: dict[str, Group]
+    consumer_groups: dict[str, ConsumerGroup]
+
+
+def rebuild_groups(batches: Iterable[OffsetsBatch], now_ms: int, *,
+                   consumer_session_timeout_ms: int = 45_000) -> Rebuilt:
     """Every group, committed offset and undecided transactional offset the log leaves behind.
 
     Kafka's GroupMetadataManager.loadGroupsAndOffsets: records of plain batches take effect in
     log order; those of a transactional batch wait for their producer's marker, whose COMMIT
     applies each offset unless a later record of the same key already did, and ABORT drops them.
     """
-    latest: dict[RecordKey, _Positioned] = {}
+    latest: dict[AnyKey, _Positioned] = {}
     pending: dict[int, dict[OffsetCommitKey, _Positioned | None]] = {}
     for batch in batches:
         if batch.commit is not None:
@@ -148,8 +162,8 @@ def rebuild_groups(batches: Iterable[OffsetsBatch], now_ms: int) -> dict[str, Gr
             continue
         for key_bytes, value_bytes in batch.records:
             key = decode_key(key_bytes)
-            if not isinstance(key, OffsetCommitKey | GroupMetadataKey):
-                continue  # None (share groups) or a KIP-848 consumer-group record: not loaded here
+            if key is None:
+                continue  # a share-group record (KIP-932): not loaded yet
             value = decode_value(key, value_bytes)
             positioned = None if value is None else (value, batch.base_offset)
             if batch.is_transactional and isinstance(key, OffsetCommitKey):
@@ -158,21 +172,28 @@ def rebuild_groups(batches: Iterable[OffsetsBatch], now_ms: int) -> dict[str, Gr
                 latest.pop(key, None)  # re-insert: keep log order of the latest records
                 if positioned is not None:
                     latest[key] = positioned
+    consumer = restore_consumer_groups(
+        ((key, value) for key, (value, _) in latest.items() if isinstance(key, CONSUMER_KEYS)),
+        now_ms, consumer_session_timeout_ms)
     groups: dict[str, Group] = {}
     for key, (value, batch_offset) in latest.items():
-        group = groups.setdefault(key.group, Group(key.group, state_timestamp_ms=now_ms))
+        if isinstance(key, CONSUMER_KEYS):
+            continue
         if isinstance(key, OffsetCommitKey):
             assert isinstance(value, OffsetCommitValue)
-            group.put_offset((key.topic, key.partition), value, batch_offset)
+            holder = consumer.get(key.group) or groups.setdefault(
+                key.group, Group(key.group, state_timestamp_ms=now_ms))
+            holder.put_offset((key.topic, key.partition), value, batch_offset)
         else:
             assert isinstance(key, GroupMetadataKey) and isinstance(value, GroupMetadataValue)
+            group = groups.setdefault(key.group, Group(key.group, state_timestamp_ms=now_ms))
             _restore_group(group, value, now_ms)
-    _restore_txn_offsets(groups, pending, now_ms)
-    return groups
+    _restore_txn_offsets(groups, consumer, pending, now_ms)
+    return Rebuilt(groups, consumer)
 
 
 def _apply_committed(
-    latest: dict[RecordKey, _Positioned], decided: Mapping[OffsetCommitKey, _Positioned | None]
+    latest: dict[AnyKey, _Positioned], decided: Mapping[OffsetCommitKey, _Positioned | None]
 ) -> None:
     for key, positioned in decided.items():
         if positioned is None:
@@ -185,6 +206,7 @@ def _apply_committed(
 
 def _restore_txn_offsets(
     groups: dict[str, Group],
+    consumer: Mapping[str, ConsumerGroup],
     pending: Mapping[int, Mapping[OffsetCommitKey, _Positioned | None]],
     now_ms: int,
 ) -> None:
@@ -195,7 +217,8 @@ def _restore_txn_offsets(
                 continue
             value, batch_offset = positioned
             assert isinstance(value, OffsetCommitValue)
-            group = groups.setdefault(key.group, Group(key.group, state_timestamp_ms=now_ms))
+            group = consumer.get(key.group) or groups.setdefault(
+                key.group, Group(key.group, state_timestamp_ms=now_ms))
             group.txn_offsets.setdefault(producer_id, {})[(key.topic, key.partition)] = (
                 TxnOffset(value, batch_offset))
 

@@ -15,6 +15,9 @@ OFFSETS_TOPIC_SEGMENT_BYTES = 100 * MIB  # Kafka's offsets.topic.segment.bytes
 # config/server.properties Kafka ships for development sets 0, as a lab wants: a lone consumer
 # is assigned at once. --group-initial-rebalance-delay-ms 3000 shows the fleet behaviour.
 GROUP_INITIAL_REBALANCE_DELAY_MS = 0
+GROUP_CONSUMER_SESSION_TIMEOUT_MS = 45_000  # Kafka's group.consumer.session.timeout.ms
+# Kafka: 5 s; a lab wants a rebalance to play out in seconds, each step still visible.
+GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS = 1_000  # Kafka's group.consumer.heartbeat.interval.ms
 OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000  # Kafka's offsets.retention.minutes (7 days)
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 60_000  # Kafka: 10 min
 # Kafka: 50 partitions; ten are plenty for a lab and still spread coordinators over brokers.
@@ -61,6 +64,8 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = GROUP_INITIAL_REBALANCE_DELAY_MS
     group_min_session_timeout_ms: int = 6_000  # Kafka's group.min.session.timeout.ms
     group_max_session_timeout_ms: int = 1_800_000  # Kafka's group.max.session.timeout.ms
+    group_consumer_session_timeout_ms: int = GROUP_CONSUMER_SESSION_TIMEOUT_MS
+    group_consumer_heartbeat_interval_ms: int = GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS
     offsets_retention_ms: int = OFFSETS_RETENTION_MS
     offsets_retention_check_interval_ms: int = OFFSETS_RETENTION_CHECK_INTERVAL_MS
     log_cleaner_backoff_ms: int = LOG_CLEANER_BACKOFF_MS
@@ -88,6 +93,9 @@ class BrokerConfig:
             "group.initial.rebalance.delay.ms": str(self.group_initial_rebalance_delay_ms),
             "group.min.session.timeout.ms": str(self.group_min_session_timeout_ms),
             "group.max.session.timeout.ms": str(self.group_max_session_timeout_ms),
+            "group.consumer.session.timeout.ms": str(self.group_consumer_session_timeout_ms),
+            "group.consumer.heartbeat.interval.ms":
+                str(self.group_consumer_heartbeat_interval_ms),
             "offsets.retention.minutes": str(self.offsets_retention_ms // 60_000),
             "log.cleaner.backoff.ms": str(self.log_cleaner_backoff_ms),
             "transaction.state.log.num.partitions": str(self.transaction_state_num_partitions),

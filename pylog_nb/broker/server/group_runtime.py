@@ -38,6 +38,7 @@ from ..group import (
     AppendRecords,
     CommitAnswer,
     GroupCoordinator,
+    HeartbeatAnswer,
     JoinAnswer,
     SyncAnswer,
     partition_for,
@@ -61,7 +62,7 @@ LOAD_READ_BYTES = 1024 * 1024  # one log read while loading a partition
 LOAD_READS_PER_STEP = 16  # reads between two looks at everything else
 SEQUENCES_COUNT = 2**31  # a producer's sequence numbers wrap at int32, as Kafka's do
 
-Answer = JoinAnswer | SyncAnswer | CommitAnswer
+Answer = JoinAnswer | SyncAnswer | CommitAnswer | HeartbeatAnswer
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,8 @@ class GroupCoordinatorRuntime:
             session_timeout_ms_min=config.group_min_session_timeout_ms,
             session_timeout_ms_max=config.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
             loading=True,
             seed=self.rng.getrandbits(64),  # member ids must not repeat a predecessor's
         )
@@ -218,6 +221,8 @@ class GroupCoordinatorRuntime:
                 self._answer(action.sync_id, action)
             elif isinstance(action, CommitAnswer):
                 self._answer(action.commit_id, action)
+            elif isinstance(action, HeartbeatAnswer):
+                self._answer(action.request_id, action)
             elif isinstance(action, AppendRecords):
                 self._append(coordinator, action)
 

@@ -317,10 +317,11 @@ def test_describe_list_and_delete_groups() -> None:
         (b.member_id, b"a-" + b.member_id.encode()),
     ]
     assert (unknown.error_code, unknown.state) == (0, "Dead")
-    assert shell.coordinator.list_groups(["stable"]) == (0, [("g", "consumer", "Stable")])
+    assert shell.coordinator.list_groups(["stable"]) == (
+        0, [("g", "consumer", "Stable", "classic")])
     assert shell.coordinator.list_groups()[1] == [
-        ("g", "consumer", "Stable"),
-        ("solo", "", "Empty"),
+        ("g", "consumer", "Stable", "classic"),
+        ("solo", "", "Empty", "classic"),
     ]
     errors, actions = shell.coordinator.delete_groups(["g", "solo", "nope"], 0)
     assert errors == {"g": NON_EMPTY_GROUP, "solo": 0, "nope": GROUP_ID_NOT_FOUND}

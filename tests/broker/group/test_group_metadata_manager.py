@@ -52,7 +52,7 @@ def test_only_a_known_group_without_members_may_be_deleted() -> None:
     groups = manager()
     busy = Group("busy", state=GroupState.STABLE)
     busy.add(member("m1"))
-    groups.replace({"empty": Group("empty"), "busy": busy})
+    groups.replace({"empty": Group("empty"), "busy": busy}, {})
     assert groups.validate_delete_group("") == INVALID_GROUP_ID
     assert groups.validate_delete_group("unknown") == GROUP_ID_NOT_FOUND
     assert groups.validate_delete_group("busy") == NON_EMPTY_GROUP
@@ -63,7 +63,7 @@ def test_an_expiring_group_with_undecided_transactional_offsets_is_kept() -> Non
     groups = manager()
     pending = Group("g")
     pending.txn_offsets[7] = {T0: TxnOffset(OffsetCommitValue(1, -1, "", 0), 0)}
-    groups.replace({"g": pending, "bare": Group("bare")})
+    groups.replace({"g": pending, "bare": Group("bare")}, {})
     actions: list = []
     assert groups.maybe_delete_group(pending, 0, actions) == []
     [(key, value)] = groups.maybe_delete_group(groups.groups["bare"], 0, actions)
@@ -76,7 +76,7 @@ def test_a_load_replaces_the_groups_the_classic_handler_sees() -> None:
     groups = manager()
     stable = Group("g", state=GroupState.STABLE, generation=3)
     stable.add(member("m1"))
-    groups.replace({"g": stable})
+    groups.replace({"g": stable}, {})
     assert groups.classic.heartbeat("g", "m1", 3, now_ms=0) == NONE
 
 

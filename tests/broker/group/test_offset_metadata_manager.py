@@ -93,7 +93,7 @@ def test_after_a_load_the_marker_finds_the_undecided_offsets_of_the_rebuilt_grou
     m = Managers()
     group = Group("g")
     group.txn_offsets[PID] = {T0: TxnOffset(OffsetCommitValue(9, -1, "", 0), batch_offset=4)}
-    m.groups.replace({"g": group})
+    m.groups.replace({"g": group}, {})
     m.offsets.on_loaded()
     m.offsets.complete_txn(PID, committed=True)
     assert m.offsets.fetch_offsets("g", None) == {T0: (9, -1, "")}

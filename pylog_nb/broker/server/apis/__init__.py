@@ -28,6 +28,7 @@ from .admin import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from .consumer_groups import handle_consumer_group_describe, handle_consumer_group_heartbeat
 from .fetch import handle_fetch
 from .groups import (
     handle_delete_groups,
@@ -89,6 +90,8 @@ CORE_HANDLERS: dict[int, CoreHandler] = {
     v.DESCRIBE_TRANSACTIONS_KEY: handle_describe_transactions,
     v.LIST_TRANSACTIONS_KEY: handle_list_transactions,
     v.TXN_OFFSET_COMMIT_KEY: handle_txn_offset_commit,
+    v.CONSUMER_GROUP_HEARTBEAT_KEY: handle_consumer_group_heartbeat,
+    v.CONSUMER_GROUP_DESCRIBE_KEY: handle_consumer_group_describe,
 }
 SHELL_HANDLERS: dict[int, ShellHandler] = {
     v.METADATA_KEY: handle_metadata,

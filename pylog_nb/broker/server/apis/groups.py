@@ -32,7 +32,6 @@ from ..node import CLIENT_HOST, BrokerNode
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-GROUP_TYPE_CLASSIC = "classic"  # ListGroups v5 group_type; KIP-848 groups are "consumer"
 
 
 # == FindCoordinator ============================================================================
@@ -273,7 +272,9 @@ def handle_offset_fetch(core: BrokerCore, request: Request) -> dict:
     version = request.header.api_version
     require_stable = getattr(body, "require_stable", False)  # v7+ (KIP-447)
     if version >= 8:
-        return {"groups": [_fetch_group(core, g.group_id, g.topics, require_stable)
+        return {"groups": [_fetch_group(core, g.group_id, g.topics, require_stable,
+                                        getattr(g, "member_id", None),
+                                        getattr(g, "member_epoch", -1))
                            for g in body.groups]}
     answer = _fetch_group(core, body.group_id, body.topics, require_stable)
     if version < 2 and answer["error_code"] != NONE:  # v0-1: errors only per partition
@@ -283,7 +284,8 @@ def handle_offset_fetch(core: BrokerCore, request: Request) -> dict:
     return answer
 
 
-def _fetch_group(core: BrokerCore, group_id: str, topics, require_stable: bool) -> dict:
+def _fetch_group(core: BrokerCore, group_id: str, topics, require_stable: bool,
+                 member_id: str | None = None, member_epoch: int = -1) -> dict:
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
@@ -294,7 +296,8 @@ def _fetch_group(core: BrokerCore, group_id: str, topics, require_stable: bool) 
     if coordinator is None:
         error_code, found = NOT_COORDINATOR, {}
     else:
-        error_code, found = coordinator.core.fetch_offsets(group_id, wanted)
+        error_code, found = coordinator.core.fetch_offsets(
+            group_id, wanted, member_id=member_id, member_epoch=member_epoch)
     listed = wanted if wanted is not None else sorted(found)
     if coordinator is not None and require_stable and error_code == NONE:
         unstable = coordinator.core.unstable_partitions(group_id, listed)
@@ -370,13 +373,12 @@ def handle_list_groups(core: BrokerCore, request: Request) -> dict:
     types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
     error_code: int = NONE
     groups: list[dict] = []
-    if not types or GROUP_TYPE_CLASSIC in types:
-        for group_core in list(core.groups.cores.values()):
-            code, listed = group_core.list_groups(getattr(body, "states_filter", None) or None)
-            error_code = error_code or code
-            groups += [{"group_id": group_id, "protocol_type": protocol_type,
-                        "group_state": state, "group_type": GROUP_TYPE_CLASSIC}
-                       for group_id, protocol_type, state in listed]
+    for group_core in list(core.groups.cores.values()):
+        code, listed = group_core.list_groups(getattr(body, "states_filter", None) or None)
+        error_code = error_code or code
+        groups += [{"group_id": row.group_id, "protocol_type": row.protocol_type,
+                    "group_state": row.state, "group_type": row.group_type}
+                   for row in listed if not types or row.group_type in types]
     return {"error_code": error_code, "groups": groups}
 
 
