@@ -32,6 +32,7 @@ from pylog_nb.check import (
     run_txn_check,
 )
 from pylog_nb.check.__main__ import main
+from pylog_nb.check.group_workload import group_anomalies
 
 # Over 25 s, seed 433 plays a short pause, a 12 s pause (past the session timeout and the
 # replica lag time), a kill and an isolation.
@@ -392,6 +393,7 @@ def test_value_read_at_two_offsets_is_a_duplicate_but_one_offset_twice_is_not():
 # -- the transactional workload: real processes ----------------------------------------------
 TXN_RUN_S = 12.0
 TXN_SEED = 1  # over 12 s: broker 2 killed at 1.3 s for 2.6 s, broker 3 at 5.3 s for 5 s
+GROUP_RUN_S = 25.0  # long enough for two churned members (one every 10 s) under the kills
 
 
 @pytest.mark.timeout(600)
@@ -420,3 +422,24 @@ def test_transactions_under_broker_kills_show_no_anomaly_and_a_planted_one_is_ca
                                  planted.offset, planted.value))
     _, planted_counts = analyze_txns(history)
     assert planted_counts["aborted-read"] == 1
+
+
+@pytest.mark.timeout(600)
+def test_a_kip848_group_under_broker_kills_loses_nothing_and_a_planted_loss_is_caught(tmp_path):
+    result = run_check(seconds=GROUP_RUN_S, seed=TXN_SEED, faults=("kill",), data_dir=tmp_path,
+                       group_protocol="consumer")
+    assert result.ok, f"{result.summary}\n{result.anomalies.head(20).to_string()}"
+    group, counts = result.group, result.counts
+    assert group is not None and group.protocol == "consumer"
+    assert counts["group-lost"] == 0 and counts["group-incomplete"] == 0
+    assert counts["group-consumed"] == counts["acked"] > 0
+    assert "group (consumer protocol)" in result.summary
+    assert {member for member, *_ in group.consumed} >= {"m0", "m1", "m2"}
+
+    # The same history with every consumption of one acknowledged value taken out.
+    send = next(s for s in result.history.sends if s.outcome == "acked")
+    group.consumed = [row for row in group.consumed if row[3] != send.value]
+    acked = [(s.partition, s.offset, s.value) for s in result.history.sends
+             if s.outcome == "acked"]
+    [lost] = group_anomalies(group, acked)
+    assert (lost["kind"], lost["value"]) == ("group-lost", send.value)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .group_workload import PROTOCOLS
 from .history import FaultLog
 from .nemesis import FAULTS
 from .run import SECONDS_DEFAULT, CheckResult, run_check
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if txn_result.ok else 1
     result = run_check(seconds=args.seconds, seed=args.seed, faults=faults,
                        data_dir=args.data_dir, producers=args.producers or PRODUCERS_DEFAULT,
-                       rate_per_s=args.rate)
+                       rate_per_s=args.rate, group_protocol=args.group_protocol)
     _report(result, args.rows)
     if args.save is not None:
         _save(result, args.save)
@@ -78,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="keep the brokers' data here (default: a temporary directory)")
     parser.add_argument("--rows", type=int, default=ROWS_DEFAULT,
                         help="anomalies of each kind to print at most")
+    parser.add_argument("--group-protocol", choices=PROTOCOLS, default=None,
+                        help="records workload: a consumer group of this protocol also reads "
+                             "under the faults and is judged at-least-once (KIP-848: consumer)")
     parser.add_argument("--save", type=Path, default=None, metavar="DIR",
                         help="write the history and the anomalies there as CSV files")
     return parser
