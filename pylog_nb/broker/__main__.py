@@ -16,6 +16,8 @@ sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 from .process.dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
 from .server.broker import run_broker  # noqa: E402
 from .server.config import (  # noqa: E402
+    GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+    GROUP_CONSUMER_SESSION_TIMEOUT_MS,
     GROUP_INITIAL_REBALANCE_DELAY_MS,
     LOG_CLEANER_BACKOFF_MS,
     OFFSETS_RETENTION_CHECK_INTERVAL_MS,
@@ -29,6 +31,10 @@ from .server.config import (  # noqa: E402
     TRANSACTION_STATE_REPLICATION_FACTOR,
     BrokerConfig,
     parse_controllers,
+)
+from .share.share_partition import (  # noqa: E402
+    DELIVERY_COUNT_LIMIT_DEFAULT,
+    RECORD_LOCK_DURATION_MS_DEFAULT,
 )
 
 
@@ -73,6 +79,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="hold a new group's first rebalance this long for more joiners "
                              "(Kafka's broker default: 3000)")
     parser.add_argument("--group-min-session-timeout-ms", type=int, default=6_000)
+    parser.add_argument("--group-consumer-session-timeout-ms", type=int,
+                        default=GROUP_CONSUMER_SESSION_TIMEOUT_MS)
+    parser.add_argument("--group-consumer-heartbeat-interval-ms", type=int,
+                        default=GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS)
+    parser.add_argument("--group-share-record-lock-duration-ms", type=int,
+                        default=RECORD_LOCK_DURATION_MS_DEFAULT,
+                        help="how long a share consumer holds the records it was given")
+    parser.add_argument("--group-share-delivery-count-limit", type=int,
+                        default=DELIVERY_COUNT_LIMIT_DEFAULT,
+                        help="deliveries of a record before a share group archives it")
+    parser.add_argument("--share-auto-offset-reset", choices=("latest", "earliest"),
+                        default="latest",
+                        help="where a share group starts reading a partition (Kafka's group "
+                             "config share.auto.offset.reset, here one value for every group)")
     parser.add_argument("--offsets-retention-ms", type=int, default=OFFSETS_RETENTION_MS)
     parser.add_argument("--offsets-retention-check-interval-ms", type=int,
                         default=OFFSETS_RETENTION_CHECK_INTERVAL_MS)
@@ -109,6 +129,11 @@ def main(argv: list[str] | None = None) -> None:
         offsets_topic_segment_bytes=args.offsets_topic_segment_bytes,
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
         group_min_session_timeout_ms=args.group_min_session_timeout_ms,
+        group_consumer_session_timeout_ms=args.group_consumer_session_timeout_ms,
+        group_consumer_heartbeat_interval_ms=args.group_consumer_heartbeat_interval_ms,
+        group_share_record_lock_duration_ms=args.group_share_record_lock_duration_ms,
+        group_share_delivery_count_limit=args.group_share_delivery_count_limit,
+        share_auto_offset_reset=args.share_auto_offset_reset,
         offsets_retention_ms=args.offsets_retention_ms,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,

@@ -37,6 +37,7 @@ from .consumer_groups import HeartbeatRequest
 from .describe import GroupDescription, ListedGroup, dead_group
 from .errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
+    GROUP_ID_NOT_FOUND,
     INCONSISTENT_GROUP_PROTOCOL,
     NONE,
     UNKNOWN_MEMBER_ID,
@@ -50,6 +51,7 @@ from .offset_metadata_manager import (
     TxnCommitStore,
     commit_answer,
 )
+from .share_groups import ShareGroup, ShareHeartbeatRequest
 from .storage import OffsetsBatch, rebuild_groups
 
 __all__ = [
@@ -126,12 +128,49 @@ class GroupCoordinator:
     ) -> list[Action]:
         """ConsumerGroupHeartbeat: answered by a ``HeartbeatAnswer`` carrying ``request_id``,
         at once or once its records are in the log. ``topics``: the cluster's, by name."""
-        if self.loading:
-            return [HeartbeatAnswer(group_id=request.group_id, now_ms=now_ms,
-                                    request_id=request_id, error_code=LOADING,
-                                    member_id=request.member_id,
-                                    member_epoch=request.member_epoch)]
+        refused = self._refuse_heartbeat(request.group_id, request.member_id,
+                                         request.member_epoch, "consumer", now_ms, request_id)
+        if refused is not None:
+            return [refused]
         return self._groups.consumer.heartbeat(request, topics, now_ms, request_id)
+
+    def share_group_heartbeat(
+        self,
+        request: ShareHeartbeatRequest,
+        topics: Mapping[str, TopicMetadata],
+        now_ms: int,
+        request_id: int,
+    ) -> list[Action]:
+        """ShareGroupHeartbeat (KIP-932): answered at once by a ``HeartbeatAnswer``."""
+        refused = self._refuse_heartbeat(request.group_id, request.member_id,
+                                         request.member_epoch, "share", now_ms, request_id)
+        if refused is not None:
+            return [refused]
+        return self._groups.share.heartbeat(request, topics, now_ms, request_id)
+
+    def _refuse_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
+                          group_type: str, now_ms: int, request_id: int
+                          ) -> HeartbeatAnswer | None:
+        """A heartbeat's answer while loading, or for a group of another type (Kafka:
+        GROUP_ID_NOT_FOUND); None when the handler of ``group_type`` should take it. An empty
+        classic group is left to the consumer handler, which upgrades it."""
+        error, message = NONE, None
+        found = self._groups.group_type(group_id)
+        if self.loading:
+            error = LOADING
+        elif found not in (None, group_type) and not (
+                found == "classic" and group_type == "consumer"):
+            error, message = GROUP_ID_NOT_FOUND, f"Group {group_id} is not a {group_type} group."
+        if error == NONE:
+            return None
+        return HeartbeatAnswer(group_id=group_id, now_ms=now_ms, request_id=request_id,
+                               error_code=error, error_message=message, member_id=member_id,
+                               member_epoch=member_epoch)
+
+    @property
+    def share_groups(self) -> Mapping[str, ShareGroup]:
+        """The KIP-932 share groups."""
+        return self._groups.share_groups
 
     # -- the classic protocol --------------------------------------------------------------------
 
@@ -156,7 +195,7 @@ class GroupCoordinator:
         ``require_known_member_id``: JoinGroup v4+ (KIP-394). ``rebalance_timeout_ms`` is -1
         for JoinGroup v0 (then the session timeout is used, as Kafka does).
         """
-        if self.loading or group_id in self._groups.consumer_groups:
+        if self.loading or self._groups.group_type(group_id) in ("consumer", "share"):
             error = LOADING if self.loading else INCONSISTENT_GROUP_PROTOCOL
             return [JoinAnswer(group_id=group_id, now_ms=now_ms, join_id=join_id,
                                error_code=error, member_id=member_id)]
@@ -184,7 +223,7 @@ class GroupCoordinator:
         ``assignments`` (member id -> bytes) only matter from the leader; members it leaves out
         get empty assignments. ``protocol_type`` / ``protocol_name`` are checked when given (v5).
         """
-        if self.loading or group_id in self._groups.consumer_groups:
+        if self.loading or self._groups.group_type(group_id) in ("consumer", "share"):
             error = LOADING if self.loading else UNKNOWN_MEMBER_ID
             return [SyncAnswer(group_id=group_id, now_ms=now_ms, sync_id=sync_id,
                                error_code=error)]
@@ -206,7 +245,7 @@ class GroupCoordinator:
         """Heartbeat: 0, REBALANCE_IN_PROGRESS (rejoin), ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID..."""
         if self.loading:
             return LOADING
-        if group_id in self._groups.consumer_groups:
+        if self._groups.group_type(group_id) in ("consumer", "share"):
             return UNKNOWN_MEMBER_ID
         return self._groups.classic.heartbeat(
             group_id, member_id, generation, now_ms, group_instance_id=group_instance_id
@@ -221,7 +260,7 @@ class GroupCoordinator:
         """
         if self.loading:
             return LeaveResult(LOADING, (), [])
-        if group_id in self._groups.consumer_groups:
+        if self._groups.group_type(group_id) in ("consumer", "share"):
             return LeaveResult(UNKNOWN_MEMBER_ID, (), [])
         return self._groups.classic.leave(group_id, members, now_ms)
 
@@ -361,7 +400,8 @@ class GroupCoordinator:
             actions += self._groups.expire(group_id, now_ms)
             errors[group_id] = self._groups.validate_delete_group(group_id)
             if errors[group_id] == NONE:
-                tombstones = self._offsets.delete_all_offsets(group_id)
+                tombstones = ([] if self._groups.group_type(group_id) == "share"
+                              else self._offsets.delete_all_offsets(group_id))
                 self._groups.delete_group(group_id, tombstones, now_ms, actions)
         return errors, actions
 

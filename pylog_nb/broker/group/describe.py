@@ -14,6 +14,7 @@ from typing import NamedTuple
 from .consumer_group import ConsumerGroup
 from .errors import NONE
 from .group import Group, GroupState
+from .share_groups import ShareGroup
 
 __all__ = [
     "GroupDescription",
@@ -80,13 +81,13 @@ def describe_group(group: Group) -> GroupDescription:
 
 
 def listed(
-    groups: Iterable[Group | ConsumerGroup], states_filter: Iterable[str] | None
+    groups: Iterable[Group | ConsumerGroup | ShareGroup], states_filter: Iterable[str] | None
 ) -> list[ListedGroup]:
     """ListGroups' rows; the state filter is case-blind."""
     wanted = {state.lower() for state in states_filter} if states_filter else None
     rows = []
     for group in groups:
-        protocol_type = (ConsumerGroup.PROTOCOL_TYPE if isinstance(group, ConsumerGroup)
+        protocol_type = (group.PROTOCOL_TYPE if isinstance(group, ConsumerGroup | ShareGroup)
                          else group.protocol_type or "")
         if wanted is None or group.state.value.lower() in wanted:
             rows.append(ListedGroup(group.group_id, protocol_type, group.state.value,

@@ -33,6 +33,7 @@ from .consumer_groups import ConsumerGroups, HeartbeatStore
 from .describe import GroupDescription, ListedGroup, dead_group, describe_group, listed
 from .errors import GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NON_EMPTY_GROUP, NONE
 from .group import Group, GroupState
+from .share_groups import ShareGroup, ShareGroups, ShareGroupState
 from .storage import Record, group_tombstone
 
 __all__ = ["AnyGroup", "GroupMetadataManager"]
@@ -59,6 +60,7 @@ class GroupMetadataManager:
         self._appends = appends
         self._groups: dict[str, Group] = {}
         self._consumer_groups: dict[str, ConsumerGroup] = {}
+        self._share_groups: dict[str, ShareGroup] = {}
         self.classic = ClassicGroups(
             self._groups,
             appends,
@@ -77,6 +79,12 @@ class GroupMetadataManager:
             group_members_max=group_members_max,
             seed=seed + 1,
         )
+        self.share = ShareGroups(
+            self._share_groups,
+            session_timeout_ms=consumer_session_timeout_ms,
+            heartbeat_interval_ms=consumer_heartbeat_interval_ms,
+            group_members_max=group_members_max,
+        )
 
     # -- lookups ---------------------------------------------------------------------------------
 
@@ -90,9 +98,21 @@ class GroupMetadataManager:
         """The KIP-848 consumer groups."""
         return self._consumer_groups
 
+    @property
+    def share_groups(self) -> Mapping[str, ShareGroup]:
+        """The KIP-932 share groups."""
+        return self._share_groups
+
     def group(self, group_id: str) -> AnyGroup | None:
-        """The group of any type."""
+        """The classic or consumer group (share groups keep no offsets here)."""
         return self._consumer_groups.get(group_id) or self._groups.get(group_id)
+
+    def group_type(self, group_id: str) -> str | None:
+        """"classic", "consumer", "share", or None for an unknown group."""
+        for groups in (self._groups, self._consumer_groups, self._share_groups):
+            if group_id in groups:
+                return groups[group_id].GROUP_TYPE
+        return None
 
     def all_groups(self) -> list[AnyGroup]:
         return [*self._groups.values(), *self._consumer_groups.values()]
@@ -123,6 +143,8 @@ class GroupMetadataManager:
             self.classic.rebalance.expire(group, now_ms, actions)
         for consumer_group in list(self._consumer_groups.values()):
             self.consumer.expire(consumer_group, now_ms, actions)
+        for share_group in list(self._share_groups.values()):
+            self.share.expire(share_group, now_ms)
         return actions
 
     def expire(self, group_id: str, now_ms: int) -> list[Action]:
@@ -143,7 +165,7 @@ class GroupMetadataManager:
         answer = []
         for group_id in group_ids:
             group = self._groups.get(group_id)
-            if group_id in self._consumer_groups:
+            if group_id in self._consumer_groups or group_id in self._share_groups:
                 answer.append(dead_group(group_id, GROUP_ID_NOT_FOUND))
             else:
                 answer.append(dead_group(group_id) if group is None else describe_group(group))
@@ -151,7 +173,7 @@ class GroupMetadataManager:
 
     def list_groups(self, states_filter: Iterable[str] | None) -> list[ListedGroup]:
         """ListGroups' rows, every type; the state filter is case-blind."""
-        return listed(self.all_groups(), states_filter)
+        return listed([*self.all_groups(), *self._share_groups.values()], states_filter)
 
     # -- deleting groups -------------------------------------------------------------------------
 
@@ -159,7 +181,7 @@ class GroupMetadataManager:
         """DeleteGroups' error for ``group_id``: only a known group without members goes."""
         if not group_id:
             return INVALID_GROUP_ID
-        consumer_group = self._consumer_groups.get(group_id)
+        consumer_group = self._consumer_groups.get(group_id) or self._share_groups.get(group_id)
         if consumer_group is not None:
             return NON_EMPTY_GROUP if consumer_group.members else NONE
         group = self._groups.get(group_id)
@@ -175,6 +197,10 @@ class GroupMetadataManager:
         """Delete a group ``validate_delete_group`` allowed: Dead, then its tombstone and
         ``offset_tombstones`` (the ``OffsetMetadataManager``'s) in one batch, then forgotten."""
         assert self.validate_delete_group(group_id) == NONE, group_id
+        share_group = self._share_groups.pop(group_id, None)
+        if share_group is not None:
+            share_group.state = ShareGroupState.DEAD
+            return
         if group_id in self._consumer_groups:
             consumer_group = self._consumer_groups[group_id]
             consumer_group.state = ConsumerGroupState.DEAD

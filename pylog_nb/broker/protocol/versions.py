@@ -53,6 +53,10 @@ DESCRIBE_TRANSACTIONS_KEY = 65
 LIST_TRANSACTIONS_KEY = 66
 CONSUMER_GROUP_HEARTBEAT_KEY = 68
 CONSUMER_GROUP_DESCRIBE_KEY = 69
+SHARE_GROUP_HEARTBEAT_KEY = 76
+SHARE_GROUP_DESCRIBE_KEY = 77
+SHARE_FETCH_KEY = 78
+SHARE_ACKNOWLEDGE_KEY = 79
 
 API_VERSIONS: dict[int, ApiRange] = {
     PRODUCE_KEY: ApiRange(0, 3, 10),
@@ -96,4 +100,9 @@ API_VERSIONS: dict[int, ApiRange] = {
     # KIP-848. v1 (KIP-1082): the member id is the client's own, sent on its first heartbeat.
     CONSUMER_GROUP_HEARTBEAT_KEY: ApiRange(0, 0, 1),
     CONSUMER_GROUP_DESCRIBE_KEY: ApiRange(0, 0, 1),
+    # KIP-932 share groups, v1: the first version Kafka 4.1 made generally available.
+    SHARE_GROUP_HEARTBEAT_KEY: ApiRange(1, 1, 1),
+    SHARE_GROUP_DESCRIBE_KEY: ApiRange(1, 1, 1),
+    SHARE_FETCH_KEY: ApiRange(1, 1, 1),
+    SHARE_ACKNOWLEDGE_KEY: ApiRange(1, 1, 1),
 }

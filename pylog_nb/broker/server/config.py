@@ -66,6 +66,9 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000  # Kafka's group.max.session.timeout.ms
     group_consumer_session_timeout_ms: int = GROUP_CONSUMER_SESSION_TIMEOUT_MS
     group_consumer_heartbeat_interval_ms: int = GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS
+    group_share_record_lock_duration_ms: int = 30_000  # Kafka's default, the same name
+    group_share_delivery_count_limit: int = 5  # Kafka's default, the same name
+    share_auto_offset_reset: str = "latest"  # Kafka's group config default
     offsets_retention_ms: int = OFFSETS_RETENTION_MS
     offsets_retention_check_interval_ms: int = OFFSETS_RETENTION_CHECK_INTERVAL_MS
     log_cleaner_backoff_ms: int = LOG_CLEANER_BACKOFF_MS
@@ -96,6 +99,9 @@ class BrokerConfig:
             "group.consumer.session.timeout.ms": str(self.group_consumer_session_timeout_ms),
             "group.consumer.heartbeat.interval.ms":
                 str(self.group_consumer_heartbeat_interval_ms),
+            "group.share.record.lock.duration.ms":
+                str(self.group_share_record_lock_duration_ms),
+            "group.share.delivery.count.limit": str(self.group_share_delivery_count_limit),
             "offsets.retention.minutes": str(self.offsets_retention_ms // 60_000),
             "log.cleaner.backoff.ms": str(self.log_cleaner_backoff_ms),
             "transaction.state.log.num.partitions": str(self.transaction_state_num_partitions),

@@ -54,6 +54,8 @@ from ..metadata.records import MetadataRecord
 from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..replication.actions import Action, HighWatermarkAdvanced, RequestIsrChange, RoleChanged
 from ..replication.follower import FollowerState
+from ..share.manager import SharePartitionManager
+from ..share.share_partition import SharePartitionConfig
 from ..txn import WriteTxnMarkers
 from ..types import ACKS_ALL, Clock, TopicPartition
 from .alter_partition_manager import NO_ANSWER, AlterPartitionManager, AlterPartitionRequest
@@ -201,6 +203,11 @@ class BrokerCore:
         self.groups = GroupCoordinatorRuntime(
             config, self, metadata=lambda: self.image, events=self.events, now_ms=now_ms,
             rng=rng)
+        self.shares = SharePartitionManager(
+            SharePartitionConfig(
+                record_lock_duration_ms=config.group_share_record_lock_duration_ms,
+                delivery_count_limit=config.group_share_delivery_count_limit),
+            auto_offset_reset=config.share_auto_offset_reset)
         self.txns = TxnCoordinatorRuntime(
             config, self, send_markers=shell.send_markers,
             refill_producer_ids=shell.refill_producer_ids,
@@ -223,6 +230,7 @@ class BrokerCore:
         self.on_actions(self.replicas.tick(now_ms))
         self.groups.tick(now_ms)
         self.txns.tick(now_ms)
+        self.shares.expire(now_ms)
         self.poll(now_ms)
 
     def poll(self, now_ms: int) -> None:
@@ -411,6 +419,8 @@ class BrokerCore:
                     self.groups.on_role_change(action.partition, partition)
                 elif action.topic == TRANSACTION_STATE_TOPIC:
                     self.txns.on_role_change(action.partition, partition)
+                if partition is None or partition.leader is None:
+                    self.shares.forget_partition((action.topic, action.partition))
                 self.shell.role_changed(action, partition)
         for done in self.purgatory.on_actions(actions):
             pending = self._awaiting.pop(done.request_id, None)

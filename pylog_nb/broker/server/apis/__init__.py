@@ -51,6 +51,12 @@ from .offsets import (
     handle_offset_for_leader_epoch,
 )
 from .produce import handle_produce
+from .share import (
+    handle_share_acknowledge,
+    handle_share_fetch,
+    handle_share_group_describe,
+    handle_share_group_heartbeat,
+)
 from .txn import (
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
@@ -92,6 +98,10 @@ CORE_HANDLERS: dict[int, CoreHandler] = {
     v.TXN_OFFSET_COMMIT_KEY: handle_txn_offset_commit,
     v.CONSUMER_GROUP_HEARTBEAT_KEY: handle_consumer_group_heartbeat,
     v.CONSUMER_GROUP_DESCRIBE_KEY: handle_consumer_group_describe,
+    v.SHARE_GROUP_HEARTBEAT_KEY: handle_share_group_heartbeat,
+    v.SHARE_GROUP_DESCRIBE_KEY: handle_share_group_describe,
+    v.SHARE_FETCH_KEY: handle_share_fetch,
+    v.SHARE_ACKNOWLEDGE_KEY: handle_share_acknowledge,
 }
 SHELL_HANDLERS: dict[int, ShellHandler] = {
     v.METADATA_KEY: handle_metadata,

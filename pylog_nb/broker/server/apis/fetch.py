@@ -52,7 +52,8 @@ async def handle_fetch(core: BrokerCore, request: Request) -> list:
         remaining_ms = deadline_ms - core.now_ms()
         if total_bytes >= body.min_bytes or failed or remaining_ms <= 0:
             break
-        await _wait_for_data(core, targets, remaining_ms)
+        await wait_for_data(core, [(t.fetch.topic, t.fetch.index) for t in targets],
+                            remaining_ms)
     core.replicas.stats.on_fetch(total_bytes, from_follower=_replica_id(body) >= 0)
     for response in responses:
         response["records"] = _pin(response["records"])
@@ -129,14 +130,14 @@ def _refused(target: _Target, code: int) -> dict:
             "error_code": code}
 
 
-def _wait_for_data(core: BrokerCore, targets: list[_Target], timeout_ms: int) -> Pending[None]:
-    """Resolved when an append moves a HW on one of the partitions, or in ``timeout_ms``
-    (Kafka's DelayedFetch)."""
+def wait_for_data(core: BrokerCore, places: list[tuple[str | None, int]],
+                  timeout_ms: int) -> Pending[None]:
+    """Resolved when an append moves a HW on one of the (topic, partition) ``places``, or in
+    ``timeout_ms`` (Kafka's DelayedFetch; ShareFetch waits the same way)."""
     woken: Pending[None] = Pending()
     parked = [
-        p for t in targets
-        if t.fetch.topic is not None
-        and (p := core.replicas.partitions.get((t.fetch.topic, t.fetch.index))) is not None
+        p for topic, index in places
+        if topic is not None and (p := core.replicas.partitions.get((topic, index))) is not None
     ]
 
     def wake() -> None:

@@ -1,0 +1,294 @@
+"""KIP-932 share groups on the wire: ShareGroupHeartbeat and ShareGroupDescribe (the group
+coordinator's), ShareFetch and ShareAcknowledge (the partition leaders'), run in the core.
+
+ShareFetch, per request: continue the member's share session (``share/manager.py``), settle the
+piggy-backed acknowledgements, then for each partition of the session that this broker leads
+read from the share partition's next fetch offset (its first available record, else its end)
+and acquire what the read covers, below the high watermark, up to ``max_records`` in all. The
+response carries the batches read and the acquired offset ranges with their delivery counts;
+the client hands out only records in those ranges (and acknowledges the other offsets as GAP).
+With nothing acquired the request waits, up to ``max_wait``, for an append to move a high
+watermark. ShareAcknowledge settles acknowledgements alone. Epoch -1 closes the session after
+its acknowledgements, releasing what the member still holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+
+from ...errors import Errors
+from ...group import HeartbeatAnswer
+from ...group.share_groups import ShareGroup, ShareHeartbeatRequest
+from ...protocol.codec import Request, duration_ms
+from ...records.header import HEADER_BYTES, read_header
+from ...share.manager import FINAL_SHARE_SESSION_EPOCH
+from ...share.share_partition import SharePartition
+from ...types import NO_EPOCH, TopicPartition
+from ..core import BrokerCore
+from ..node import CLIENT_HOST
+from ..replica_manager import CONSUMER_REPLICA_ID, READ_UNCOMMITTED, FetchTarget
+from .consumer_groups import AUTHORIZED_OPERATIONS_UNKNOWN, _topics, _wire_assignment
+from .fetch import wait_for_data
+
+SHARE_ASSIGNOR = "simple"  # Kafka's share-group assignor name
+ACKS_PER_REQUEST_MAX = 10_000  # acknowledgement batches one request may carry
+
+
+# == the group coordinator's =====================================================================
+
+
+async def handle_share_group_heartbeat(core: BrokerCore, request: Request) -> dict:
+    body = request.body
+    heartbeat = ShareHeartbeatRequest(
+        group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
+        rack_id=body.rack_id,
+        subscribed_topic_names=(None if body.subscribed_topic_names is None
+                                else tuple(body.subscribed_topic_names)),
+        client_id=request.header.client_id or "", client_host=CLIENT_HOST.get())
+    coordinator = core.groups.route(body.group_id)
+    answer = None
+    if coordinator is not None:
+        topics = _topics(core)
+        answer = await core.groups.submit(
+            coordinator, lambda group_core, request_id: group_core.share_group_heartbeat(
+                heartbeat, topics, core.now_ms(), request_id))
+    if answer is None:
+        return {"error_code": Errors.NOT_COORDINATOR, "error_message": None,
+                "member_id": body.member_id or None, "member_epoch": body.member_epoch,
+                "heartbeat_interval": 0, "assignment": None}
+    assert isinstance(answer, HeartbeatAnswer)
+    return {"error_code": answer.error_code, "error_message": answer.error_message,
+            "member_id": answer.member_id or None, "member_epoch": answer.member_epoch,
+            "heartbeat_interval": answer.heartbeat_interval_ms,
+            "assignment": None if answer.assignment is None else _wire_assignment(
+                answer.assignment)}
+
+
+def handle_share_group_describe(core: BrokerCore, request: Request) -> dict:
+    return {"groups": [_describe(core, group_id) for group_id in request.body.group_ids]}
+
+
+def _describe(core: BrokerCore, group_id: str) -> dict:
+    answer: dict = {"group_id": group_id, "error_code": Errors.NONE, "error_message": None,
+                    "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+                    "assignor_name": "", "members": [],
+                    "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
+    coordinator = core.groups.route(group_id)
+    if coordinator is None:
+        return {**answer, "error_code": Errors.NOT_COORDINATOR}
+    if coordinator.core.loading:
+        return {**answer, "error_code": Errors.COORDINATOR_LOAD_IN_PROGRESS}
+    group = coordinator.core.share_groups.get(group_id)
+    if group is None:
+        return {**answer, "error_code": Errors.GROUP_ID_NOT_FOUND,
+                "error_message": f"Group {group_id} is not a share group."}
+    names = {str(topic.uuid): name for name, topic in core.image.topics.items()}
+    return {**answer, "group_state": group.state.value, "group_epoch": group.group_epoch,
+            "assignment_epoch": group.assignment_epoch, "assignor_name": SHARE_ASSIGNOR,
+            "members": [_member(group, member_id, names) for member_id in sorted(group.members)]}
+
+
+def _member(group: ShareGroup, member_id: str, names: Mapping[str, str]) -> dict:
+    member = group.members[member_id]
+    return {"member_id": member_id, "rack_id": member.rack_id,
+            "member_epoch": member.member_epoch, "client_id": member.client_id,
+            "client_host": member.client_host,
+            "subscribed_topic_names": list(member.subscribed_topic_names),
+            "assignment": {"topic_partitions": [
+                {"topic_id": uuid.UUID(topic_id), "topic_name": names.get(topic_id, ""),
+                 "partitions": sorted(partitions)}
+                for topic_id, partitions in sorted(member.assigned.items())]}}
+
+
+# == the partition leaders' ======================================================================
+
+
+async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
+    body = request.body
+    group_id, member_id = body.group_id or "", body.member_id or ""
+    now_ms = core.now_ms()
+    wanted = _named(core, [(t.topic_id, p.partition_index) for t in body.topics
+                           for p in t.partitions])
+    forgotten = _named(core, [(t.topic_id, p) for t in body.forgotten_topics_data
+                              for p in t.partitions])
+    error, session = core.shares.open_session(
+        group_id, member_id, body.share_session_epoch,
+        {tp for tp in wanted.values() if tp is not None},
+        {tp for tp in forgotten.values() if tp is not None}, now_ms)
+    if error != Errors.NONE or session is None:
+        return _share_fetch_response(core, error)
+    ack_errors = _acknowledge_all(core, group_id, member_id, [
+        (t.topic_id, p.partition_index, p.acknowledgement_batches)
+        for t in body.topics for p in t.partitions], now_ms)
+    if body.share_session_epoch == FINAL_SHARE_SESSION_EPOCH:
+        core.shares.close_session(group_id, member_id, core.now_ms())
+        return _share_fetch_response(core, Errors.NONE, _ack_only(core, ack_errors))
+    deadline_ms = now_ms + min(duration_ms(body.max_wait), core.config.fetch_wait_max_ms)
+    while True:
+        partitions, acquired = _acquire_all(core, group_id, member_id, session.partitions,
+                                            body.max_records, body.max_bytes)
+        remaining_ms = deadline_ms - core.now_ms()
+        if acquired or ack_errors or remaining_ms <= 0:
+            break
+        await wait_for_data(core, sorted(session.partitions), remaining_ms)
+    for tp, code in ack_errors.items():
+        partitions.setdefault(tp, _partition_data(core, tp))["acknowledge_error_code"] = code
+    return _share_fetch_response(core, Errors.NONE, partitions)
+
+
+def handle_share_acknowledge(core: BrokerCore, request: Request) -> dict:
+    body = request.body
+    group_id, member_id = body.group_id or "", body.member_id or ""
+    now_ms = core.now_ms()
+    error, _ = core.shares.open_session(group_id, member_id, body.share_session_epoch, set(),
+                                        set(), now_ms)
+    if error != Errors.NONE:
+        return {"error_code": error, "responses": [], "node_endpoints": []}
+    ack_errors = _acknowledge_all(core, group_id, member_id, [
+        (t.topic_id, p.partition_index, p.acknowledgement_batches)
+        for t in body.topics for p in t.partitions], now_ms)
+    if body.share_session_epoch == FINAL_SHARE_SESSION_EPOCH:
+        core.shares.close_session(group_id, member_id, now_ms)
+    partitions = {tp: {"partition_index": tp[1], "error_code": code, "error_message": None,
+                       "current_leader": _leader(core, tp)}
+                  for tp, code in ack_errors.items()}
+    return {"error_code": Errors.NONE, "responses": _by_topic(core, partitions),
+            "node_endpoints": []}
+
+
+def _named(core: BrokerCore, items) -> dict[tuple, TopicPartition | None]:
+    named = {}
+    for topic_id, index in items:
+        topic = core.image.topic_by_id(str(topic_id))
+        named[(topic_id, index)] = None if topic is None else (topic.name, index)
+    return named
+
+
+def _acknowledge_all(core: BrokerCore, group_id: str, member_id: str, items,
+                     now_ms: int) -> dict[TopicPartition, int]:
+    """Settle each partition's acknowledgement batches; the error code per partition."""
+    errors: dict[TopicPartition, int] = {}
+    batches_total = 0
+    for topic_id, index, batches in items:
+        if not batches:
+            continue
+        topic = core.image.topic_by_id(str(topic_id))
+        tp: TopicPartition = (topic.name if topic else str(topic_id), index)
+        batches_total += len(batches)
+        partition = core.shares.partitions.get((group_id, tp))
+        if topic is None or partition is None or batches_total > ACKS_PER_REQUEST_MAX:
+            errors[tp] = (Errors.UNKNOWN_TOPIC_OR_PARTITION if topic is None or partition is None
+                          else Errors.INVALID_REQUEST)
+            continue
+        errors[tp] = partition.acknowledge(
+            member_id, [(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+                        for b in batches], now_ms)
+    return errors
+
+
+def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
+                 wanted: set[TopicPartition], max_records: int, max_bytes: int
+                 ) -> tuple[dict[TopicPartition, dict], bool]:
+    """Read and acquire on every partition of the session; (partition data, any acquired)."""
+    answers: dict[TopicPartition, dict] = {}
+    records_left, bytes_left = max_records, max_bytes
+    for tp in sorted(wanted):
+        data = _partition_data(core, tp)
+        partition = core.replicas.partitions.get(tp)
+        if partition is None or partition.leader is None:
+            data["error_code"] = Errors.NOT_LEADER_OR_FOLLOWER
+            answers[tp] = data
+            continue
+        if records_left <= 0 or bytes_left <= 0:
+            continue
+        share = core.shares.share_partition(
+            group_id, tp, log_start_offset=partition.log.log_start_offset,
+            high_watermark=partition.log.high_watermark)
+        got, size_bytes = _acquire_one(core, tp, share, member_id, records_left, bytes_left,
+                                       partition.log.high_watermark, data)
+        if got:
+            records_left -= got
+            bytes_left -= size_bytes
+            answers[tp] = data
+    return answers, records_left < max_records
+
+
+def _acquire_one(core: BrokerCore, tp: TopicPartition, share: SharePartition, member_id: str,
+                 max_records: int, max_bytes: int, high_watermark: int, data: dict
+                 ) -> tuple[int, int]:
+    """Read from the share partition's next fetch offset and acquire what the read covers."""
+    now_ms = core.now_ms()
+    share.expire_locks(now_ms)
+    start = share.next_fetch_offset()
+    if start >= high_watermark or not share.can_acquire():
+        return 0, 0
+    read = core.read_for_fetch(FetchTarget(tp[0], tp[1], start, NO_EPOCH, NO_EPOCH,
+                                           CONSUMER_REPLICA_ID, READ_UNCOMMITTED),
+                               max_bytes, True)
+    records = read.get("records")
+    if read["error_code"] != Errors.NONE or records is None or records.size_bytes == 0:
+        return 0, 0
+    raw = records.read_bytes()
+    covered_end = min(high_watermark, _end_of_batches(raw))
+    acquired = share.acquire(member_id, max_records=max_records, fetch_end_offset=covered_end,
+                             now_ms=now_ms)
+    if not acquired:
+        return 0, 0
+    data["records"] = raw
+    data["acquired_records"] = [{"first_offset": a.first_offset, "last_offset": a.last_offset,
+                                 "delivery_count": a.delivery_count} for a in acquired]
+    return sum(a.last_offset - a.first_offset + 1 for a in acquired), len(raw)
+
+
+def _end_of_batches(raw: bytes) -> int:
+    """One past the last offset of the whole record batches in ``raw``."""
+    end, pos = 0, 0
+    while pos + HEADER_BYTES <= len(raw):
+        header = read_header(raw, pos)
+        if pos + header.size_bytes > len(raw):
+            break  # a batch cut short by the byte budget is not served
+        end, pos = header.next_offset, pos + header.size_bytes
+    return end
+
+
+def _partition_data(core: BrokerCore, tp: TopicPartition) -> dict:
+    return {"partition_index": tp[1], "error_code": Errors.NONE, "error_message": None,
+            "acknowledge_error_code": Errors.NONE, "acknowledge_error_message": None,
+            # kio writes the nullable Records of ShareFetch v1 as non-null: none is empty.
+            "current_leader": _leader(core, tp), "records": b"", "acquired_records": []}
+
+
+def _ack_only(core: BrokerCore, errors: dict[TopicPartition, int]) -> dict[TopicPartition, dict]:
+    answers = {}
+    for tp, code in errors.items():
+        answers[tp] = _partition_data(core, tp)
+        answers[tp]["acknowledge_error_code"] = code
+    return answers
+
+
+def _leader(core: BrokerCore, tp: TopicPartition) -> dict:
+    topic = core.image.topics.get(tp[0])
+    if topic is None or tp[1] >= len(topic.partitions):
+        return {"leader_id": -1, "leader_epoch": -1}
+    state = topic.partitions[tp[1]]
+    return {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
+
+
+def _by_topic(core: BrokerCore, partitions: Mapping[TopicPartition, dict]) -> list[dict]:
+    topics: dict[str, list[dict]] = {}
+    for (name, _), data in sorted(partitions.items()):
+        topics.setdefault(name, []).append(data)
+    answer = []
+    for name, parts in topics.items():
+        topic = core.image.topics.get(name)
+        answer.append({"topic_id": uuid.UUID(str(topic.uuid)) if topic else uuid.UUID(int=0),
+                       "partitions": parts})
+    return answer
+
+
+def _share_fetch_response(core: BrokerCore, error: int,
+                          partitions: Mapping[TopicPartition, dict] | None = None) -> dict:
+    return {"error_code": error, "error_message": None,
+            "acquisition_lock_timeout": core.shares.config.record_lock_duration_ms,
+            "responses": _by_topic(core, partitions or {}), "node_endpoints": []}

@@ -1,0 +1,121 @@
+"""The share partitions and share sessions of one broker (Kafka's SharePartitionManager and
+ShareSessionCache), sans-IO.
+
+Theory of operation (KIP-932):
+
+- A partition leader keeps one ``SharePartition`` per share group that reads the partition,
+  created on the group's first ShareFetch for it. Its start offset comes from
+  ``share.auto.offset.reset`` (Kafka's default: latest, the high watermark), so a new share
+  group sees records written from then on; ``earliest`` starts at the log start offset.
+- A member's ShareFetch and ShareAcknowledge requests belong to its *share session* here,
+  keyed by (group, member): epoch 0 opens it (replacing any old one) with the partitions the
+  request names, each later request carries the next epoch and adds or forgets partitions, and
+  epoch -1 closes it. Closing a session releases every record the member holds here, as does
+  its acquisition locks running out (``expire``). An epoch out of order is
+  INVALID_SHARE_SESSION_EPOCH, a session this broker does not know SHARE_SESSION_NOT_FOUND.
+- This broker stops leading a partition: its share partitions go (``forget_partition``); the
+  delivery state does not move with leadership yet (the share coordinator is next).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import Errors
+from ..types import TopicPartition
+from .share_partition import SharePartition, SharePartitionConfig, initial_start_offset
+
+__all__ = ["FINAL_SHARE_SESSION_EPOCH", "SharePartitionManager", "ShareSession"]
+
+INITIAL_SHARE_SESSION_EPOCH = 0
+FINAL_SHARE_SESSION_EPOCH = -1
+SHARE_SESSIONS_MAX = 1_000  # Kafka's group.share.max.share.sessions default
+EPOCHS_COUNT = 2**31  # a session epoch wraps past int32 to 1, as Kafka's does
+
+
+@dataclass(slots=True)
+class ShareSession:
+    group_id: str
+    member_id: str
+    epoch: int
+    partitions: set[TopicPartition] = field(default_factory=set)
+
+
+class SharePartitionManager:
+    """Every share partition this broker leads, and the members' share sessions."""
+
+    def __init__(self, config: SharePartitionConfig | None = None, *,
+                 auto_offset_reset: str = "latest") -> None:
+        self.config = config or SharePartitionConfig()
+        self.auto_offset_reset = auto_offset_reset
+        self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def open_session(self, group_id: str, member_id: str, epoch: int,
+                     added: set[TopicPartition], forgotten: set[TopicPartition],
+                     now_ms: int) -> tuple[int, ShareSession | None]:
+        """The session a request with ``epoch`` continues: (error code, session)."""
+        key = (group_id, member_id)
+        session = self.sessions.get(key)
+        if epoch == INITIAL_SHARE_SESSION_EPOCH:
+            if session is None and len(self.sessions) >= SHARE_SESSIONS_MAX:
+                return Errors.SHARE_SESSION_LIMIT_REACHED, None
+            if session is not None:
+                self.release(group_id, member_id, now_ms)
+            session = self.sessions[key] = ShareSession(group_id, member_id, 0)
+        elif session is None:
+            return Errors.SHARE_SESSION_NOT_FOUND, None
+        elif epoch != FINAL_SHARE_SESSION_EPOCH and epoch != _next_epoch(session.epoch):
+            return Errors.INVALID_SHARE_SESSION_EPOCH, None
+        elif epoch != FINAL_SHARE_SESSION_EPOCH:
+            session.epoch = epoch
+        session.partitions |= added
+        session.partitions -= forgotten
+        return Errors.NONE, session
+
+    def close_session(self, group_id: str, member_id: str, now_ms: int) -> None:
+        """Epoch -1 answered: the session ends and the member's records go back."""
+        self.sessions.pop((group_id, member_id), None)
+        self.release(group_id, member_id, now_ms)
+
+    def release(self, group_id: str, member_id: str, now_ms: int) -> int:
+        """Every record ``member_id`` holds in ``group_id``'s partitions here goes back."""
+        return sum(partition.release_member(member_id, now_ms)
+                   for (group, _), partition in self.partitions.items() if group == group_id)
+
+    # -- share partitions ------------------------------------------------------------------
+
+    def share_partition(self, group_id: str, topic_partition: TopicPartition, *,
+                        log_start_offset: int, high_watermark: int) -> SharePartition:
+        """The group's share partition, initialized from share.auto.offset.reset if new; a
+        log start offset past its start offset moves it (records deleted meanwhile)."""
+        key = (group_id, topic_partition)
+        partition = self.partitions.get(key)
+        if partition is None:
+            start = initial_start_offset(self.auto_offset_reset,  # type: ignore[arg-type]
+                                         log_start_offset=log_start_offset,
+                                         latest_offset=high_watermark)
+            partition = self.partitions[key] = SharePartition(start, self.config)
+        elif log_start_offset > partition.start_offset:
+            partition.move_start_offset(log_start_offset)
+        return partition
+
+    def forget_partition(self, topic_partition: TopicPartition) -> None:
+        """This broker no longer leads ``topic_partition``."""
+        for key in [k for k in self.partitions if k[1] == topic_partition]:
+            del self.partitions[key]
+
+    def expire(self, now_ms: int) -> None:
+        """Acquisition locks that ran out by ``now_ms`` release their records."""
+        for partition in self.partitions.values():
+            partition.expire_locks(now_ms)
+
+    def check_invariants(self) -> None:
+        for partition in self.partitions.values():
+            partition.check_invariants()
+
+
+def _next_epoch(epoch: int) -> int:
+    return 1 if epoch + 1 >= EPOCHS_COUNT else epoch + 1

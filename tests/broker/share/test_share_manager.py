@@ -1,0 +1,54 @@
+"""Share sessions and share partitions of one broker (``share/manager.py``)."""
+
+from __future__ import annotations
+
+from pylog_nb.broker.errors import Errors
+from pylog_nb.broker.share.manager import SharePartitionManager
+
+TP = ("orders", 0)
+
+
+def _opened(manager: SharePartitionManager, member: str, epoch: int) -> int:
+    return manager.open_session("g", member, epoch, {TP}, set(), 0)[0]
+
+
+def test_a_session_opens_at_epoch_zero_and_continues_one_epoch_at_a_time() -> None:
+    manager = SharePartitionManager()
+    assert _opened(manager, "m", 1) == Errors.SHARE_SESSION_NOT_FOUND
+    assert _opened(manager, "m", 0) == Errors.NONE
+    assert _opened(manager, "m", 1) == Errors.NONE
+    assert _opened(manager, "m", 1) == Errors.INVALID_SHARE_SESSION_EPOCH
+    assert _opened(manager, "m", 3) == Errors.INVALID_SHARE_SESSION_EPOCH
+    assert _opened(manager, "m", 2) == Errors.NONE
+    assert manager.sessions[("g", "m")].partitions == {TP}
+
+
+def test_a_share_partition_starts_where_share_auto_offset_reset_says() -> None:
+    latest = SharePartitionManager()
+    assert latest.share_partition("g", TP, log_start_offset=3, high_watermark=10).start_offset == 10
+    earliest = SharePartitionManager(auto_offset_reset="earliest")
+    partition = earliest.share_partition("g", TP, log_start_offset=3, high_watermark=10)
+    assert partition.start_offset == 3
+    assert earliest.share_partition("g", TP, log_start_offset=6, high_watermark=12).start_offset \
+        == 6  # records deleted meanwhile move it
+
+
+def test_closing_a_session_releases_what_its_member_holds() -> None:
+    manager = SharePartitionManager(auto_offset_reset="earliest")
+    _opened(manager, "m", 0)
+    partition = manager.share_partition("g", TP, log_start_offset=0, high_watermark=5)
+    [acquired] = partition.acquire("m", max_records=5, fetch_end_offset=5, now_ms=0)
+    assert (acquired.first_offset, acquired.last_offset) == (0, 4)
+    manager.close_session("g", "m", 1)
+    assert ("g", "m") not in manager.sessions
+    [again] = partition.acquire("n", max_records=5, fetch_end_offset=5, now_ms=2)
+    assert (again.first_offset, again.last_offset, again.delivery_count) == (0, 4, 2)
+    manager.check_invariants()
+
+
+def test_leadership_lost_forgets_the_partitions_share_state() -> None:
+    manager = SharePartitionManager()
+    manager.share_partition("g", TP, log_start_offset=0, high_watermark=0)
+    manager.share_partition("h", ("other", 0), log_start_offset=0, high_watermark=0)
+    manager.forget_partition(TP)
+    assert list(manager.partitions) == [("h", ("other", 0))]
