@@ -245,3 +245,66 @@ def _topic_id(boot: str, topic: str):
             "topics": [{"name": topic, "topic_id": None}],
             "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
     return answer.topics[0].topic_id
+
+
+# == three brokers: the partition leader and the share coordinator die ===========================
+
+
+@pytest.fixture(scope="module")
+def three_brokers(tmp_path_factory):
+    with LocalCluster(brokers=3, data_dir=tmp_path_factory.mktemp("share3"),
+                      broker_args=BROKER_ARGS) as running:
+        yield running
+
+
+def _leader_of(boot: str, topic: str, partition: int = 0) -> int:
+    with wire.connect(boot) as sock:
+        answer = wire.call(sock, v.METADATA_KEY, 12, {
+            "topics": [{"name": topic, "topic_id": None}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    return answer.topics[0].partitions[partition].leader_id
+
+
+@pytest.mark.parametrize("victim", ["partition leader", "share coordinator"])
+def test_acknowledged_records_stay_acknowledged_when_a_broker_dies(three_brokers, victim):
+    boot = three_brokers.bootstrap_servers
+    topic, group_id = _name("q3"), _name("sg")
+    client = admin(boot)
+    client.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)]
+                         )[topic].result(TIMEOUT_S)
+    produce(boot, topic, [(None, b"first-%d" % i) for i in range(20)], partition=0)
+    consumer = _consumer(boot, group_id, topic, explicit=True, **{"max.poll.records": 20})
+    first: list = []
+    _until(lambda: first.extend(_poll(consumer)) or len(first) >= 20, "the first records")
+    for message in first:
+        consumer.acknowledge(message)
+    consumer.commit_sync()
+    consumer.close()
+    doomed = (_leader_of(boot, topic) if victim == "partition leader"
+              else _leader_of(boot, "__share_group_state", _state_partition(group_id, topic,
+                                                                             boot)))
+    three_brokers.kill(doomed)
+    try:
+        later = {b"later-%d" % i for i in range(10)}
+        produce(boot, topic, [(None, value) for value in sorted(later)], partition=0)
+        successor = _consumer(boot, group_id, topic)
+        got: list = []
+        _until(lambda: got.extend(_poll(successor)) or {m.value() for m in got} >= later,
+               "the later records", timeout_s=3 * TIMEOUT_S)
+        assert {m.value() for m in got} == later  # nothing acknowledged came back
+        successor.close()
+    finally:
+        three_brokers.restart(doomed)
+
+
+def _state_partition(group_id: str, topic: str, boot: str) -> int:
+    from pylog_nb.broker.share.coordinator import SharePartitionKey, share_partition_for
+
+    with wire.connect(boot) as sock:
+        answer = wire.call(sock, v.METADATA_KEY, 12, {
+            "topics": [{"name": topic, "topic_id": None},
+                       {"name": "__share_group_state", "topic_id": None}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    topic_id = answer.topics[0].topic_id
+    count = len(answer.topics[1].partitions)
+    return share_partition_for(SharePartitionKey(group_id, topic_id, 0), count)

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import Errors
-from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..metadata.topics import COORDINATOR_TOPICS
 from .actions import Action, HeartbeatAnswer
 from .appends import PendingAppends, Untracked
 from .assignors import MemberSubscription, TopicMetadata, assignor
@@ -58,7 +58,7 @@ __all__ = ["ConsumerGroups", "HeartbeatRequest", "HeartbeatStore"]
 SUBSCRIBED_TOPICS_MAX = 10_000  # topic names in one subscription
 REGEX_BYTES_MAX = 4_096  # a subscription's regular expression
 # A regular expression never matches Kafka's internal topics (Kafka: isInternal).
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+INTERNAL_TOPICS = COORDINATOR_TOPICS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

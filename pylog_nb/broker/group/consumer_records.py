@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import overload
 
 from ..protocol.schema import SchemaReader, SchemaWriter
-from .records import RecordDecodeError
+from .decode_errors import RecordDecodeError
 
 __all__ = [
     "CONSUMER_KEY_VERSIONS",

@@ -14,12 +14,17 @@ v3 (the last non-flexible versions, what Kafka 2.3-3.x writes) and read values o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, overload
+from typing import overload
 
 from ..protocol.schema import SchemaReader, SchemaWriter
-
-if TYPE_CHECKING:  # consumer_records imports RecordDecodeError from here; decode_* import it late
-    from .consumer_records import ConsumerRecordKey, ConsumerRecordValue
+from .consumer_records import (
+    CONSUMER_KEY_VERSIONS,
+    ConsumerRecordKey,
+    ConsumerRecordValue,
+    decode_consumer_key,
+    decode_consumer_value,
+)
+from .decode_errors import RecordDecodeError
 
 __all__ = [
     "GroupMetadataKey",
@@ -157,10 +162,6 @@ def encode_value(value: RecordValue) -> bytes:
 # -- reading -------------------------------------------------------------------------------------
 
 
-class RecordDecodeError(ValueError):
-    """A ``__consumer_offsets`` record that does not parse."""
-
-
 def _reader(data: bytes) -> SchemaReader:
     return SchemaReader(data, RecordDecodeError)
 
@@ -173,7 +174,6 @@ def decode_key(data: bytes) -> RecordKey | ConsumerRecordKey | None:
         return OffsetCommitKey(reader.string(), reader.string(), reader.int32())
     if version == GROUP_METADATA_KEY_VERSION:
         return GroupMetadataKey(reader.string())
-    from .consumer_records import CONSUMER_KEY_VERSIONS, decode_consumer_key
 
     if version in CONSUMER_KEY_VERSIONS:
         return decode_consumer_key(version, reader)
@@ -191,7 +191,6 @@ def decode_value(
     if data is None:
         return None
     if not isinstance(key, OffsetCommitKey | GroupMetadataKey):
-        from .consumer_records import decode_consumer_value
 
         return decode_consumer_value(key, data)
     reader = _reader(data)

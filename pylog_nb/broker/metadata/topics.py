@@ -17,6 +17,9 @@ _TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPIC_PREFIX = "__"
 OFFSETS_TOPIC = "__consumer_offsets"  # committed offsets and group metadata (Kafka's name)
 TRANSACTION_STATE_TOPIC = "__transaction_state"  # the transaction coordinators' log (Kafka's)
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"  # the share coordinators' log (Kafka's, KIP-932)
+# Written by coordinators only: a client's Produce to them is refused.
+COORDINATOR_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
 
 
 class InvalidTopicError(KafkaError, ValueError):

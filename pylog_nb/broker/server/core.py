@@ -46,12 +46,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..metadata.follower import FetchMetadata, MetadataFollower
 from ..metadata.image import ClusterImage
 from ..metadata.records import MetadataRecord
-from ..metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..metadata.topics import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from ..replication.actions import Action, HighWatermarkAdvanced, RequestIsrChange, RoleChanged
 from ..replication.follower import FollowerState
 from ..share.manager import SharePartitionManager
@@ -78,6 +78,7 @@ from .replica_manager import (
     ReplicaManager,
     VerificationGuard,
 )
+from .share_runtime import ShareCoordinatorRuntime, SharePersister
 from .txn_runtime import TxnCoordinatorRuntime
 
 log = logging.getLogger("pylog.broker")
@@ -168,6 +169,15 @@ class Shell(Protocol):
         """Run ``callback`` in ``delay_ms``; returns what cancels it."""
         ...
 
+    def call_broker(self, broker_id: int, api_key: int, version: int,
+                    body: dict) -> Pending[Any]:
+        """One request to another broker (the share persister's); the decoded answer."""
+        ...
+
+    def ensure_share_state_topic(self) -> None:
+        """Create ``__share_group_state`` if it does not exist yet."""
+        ...
+
 
 class BrokerCore:
     """One broker, without sockets, timers or a clock of its own."""
@@ -208,6 +218,13 @@ class BrokerCore:
                 record_lock_duration_ms=config.group_share_record_lock_duration_ms,
                 delivery_count_limit=config.group_share_delivery_count_limit),
             auto_offset_reset=config.share_auto_offset_reset)
+        self.share_state = ShareCoordinatorRuntime(self, metadata=lambda: self.image,
+                                                   now_ms=now_ms)
+        # Looked up when called: a shell that never serves share groups need not have them.
+        self.share_persister = SharePersister(
+            self.share_state, broker_id=broker_id,
+            call_broker=lambda *call: shell.call_broker(*call),
+            ensure_topic=lambda: shell.ensure_share_state_topic())
         self.txns = TxnCoordinatorRuntime(
             config, self, send_markers=shell.send_markers,
             refill_producer_ids=shell.refill_producer_ids,
@@ -419,6 +436,8 @@ class BrokerCore:
                     self.groups.on_role_change(action.partition, partition)
                 elif action.topic == TRANSACTION_STATE_TOPIC:
                     self.txns.on_role_change(action.partition, partition)
+                elif action.topic == SHARE_GROUP_STATE_TOPIC:
+                    self.share_state.on_role_change(action.partition, partition)
                 if partition is None or partition.leader is None:
                     self.shares.forget_partition((action.topic, action.partition))
                 self.shell.role_changed(action, partition)
@@ -441,4 +460,5 @@ class BrokerCore:
     def close(self) -> None:
         self.txns.close()
         self.groups.close()
+        self.share_state.close()
         self.replicas.close()

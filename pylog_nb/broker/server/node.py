@@ -19,6 +19,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..controller.rpc import Address
 from ..metadata.image import ClusterImage
@@ -39,6 +40,7 @@ from .replica_manager import (
     ReplicaManager,
     wall_clock_ms,
 )
+from .share_state_service import ShareStateService
 from .txn_coordinator import TransactionService
 
 FENCED_BROKER_LISTED_MS = 5_000  # a fenced broker stays in Metadata this long (see brokers())
@@ -82,6 +84,7 @@ class BrokerNode:
             live_broker_ids=self.live_broker_ids, admin=self.topic_admin)
         self.txns = TransactionService(self, self.core.txns)
         self.add_partitions = AddPartitionsToTxnManager(self)
+        self.share_state = ShareStateService(self)
 
     @classmethod
     def open(cls, config: BrokerConfig, controllers: Sequence[Address] | None = None
@@ -185,8 +188,16 @@ class BrokerNode:
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Callable[[], None]:
         return asyncio.get_running_loop().call_later(delay_ms / 1000, callback).cancel
 
+    def call_broker(self, broker_id: int, api_key: int, version: int,
+                    body: dict) -> Pending[Any]:
+        return pending_of(self.share_state.call(broker_id, api_key, version, body))
+
+    def ensure_share_state_topic(self) -> None:
+        self.share_state.ensure_topic()
+
     def close(self) -> None:
         self.groups.close()
         self.txns.close()
         self.add_partitions.close()
+        self.share_state.close()
         self.core.close()

@@ -73,6 +73,12 @@ class TopicCreator(Protocol):
                            configs: Mapping[str, str | None]) -> TopicImage: ...
 
 
+class ShareStateHost(ClusterView, Protocol):
+    """What the share coordinators' shell uses of its broker (``share_state_service.py``)."""
+
+    def topic_admin(self) -> TopicCreator: ...
+
+
 class TxnCoordinatorHost(ClusterView, Protocol):
     """What the transaction coordinator's shell uses of its broker (``txn_coordinator.py``)."""
 

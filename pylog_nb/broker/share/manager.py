@@ -4,9 +4,10 @@ ShareSessionCache), sans-IO.
 Theory of operation (KIP-932):
 
 - A partition leader keeps one ``SharePartition`` per share group that reads the partition,
-  created on the group's first ShareFetch for it. Its start offset comes from
-  ``share.auto.offset.reset`` (Kafka's default: latest, the high watermark), so a new share
-  group sees records written from then on; ``earliest`` starts at the log start offset.
+  loaded on the group's first ShareFetch for it from the state the share coordinator persisted
+  (``adopt``). A share partition never persisted starts where ``share.auto.offset.reset``
+  says (Kafka's default: latest, the high watermark), so a new share group sees records
+  written from then on; ``earliest`` starts at the log start offset.
 - A member's ShareFetch and ShareAcknowledge requests belong to its *share session* here,
   keyed by (group, member): epoch 0 opens it (replacing any old one) with the partitions the
   request names, each later request carries the next epoch and adds or forgets partitions, and
@@ -14,7 +15,7 @@ Theory of operation (KIP-932):
   its acquisition locks running out (``expire``). An epoch out of order is
   INVALID_SHARE_SESSION_EPOCH, a session this broker does not know SHARE_SESSION_NOT_FOUND.
 - This broker stops leading a partition: its share partitions go (``forget_partition``); the
-  delivery state does not move with leadership yet (the share coordinator is next).
+  next leader loads them from the share coordinator.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ..errors import Errors
 from ..types import TopicPartition
+from .persisted import ShareSnapshot
 from .share_partition import SharePartition, SharePartitionConfig, initial_start_offset
 
 __all__ = ["FINAL_SHARE_SESSION_EPOCH", "SharePartitionManager", "ShareSession"]
@@ -87,20 +89,29 @@ class SharePartitionManager:
 
     # -- share partitions ------------------------------------------------------------------
 
-    def share_partition(self, group_id: str, topic_partition: TopicPartition, *,
-                        log_start_offset: int, high_watermark: int) -> SharePartition:
-        """The group's share partition, initialized from share.auto.offset.reset if new; a
-        log start offset past its start offset moves it (records deleted meanwhile)."""
-        key = (group_id, topic_partition)
-        partition = self.partitions.get(key)
-        if partition is None:
-            start = initial_start_offset(self.auto_offset_reset,  # type: ignore[arg-type]
-                                         log_start_offset=log_start_offset,
-                                         latest_offset=high_watermark)
-            partition = self.partitions[key] = SharePartition(start, self.config)
-        elif log_start_offset > partition.start_offset:
+    def start_offset(self, *, log_start_offset: int, high_watermark: int) -> int:
+        """Where a share partition never persisted starts (share.auto.offset.reset)."""
+        return initial_start_offset(self.auto_offset_reset,  # type: ignore[arg-type]
+                                    log_start_offset=log_start_offset,
+                                    latest_offset=high_watermark)
+
+    def loaded(self, group_id: str, topic_partition: TopicPartition, *,
+               log_start_offset: int) -> SharePartition | None:
+        """The group's share partition if this broker has it; a log start offset past its
+        start offset moves it (records deleted meanwhile)."""
+        partition = self.partitions.get((group_id, topic_partition))
+        if partition is not None and log_start_offset > partition.start_offset:
             partition.move_start_offset(log_start_offset)
         return partition
+
+    def adopt(self, group_id: str, topic_partition: TopicPartition,
+              snapshot: ShareSnapshot) -> SharePartition:
+        """Serve the share partition from its persisted ``snapshot`` (the first reader wins
+        when two requests loaded it at once)."""
+        key = (group_id, topic_partition)
+        if key not in self.partitions:
+            self.partitions[key] = SharePartition.from_snapshot(snapshot, self.config)
+        return self.partitions[key]
 
     def forget_partition(self, topic_partition: TopicPartition) -> None:
         """This broker no longer leads ``topic_partition``."""

@@ -212,6 +212,10 @@ class SharePartition:
         """Whether ``acquire`` could hand out anything given records (Kafka's canAcquireRecords)."""
         return self._available > 0 or len(self._records) < self.config.partition_max_record_locks
 
+    def holds(self, member_id: str) -> bool:
+        """Whether ``member_id`` has records acquired here."""
+        return any(r.member_id == member_id for r in self._acquired.values())
+
     def next_deadline_ms(self) -> int | None:
         """The earliest lock deadline: call ``expire_locks`` then (None: nothing is acquired)."""
         deadlines = (r.lock_deadline_ms for r in self._acquired.values())

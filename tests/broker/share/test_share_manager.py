@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pylog_nb.broker.errors import Errors
 from pylog_nb.broker.share.manager import SharePartitionManager
+from pylog_nb.broker.share.persisted import ShareSnapshot
 
 TP = ("orders", 0)
 
@@ -24,19 +25,24 @@ def test_a_session_opens_at_epoch_zero_and_continues_one_epoch_at_a_time() -> No
 
 
 def test_a_share_partition_starts_where_share_auto_offset_reset_says() -> None:
-    latest = SharePartitionManager()
-    assert latest.share_partition("g", TP, log_start_offset=3, high_watermark=10).start_offset == 10
+    assert SharePartitionManager().start_offset(log_start_offset=3, high_watermark=10) == 10
     earliest = SharePartitionManager(auto_offset_reset="earliest")
-    partition = earliest.share_partition("g", TP, log_start_offset=3, high_watermark=10)
-    assert partition.start_offset == 3
-    assert earliest.share_partition("g", TP, log_start_offset=6, high_watermark=12).start_offset \
-        == 6  # records deleted meanwhile move it
+    assert earliest.start_offset(log_start_offset=3, high_watermark=10) == 3
+
+
+def test_a_loaded_share_partition_follows_the_log_start_offset() -> None:
+    manager = SharePartitionManager()
+    assert manager.loaded("g", TP, log_start_offset=0) is None
+    adopted = manager.adopt("g", TP, ShareSnapshot(0, 3, ()))
+    assert manager.adopt("g", TP, ShareSnapshot(0, 9, ())) is adopted  # the first load wins
+    loaded = manager.loaded("g", TP, log_start_offset=6)  # records deleted meanwhile
+    assert loaded is adopted and loaded.start_offset == 6
 
 
 def test_closing_a_session_releases_what_its_member_holds() -> None:
     manager = SharePartitionManager(auto_offset_reset="earliest")
     _opened(manager, "m", 0)
-    partition = manager.share_partition("g", TP, log_start_offset=0, high_watermark=5)
+    partition = manager.adopt("g", TP, ShareSnapshot(0, 0, ()))
     [acquired] = partition.acquire("m", max_records=5, fetch_end_offset=5, now_ms=0)
     assert (acquired.first_offset, acquired.last_offset) == (0, 4)
     manager.close_session("g", "m", 1)
@@ -48,7 +54,7 @@ def test_closing_a_session_releases_what_its_member_holds() -> None:
 
 def test_leadership_lost_forgets_the_partitions_share_state() -> None:
     manager = SharePartitionManager()
-    manager.share_partition("g", TP, log_start_offset=0, high_watermark=0)
-    manager.share_partition("h", ("other", 0), log_start_offset=0, high_watermark=0)
+    manager.adopt("g", TP, ShareSnapshot(0, 0, ()))
+    manager.adopt("h", ("other", 0), ShareSnapshot(0, 0, ()))
     manager.forget_partition(TP)
     assert list(manager.partitions) == [("h", ("other", 0))]

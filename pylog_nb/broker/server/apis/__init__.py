@@ -57,6 +57,13 @@ from .share import (
     handle_share_group_describe,
     handle_share_group_heartbeat,
 )
+from .share_state import (
+    handle_delete_share_group_state,
+    handle_initialize_share_group_state,
+    handle_read_share_group_state,
+    handle_read_share_group_state_summary,
+    handle_write_share_group_state,
+)
 from .txn import (
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
@@ -102,6 +109,11 @@ CORE_HANDLERS: dict[int, CoreHandler] = {
     v.SHARE_GROUP_DESCRIBE_KEY: handle_share_group_describe,
     v.SHARE_FETCH_KEY: handle_share_fetch,
     v.SHARE_ACKNOWLEDGE_KEY: handle_share_acknowledge,
+    v.INITIALIZE_SHARE_GROUP_STATE_KEY: handle_initialize_share_group_state,
+    v.READ_SHARE_GROUP_STATE_KEY: handle_read_share_group_state,
+    v.WRITE_SHARE_GROUP_STATE_KEY: handle_write_share_group_state,
+    v.DELETE_SHARE_GROUP_STATE_KEY: handle_delete_share_group_state,
+    v.READ_SHARE_GROUP_STATE_SUMMARY_KEY: handle_read_share_group_state_summary,
 }
 SHELL_HANDLERS: dict[int, ShellHandler] = {
     v.METADATA_KEY: handle_metadata,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 
 from ... import errors
-from ...metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ...metadata.topics import COORDINATOR_TOPICS
 from ...protocol.codec import Request, duration_ms
 from ...records.codecs import CODEC_ZSTD
 from ...records.header import ParsedBatches, parse_batches
@@ -104,7 +104,7 @@ def _headers(topics: ParsedTopics):
 def _append_from_client(core: BrokerCore, topic: str, index: int, parsed: ParsedBatches | None,
                         acks: int, timeout_ms: int, zstd_allowed: bool,
                         guard: VerificationGuard | None):
-    if topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):  # written by coordinators only
+    if topic in COORDINATOR_TOPICS:  # written by coordinators only
         message = f"Cannot append to internal topic {topic}"
         return _refused(index, errors.INVALID_TOPIC_EXCEPTION, message), None
     if not zstd_allowed and parsed is not None and any(
@@ -150,7 +150,7 @@ async def _verify_transaction(core: BrokerCore, transactional_id: str, topics: P
     refused: dict[TopicPartition, dict] = {}
     for topic, partitions in topics:
         for index, parsed in partitions:
-            if (topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC) or parsed is None
+            if (topic in COORDINATOR_TOPICS or parsed is None
                     or not parsed.has_transactional):
                 continue
             try:

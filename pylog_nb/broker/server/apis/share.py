@@ -7,6 +7,8 @@ read from the share partition's next fetch offset (its first available record, e
 and acquire what the read covers, below the high watermark, up to ``max_records`` in all. The
 response carries the batches read and the acquired offset ranges with their delivery counts;
 the client hands out only records in those ranges (and acknowledges the other offsets as GAP).
+A share partition is loaded from its share coordinator on its group's first fetch here, and
+every acknowledgement is persisted there before it is answered (``share_runtime.py``).
 With nothing acquired the request waits, up to ``max_wait``, for an append to move a high
 watermark. ShareAcknowledge settles acknowledgements alone. Epoch -1 closes the session after
 its acknowledgements, releasing what the member still holds.
@@ -23,11 +25,13 @@ from ...group.share_groups import ShareGroup, ShareHeartbeatRequest
 from ...protocol.codec import Request, duration_ms
 from ...records.header import HEADER_BYTES, read_header
 from ...share.manager import FINAL_SHARE_SESSION_EPOCH
+from ...share.persisted import ShareSnapshot
 from ...share.share_partition import SharePartition
 from ...types import NO_EPOCH, TopicPartition
 from ..core import BrokerCore
 from ..node import CLIENT_HOST
-from ..replica_manager import CONSUMER_REPLICA_ID, READ_UNCOMMITTED, FetchTarget
+from ..replica_manager import CONSUMER_REPLICA_ID, READ_UNCOMMITTED, FetchTarget, Partition
+from ..share_runtime import UNINITIALIZED_START_OFFSET, share_key
 from .consumer_groups import AUTHORIZED_OPERATIONS_UNKNOWN, _topics, _wire_assignment
 from .fetch import wait_for_data
 
@@ -118,16 +122,17 @@ async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
         {tp for tp in forgotten.values() if tp is not None}, now_ms)
     if error != Errors.NONE or session is None:
         return _share_fetch_response(core, error)
-    ack_errors = _acknowledge_all(core, group_id, member_id, [
+    ack_errors = await _acknowledge_all(core, group_id, member_id, [
         (t.topic_id, p.partition_index, p.acknowledgement_batches)
         for t in body.topics for p in t.partitions], now_ms)
     if body.share_session_epoch == FINAL_SHARE_SESSION_EPOCH:
-        core.shares.close_session(group_id, member_id, core.now_ms())
+        await _close_session(core, group_id, member_id)
         return _share_fetch_response(core, Errors.NONE, _ack_only(core, ack_errors))
     deadline_ms = now_ms + min(duration_ms(body.max_wait), core.config.fetch_wait_max_ms)
     while True:
-        partitions, acquired = _acquire_all(core, group_id, member_id, session.partitions,
-                                            body.max_records, body.max_bytes)
+        partitions, acquired = await _acquire_all(core, group_id, member_id,
+                                                  session.partitions, body.max_records,
+                                                  body.max_bytes)
         remaining_ms = deadline_ms - core.now_ms()
         if acquired or ack_errors or remaining_ms <= 0:
             break
@@ -137,7 +142,7 @@ async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
     return _share_fetch_response(core, Errors.NONE, partitions)
 
 
-def handle_share_acknowledge(core: BrokerCore, request: Request) -> dict:
+async def handle_share_acknowledge(core: BrokerCore, request: Request) -> dict:
     body = request.body
     group_id, member_id = body.group_id or "", body.member_id or ""
     now_ms = core.now_ms()
@@ -145,11 +150,11 @@ def handle_share_acknowledge(core: BrokerCore, request: Request) -> dict:
                                         set(), now_ms)
     if error != Errors.NONE:
         return {"error_code": error, "responses": [], "node_endpoints": []}
-    ack_errors = _acknowledge_all(core, group_id, member_id, [
+    ack_errors = await _acknowledge_all(core, group_id, member_id, [
         (t.topic_id, p.partition_index, p.acknowledgement_batches)
         for t in body.topics for p in t.partitions], now_ms)
     if body.share_session_epoch == FINAL_SHARE_SESSION_EPOCH:
-        core.shares.close_session(group_id, member_id, now_ms)
+        await _close_session(core, group_id, member_id)
     partitions = {tp: {"partition_index": tp[1], "error_code": code, "error_message": None,
                        "current_leader": _leader(core, tp)}
                   for tp, code in ack_errors.items()}
@@ -165,9 +170,56 @@ def _named(core: BrokerCore, items) -> dict[tuple, TopicPartition | None]:
     return named
 
 
-def _acknowledge_all(core: BrokerCore, group_id: str, member_id: str, items,
-                     now_ms: int) -> dict[TopicPartition, int]:
-    """Settle each partition's acknowledgement batches; the error code per partition."""
+async def _close_session(core: BrokerCore, group_id: str, member_id: str) -> None:
+    """Epoch -1: the session ends; what the member held goes back, persisted."""
+    held = {tp for (group, tp), share in core.shares.partitions.items()
+            if group == group_id and share.holds(member_id)}
+    core.shares.close_session(group_id, member_id, core.now_ms())
+    for tp in sorted(held):
+        await _persist(core, group_id, tp)
+
+
+async def _persist(core: BrokerCore, group_id: str, tp: TopicPartition) -> int:
+    """Write the share partition's state to its share coordinator; the error code."""
+    share = core.shares.partitions.get((group_id, tp))
+    partition = core.replicas.partitions.get(tp)
+    topic = core.image.topics.get(tp[0])
+    if share is None or partition is None or topic is None:
+        return Errors.NOT_LEADER_OR_FOLLOWER
+    return await core.share_persister.write(share_key(group_id, topic.uuid, tp),
+                                            partition.leader_epoch, share.snapshot())
+
+
+async def _load(core: BrokerCore, group_id: str, tp: TopicPartition,
+                partition: Partition) -> tuple[int, SharePartition | None]:
+    """The group's share partition here, loaded from its share coordinator the first time
+    (initialized from share.auto.offset.reset when the coordinator has none)."""
+    log = partition.log
+    share = core.shares.loaded(group_id, tp, log_start_offset=log.log_start_offset)
+    topic = core.image.topics.get(tp[0])
+    if share is not None or topic is None:
+        return (Errors.NONE if share else Errors.UNKNOWN_TOPIC_OR_PARTITION), share
+    key = share_key(group_id, topic.uuid, tp)
+    state = await core.share_persister.read(key, partition.leader_epoch)
+    if state.error_code != Errors.NONE:
+        return state.error_code, None
+    if state.start_offset == UNINITIALIZED_START_OFFSET:
+        start = core.shares.start_offset(log_start_offset=log.log_start_offset,
+                                         high_watermark=log.high_watermark)
+        error = await core.share_persister.initialize(key, 0, start)
+        if error != Errors.NONE:
+            return error, None
+        snapshot = ShareSnapshot(0, start, ())
+    else:
+        snapshot = ShareSnapshot(state.state_epoch, state.start_offset, state.state_batches)
+    core.shares.adopt(group_id, tp, snapshot)
+    return Errors.NONE, core.shares.loaded(group_id, tp, log_start_offset=log.log_start_offset)
+
+
+async def _acknowledge_all(core: BrokerCore, group_id: str, member_id: str, items,
+                           now_ms: int) -> dict[TopicPartition, int]:
+    """Settle each partition's acknowledgement batches and persist the result; the error code
+    per partition (a failed write is the write's error: the records may come again)."""
     errors: dict[TopicPartition, int] = {}
     batches_total = 0
     for topic_id, index, batches in items:
@@ -184,12 +236,14 @@ def _acknowledge_all(core: BrokerCore, group_id: str, member_id: str, items,
         errors[tp] = partition.acknowledge(
             member_id, [(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
                         for b in batches], now_ms)
+        if errors[tp] == Errors.NONE:
+            errors[tp] = await _persist(core, group_id, tp)
     return errors
 
 
-def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
-                 wanted: set[TopicPartition], max_records: int, max_bytes: int
-                 ) -> tuple[dict[TopicPartition, dict], bool]:
+async def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
+                       wanted: set[TopicPartition], max_records: int, max_bytes: int
+                       ) -> tuple[dict[TopicPartition, dict], bool]:
     """Read and acquire on every partition of the session; (partition data, any acquired)."""
     answers: dict[TopicPartition, dict] = {}
     records_left, bytes_left = max_records, max_bytes
@@ -202,9 +256,11 @@ def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
             continue
         if records_left <= 0 or bytes_left <= 0:
             continue
-        share = core.shares.share_partition(
-            group_id, tp, log_start_offset=partition.log.log_start_offset,
-            high_watermark=partition.log.high_watermark)
+        error, share = await _load(core, group_id, tp, partition)
+        if share is None:
+            data["error_code"] = error
+            answers[tp] = data
+            continue
         got, size_bytes = _acquire_one(core, tp, share, member_id, records_left, bytes_left,
                                        partition.log.high_watermark, data)
         if got:

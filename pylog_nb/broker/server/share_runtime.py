@@ -1,0 +1,243 @@
+"""The share coordinators of one broker and the partition leaders' persister (KIP-932), sans-IO.
+
+Theory of operation (Kafka's ShareCoordinatorService and its DefaultStatePersister):
+
+- A share partition's delivery state (start offset, in-flight batches with their states and
+  delivery counts) is kept in ``__share_group_state``, in the partition ``share_partition_for``
+  picks for "group:topicId:partition"; the leader of that partition is its share coordinator.
+  Becoming leader starts a ``ShareCoordinatorShard`` and replays the partition's records into
+  it (``on_role_change``); losing leadership drops it.
+- ``ShareCoordinatorRuntime.apply`` runs one Read/Initialize/Write/Delete on the shard, appends
+  the records it returns like an acks=all produce and resolves the Pending with the error code
+  once the ISR has them (a write is answered only when a successor would load it).
+- ``SharePersister`` is the partition leader's side: it reads a share partition's state before
+  the partition serves its group (initializing it from ``share.auto.offset.reset`` when the
+  coordinator has none) and writes a snapshot of it after every change that must outlive the
+  leader. The coordinator may be this broker (a direct call) or another (a request through the
+  shell). With no ``__share_group_state`` yet the shell is asked to create it, and the caller
+  retries (COORDINATOR_NOT_AVAILABLE).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import Errors
+from ..metadata.image import ClusterImage
+from ..metadata.topics import SHARE_GROUP_STATE_TOPIC
+from ..protocol import versions as v
+from ..records.batch import encode_batch, iter_batches_decoded
+from ..share.coordinator import (
+    UNINITIALIZED_START_OFFSET,
+    ShareCoordinatorShard,
+    SharePartitionKey,
+    share_partition_for,
+)
+from ..share.persisted import ShareSnapshot, StateBatch
+from ..types import ACKS_ALL, Clock, TopicPartition
+from .pending import Pending
+from .purgatory import ProduceDone
+from .replica_manager import AppendResult, Partition
+
+log = logging.getLogger("pylog.broker")
+
+SHARE_STATE_WRITE_TIMEOUT_MS = 5_000  # as offsets.commit.timeout.ms for the group coordinator
+LOAD_READ_BYTES = 1024 * 1024  # one log read while loading a partition
+STATE_API_VERSION = 0
+
+
+class ShareWrites(Protocol):
+    """What the runtime needs of its broker: acks=all appends and their completion."""
+
+    def append(self, topic: str, index: int, records, acks: int, timeout_ms: int
+               ) -> tuple[AppendResult, int | None]: ...
+
+    def await_produce(self, produce_ids: list[int],
+                      then: Callable[[ProduceDone], None]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReadState:
+    """A share partition's persisted state, or the error that stopped the read."""
+
+    error_code: int
+    state_epoch: int = 0
+    start_offset: int = UNINITIALIZED_START_OFFSET
+    state_batches: tuple[StateBatch, ...] = ()
+
+
+class ShareCoordinatorRuntime:
+    """Every share coordinator this broker runs, one per ``__share_group_state`` partition."""
+
+    def __init__(self, writes: ShareWrites, *, metadata: Callable[[], ClusterImage],
+                 now_ms: Clock) -> None:
+        self.writes = writes
+        self.metadata = metadata
+        self.now_ms = now_ms
+        self.shards: dict[int, ShareCoordinatorShard] = {}
+
+    def partition_count(self) -> int | None:
+        topic = self.metadata().topics.get(SHARE_GROUP_STATE_TOPIC)
+        return len(topic.partitions) if topic is not None else None
+
+    def shard_for(self, key: SharePartitionKey) -> ShareCoordinatorShard | None:
+        """The shard of ``key`` if this broker coordinates it; None: NOT_COORDINATOR."""
+        count = self.partition_count()
+        if count is None:
+            return None
+        return self.shards.get(share_partition_for(key, count))
+
+    def on_role_change(self, index: int, partition: Partition | None) -> None:
+        """Partition ``index`` of ``__share_group_state`` changed role."""
+        if self.shards.pop(index, None) is not None:
+            log.info("no longer the share coordinator of %s-%d", SHARE_GROUP_STATE_TOPIC, index)
+        if partition is None or partition.leader is None or partition.log.closed:
+            return
+        shard = ShareCoordinatorShard(index)
+        shard.replay(_records(partition))
+        self.shards[index] = shard
+
+    def apply(self, shard: ShareCoordinatorShard, error_code: int,
+              records: list[tuple[bytes, bytes | None]]) -> Pending[int]:
+        """Append what a shard operation returned; resolved with the error code once the
+        records are committed (at once when there is nothing to write)."""
+        done: Pending[int] = Pending()
+        if error_code != Errors.NONE or not records:
+            done.resolve(error_code)
+            return done
+        now_ms = self.now_ms()
+        batch = encode_batch([(key, value, (), now_ms) for key, value in records])
+        result, produce_id = self.writes.append(SHARE_GROUP_STATE_TOPIC, shard.partition, batch,
+                                                ACKS_ALL, SHARE_STATE_WRITE_TIMEOUT_MS)
+        if produce_id is None:
+            done.resolve(result.error_code)
+        else:
+            self.writes.await_produce([produce_id], lambda outcome: done.resolve(
+                next(iter(outcome.error_codes.values()), Errors.NONE)))
+        return done
+
+    def close(self) -> None:
+        self.shards.clear()
+
+
+def _records(partition: Partition) -> Iterator[tuple[bytes, bytes | None]]:
+    offset, end = partition.log.log_start_offset, partition.log.log_end_offset
+    while offset < end:
+        data = partition.log.read(offset, LOAD_READ_BYTES).read_bytes()
+        if not data:
+            return
+        for header, batch in iter_batches_decoded(data):
+            if not header.is_control:
+                yield from ((r.key, r.value) for r in batch if r.key is not None)
+            offset = header.next_offset
+
+
+class SharePersister:
+    """A partition leader's reads and writes of share-partition state (Kafka's Persister)."""
+
+    def __init__(self, runtime: ShareCoordinatorRuntime, *, broker_id: int,
+                 call_broker: Callable[[int, int, int, dict], Pending[Any]],
+                 ensure_topic: Callable[[], None]) -> None:
+        self.runtime = runtime
+        self.broker_id = broker_id
+        self.call_broker = call_broker
+        self.ensure_topic = ensure_topic
+
+    def _coordinator(self, key: SharePartitionKey) -> int | None:
+        """The broker leading ``key``'s ``__share_group_state`` partition (None: none yet)."""
+        topic = self.runtime.metadata().topics.get(SHARE_GROUP_STATE_TOPIC)
+        if topic is None:
+            self.ensure_topic()
+            return None
+        leader = topic.partitions[share_partition_for(key, len(topic.partitions))].leader
+        return leader if leader is not None and leader >= 0 else None
+
+    async def read(self, key: SharePartitionKey, leader_epoch: int) -> ReadState:
+        """The persisted state; start offset -1 for a share partition never initialized (its
+        summary says so first: a Read of an unknown one is an error, as in Kafka)."""
+        coordinator = self._coordinator(key)
+        if coordinator is None:
+            return ReadState(Errors.COORDINATOR_NOT_AVAILABLE)
+        if coordinator == self.broker_id:
+            return await self._read_local(key, leader_epoch)
+        summary = await self._remote(coordinator, v.READ_SHARE_GROUP_STATE_SUMMARY_KEY, key, {
+            "partition": key.partition, "leader_epoch": leader_epoch})
+        if isinstance(summary, int) or summary.error_code != Errors.NONE:
+            return ReadState(summary if isinstance(summary, int) else summary.error_code)
+        if summary.start_offset == UNINITIALIZED_START_OFFSET:
+            return ReadState(Errors.NONE)
+        answer = await self._remote(coordinator, v.READ_SHARE_GROUP_STATE_KEY, key, {
+            "partition": key.partition, "leader_epoch": leader_epoch})
+        if isinstance(answer, int):
+            return ReadState(answer)
+        return ReadState(answer.error_code, answer.state_epoch, answer.start_offset,
+                         tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state,
+                                          b.delivery_count) for b in answer.state_batches))
+
+    async def _read_local(self, key: SharePartitionKey, leader_epoch: int) -> ReadState:
+        shard = self.runtime.shard_for(key)
+        if shard is None:
+            return ReadState(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+        if shard.state(key) is None:
+            return ReadState(Errors.NONE)
+        result = shard.read(key, leader_epoch, now_ms=self.runtime.now_ms())
+        error = await self.runtime.apply(shard, result.error_code, list(result.records))
+        return ReadState(error, result.state_epoch, result.start_offset,
+                         tuple(result.state_batches))
+
+    async def initialize(self, key: SharePartitionKey, state_epoch: int,
+                         start_offset: int) -> int:
+        coordinator = self._coordinator(key)
+        if coordinator is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        if coordinator == self.broker_id:
+            shard = self.runtime.shard_for(key)
+            if shard is None:
+                return Errors.COORDINATOR_LOAD_IN_PROGRESS
+            return await self.runtime.apply(shard, *shard.initialize(
+                key, state_epoch, start_offset, now_ms=self.runtime.now_ms()))
+        answer = await self._remote(coordinator, v.INITIALIZE_SHARE_GROUP_STATE_KEY, key, {
+            "partition": key.partition, "state_epoch": state_epoch,
+            "start_offset": start_offset})
+        return answer if isinstance(answer, int) else answer.error_code
+
+    async def write(self, key: SharePartitionKey, leader_epoch: int,
+                    snapshot: ShareSnapshot) -> int:
+        coordinator = self._coordinator(key)
+        if coordinator is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        batches = list(snapshot.state_batches)
+        if coordinator == self.broker_id:
+            shard = self.runtime.shard_for(key)
+            if shard is None:
+                return Errors.COORDINATOR_LOAD_IN_PROGRESS
+            return await self.runtime.apply(shard, *shard.write(
+                key, snapshot.state_epoch, leader_epoch, snapshot.start_offset, batches,
+                now_ms=self.runtime.now_ms()))
+        answer = await self._remote(coordinator, v.WRITE_SHARE_GROUP_STATE_KEY, key, {
+            "partition": key.partition, "state_epoch": snapshot.state_epoch,
+            "leader_epoch": leader_epoch, "start_offset": snapshot.start_offset,
+            "state_batches": [{"first_offset": b.first_offset, "last_offset": b.last_offset,
+                               "delivery_state": b.delivery_state,
+                               "delivery_count": b.delivery_count} for b in batches]})
+        return answer if isinstance(answer, int) else answer.error_code
+
+    async def _remote(self, broker_id: int, api_key: int, key: SharePartitionKey,
+                      partition: dict) -> Any:
+        """One partition's request to another broker's coordinator: its partition result,
+        or an error code when the call failed."""
+        body = {"group_id": key.group_id,
+                "topics": [{"topic_id": key.topic_id, "partitions": [partition]}]}
+        try:
+            response = await self.call_broker(broker_id, api_key, STATE_API_VERSION, body)
+        except Exception:  # noqa: BLE001 - unreachable, closed: the caller retries
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        return response.results[0].partitions[0]
+
+
+def share_key(group_id: str, topic_id: str | uuid.UUID, tp: TopicPartition) -> SharePartitionKey:
+    return SharePartitionKey(group_id, uuid.UUID(str(topic_id)), tp[1])
