@@ -28,8 +28,9 @@ NA = pd.NA
 LAG_TYPES = {"group": "string", "topic": "string", "partition": "Int64",
              "committed_offset": "Int64", "high_watermark": "Int64", "log_end_offset": "Int64",
              "lag": "Int64", "member_id": "string", "client_id": "string", "host": "string"}
-GROUP_TYPES = {"group": "string", "state": "string", "protocol": "string", "members": "Int64",
-               "coordinator": "Int64"}
+GROUP_TYPES = {"group": "string", "type": "string", "state": "string", "protocol": "string",
+               "members": "Int64", "coordinator": "Int64", "group_epoch": "Int64",
+               "assignment_epoch": "Int64"}
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +131,8 @@ def test_after_the_member_leaves_the_committed_partitions_remain(cluster, member
         (group_id, topic_name, 0, 1, 4, 4, 3, NA, NA, NA),
         (group_id, topic_name, 2, 9, 9, 9, 0, NA, NA, NA),
     ]))
-    pd.testing.assert_frame_equal(groups_frame(cluster, group_id),
-                                  _expected_groups([(group_id, "Empty", NA, 0, 1)]))
+    pd.testing.assert_frame_equal(groups_frame(cluster, group_id), _expected_groups(
+        [(group_id, "classic", "Empty", NA, 0, 1, NA, NA)]))
 
 
 def test_a_group_that_committed_nothing_has_no_lag(cluster, members, group_id, topic_name):
@@ -174,8 +175,8 @@ def test_members_share_partitions_one_member_each(cluster, members, group_id, to
     for client_id, consumer in (("one", first), ("two", second)):
         assert sorted(p for p, owner in owners.items() if owner == client_id) == sorted(
             tp.partition for tp in consumer.assignment())
-    pd.testing.assert_frame_equal(groups_frame(cluster, group_id),
-                                  _expected_groups([(group_id, "Stable", "range", 2, 1)]))
+    pd.testing.assert_frame_equal(groups_frame(cluster, group_id), _expected_groups(
+        [(group_id, "classic", "Stable", "range", 2, 1, NA, NA)]))
 
 
 def test_without_a_group_id_every_group_is_reported(cluster, members, topic_name):

@@ -1,11 +1,11 @@
 """Thin helpers over confluent-kafka and the brokers' introspection endpoint."""
 
 from .browse import browse
-from .groups import groups_frame, lag_frame
+from .groups import groups_frame, lag_frame, members_frame
 from .introspect import events_frame, partitions_frame, quorum_frame
 from .io import LogClientError, consume, create_topic, delete_topic, produce, topics_frame
 from .txn import Transaction, transaction, transaction_coordinator
 
 __all__ = ["LogClientError", "Transaction", "browse", "consume", "create_topic", "delete_topic",
-           "events_frame", "groups_frame", "lag_frame", "partitions_frame", "produce",
-           "quorum_frame", "topics_frame", "transaction", "transaction_coordinator"]
+           "events_frame", "groups_frame", "lag_frame", "members_frame", "partitions_frame",
+           "produce", "quorum_frame", "topics_frame", "transaction", "transaction_coordinator"]

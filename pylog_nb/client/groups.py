@@ -9,6 +9,17 @@ endpoint, so the column is filled from the leader's replica there and is NA else
 ``lag`` is what ``kafka-consumer-groups.sh --describe`` calls LAG: the high watermark (the end
 of what consumers may read) minus the committed offset; NA ("-" in the tool) when the group has
 committed nothing for that partition.
+
+Groups are of two types (``type``): ``classic`` (JoinGroup/SyncGroup: kafka-python, aiokafka,
+confluent-kafka by default) and ``consumer`` (KIP-848's consumer rebalance protocol:
+``group.protocol=consumer``). A consumer group has no generation but epochs: the *group epoch*
+(bumped when what the assignor sees changes), the *assignment epoch* (the group epoch its target
+assignment was computed for) and each member's *member epoch* (the assignment epoch it has
+caught up with). Kafka's admin API (ConsumerGroupDescribe) answers its members' current and
+target assignments, which confluent-kafka passes on; it does not pass on the epochs, and
+Kafka's API never tells what a member still has to revoke. A ``LocalCluster``'s introspection
+endpoint tells all of it, so those columns are filled there (from the coordinator the admin
+API named) and are NA elsewhere, as ``log_end_offset`` is.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import pandas as pd
 from confluent_kafka import (
     ConsumerGroupState,
     ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -33,7 +45,15 @@ LAG_COLUMNS = [
     "group", "topic", "partition", "committed_offset", "high_watermark", "log_end_offset", "lag",
     "member_id", "client_id", "host",
 ]
-GROUP_COLUMNS = ["group", "state", "protocol", "members", "coordinator"]
+GROUP_COLUMNS = ["group", "type", "state", "protocol", "members", "coordinator", "group_epoch",
+                 "assignment_epoch"]
+MEMBER_COLUMNS = [
+    "group", "type", "member_id", "group_instance_id", "client_id", "host", "member_epoch",
+    "member_state", "assignment", "pending_revocation", "unreleased_partitions",
+    "target_assignment", "subscription",
+]
+_MEMBER_INTEGER_COLUMNS = ["member_epoch"]
+_GROUP_TYPES = {ConsumerGroupType.CLASSIC: "classic", ConsumerGroupType.CONSUMER: "consumer"}
 _INTEGER_COLUMNS = ["partition", "committed_offset", "high_watermark", "log_end_offset", "lag"]
 _TEXT_COLUMNS = ["group", "topic", "member_id", "client_id", "host"]
 # The group states as Kafka spells them (kafka-consumer-groups.sh, DescribeGroups).
@@ -76,7 +96,11 @@ def _lag_frame(source: Source, group_id: str | None) -> pd.DataFrame:
 
 
 def groups_frame(source: Source, group_id: str | None = None) -> pd.DataFrame:
-    """One row per group: state, partition assignor, member count and coordinator broker id.
+    """One row per group of either type: its type (classic or consumer), state, partition
+    assignor (a consumer group's is the coordinator's, e.g. uniform), member count, coordinator
+    broker id, and for a consumer group its group and assignment epochs (NA for a classic
+    group, and outside a ``LocalCluster``, where a consumer group's Assigning and Reconciling
+    states read Unknown: confluent-kafka has no names for them).
 
     ``group_id=None`` lists every group, which asks every broker (ListGroups); naming a group
     asks only its coordinator. An unknown ``group_id`` raises ValueError. Asked during a
@@ -88,17 +112,119 @@ def groups_frame(source: Source, group_id: str | None = None) -> pd.DataFrame:
 def _groups_frame(source: Source, group_id: str | None) -> pd.DataFrame:
     admin = _admin(source)
     descriptions = _describe(admin, _group_ids(admin, group_id), must_exist=group_id is not None)
-    rows = [
-        # confluent_kafka types state as a bare Enum; it is a ConsumerGroupState
-        {"group": d.group_id,
-         "state": _STATE_NAMES.get(d.state, str(d.state)),  # type: ignore[call-overload]
-         "protocol": d.partition_assignor or pd.NA, "members": len(d.members),
-         "coordinator": d.coordinator.id}
-        for d in descriptions
-    ]
+    known = _introspected(source, descriptions)
+    rows = []
+    for d in descriptions:
+        seen = known.get(d.group_id, {})
+        consumer = seen.get("group_type") == "consumer"
+        rows.append({
+            "group": d.group_id, "type": _group_type(d, seen),
+            # confluent_kafka has no names for a consumer group's Assigning and Reconciling
+            "state": seen["state"] if consumer else _state_name(d.state),
+            "protocol": d.partition_assignor or pd.NA, "members": len(d.members),
+            "coordinator": d.coordinator.id,
+            "group_epoch": seen["group_epoch"] if consumer else pd.NA,
+            "assignment_epoch": seen["assignment_epoch"] if consumer else pd.NA})
     return pd.DataFrame(rows, columns=GROUP_COLUMNS).astype(
-        {"group": "string", "state": "string", "protocol": "string", "members": "Int64",
-         "coordinator": "Int64"})
+        {"group": "string", "type": "string", "state": "string", "protocol": "string",
+         "members": "Int64", "coordinator": "Int64", "group_epoch": "Int64",
+         "assignment_epoch": "Int64"})
+
+
+def members_frame(source: Source, group_id: str) -> pd.DataFrame:
+    """One row per member of the group ``group_id``: who it is (member id, instance id, client
+    id, host) and its partitions as ``topic:0,1`` text, by client id.
+
+    For a consumer group (KIP-848): ``member_epoch`` against the group's assignment epoch
+    (``groups_frame``), ``member_state`` (Kafka's MemberState: stable, unrevoked_partitions,
+    unreleased_partitions), ``assignment`` (what it owns at its epoch), ``pending_revocation``
+    (what it still owns and must give up before it may take the assignment epoch),
+    ``unreleased_partitions`` (of its target, those another member still owns),
+    ``target_assignment`` (its part of the target assignment) and ``subscription`` (topic names,
+    or the regular expression). The epoch, state, pending revocation and unreleased partitions
+    come from a ``LocalCluster``'s introspection and are NA elsewhere (Kafka's admin API does
+    not tell them); with it, every partition column is from that one coherent read. A classic
+    group's members have only their ``assignment`` (from their last SyncGroup).
+
+    An unknown ``group_id`` raises ValueError. Asked during a failover, it waits for the new
+    coordinator.
+    """
+    return through_failover(lambda: _members_frame(source, group_id))
+
+
+def _members_frame(source: Source, group_id: str) -> pd.DataFrame:
+    admin = _admin(source)
+    [description] = _describe(admin, [group_id], must_exist=True)
+    seen = _introspected(source, [description]).get(group_id, {})
+    group_type = _group_type(description, seen)
+    members = {m["member_id"]: m for m in seen.get("members", [])}
+    rows = []
+    for m in description.members:
+        row = {"group": group_id, "type": group_type, "member_id": m.member_id,
+               "group_instance_id": m.group_instance_id or pd.NA, "client_id": m.client_id,
+               "host": m.host, "assignment": _text(m.assignment)}
+        consumer = _is_consumer_group(group_type)
+        if consumer:
+            row["target_assignment"] = _text(m.target_assignment)
+        known = members.get(m.member_id) if consumer else None
+        if known is not None:
+            regex = known["subscribed_topic_regex"]
+            row |= {"member_epoch": known["member_epoch"], "member_state": known["member_state"],
+                    "assignment": _assignment_text(known["assignment"]),
+                    "pending_revocation": _assignment_text(known["pending_revocation"]),
+                    "unreleased_partitions": _assignment_text(known["unreleased_partitions"]),
+                    "target_assignment": _assignment_text(known["target_assignment"]),
+                    "subscription": f"regex {regex}" if regex
+                    else ",".join(known["subscribed_topic_names"])}
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=MEMBER_COLUMNS)
+    frame = frame.sort_values(["client_id", "member_id"], kind="stable")
+    types = {c: "Int64" for c in _MEMBER_INTEGER_COLUMNS} | {
+        c: "string" for c in MEMBER_COLUMNS if c not in _MEMBER_INTEGER_COLUMNS}
+    return frame.astype(types).reset_index(drop=True)
+
+
+def _group_type(description: ConsumerGroupDescription, seen: dict):
+    """classic or consumer, as the admin API says (ListGroups v5, ConsumerGroupDescribe), else
+    as the introspection endpoint does; NA when neither knows (a broker before Kafka 3.7)."""
+    named = _GROUP_TYPES.get(description.type)  # type: ignore[call-overload]
+    return named or seen.get("group_type") or pd.NA
+
+
+def _is_consumer_group(group_type) -> bool:
+    return isinstance(group_type, str) and group_type == "consumer"
+
+
+def _state_name(state) -> str:
+    # confluent_kafka types state as a bare Enum; it is a ConsumerGroupState
+    return _STATE_NAMES.get(state, str(state))
+
+
+def _introspected(source: Source, descriptions: list[ConsumerGroupDescription]) -> dict[str, dict]:
+    """Per group, the introspection endpoint's row from the broker the admin API named its
+    coordinator (``GET /v1/groups``); none for a bootstrap string, or a broker that does not
+    answer any more."""
+    if isinstance(source, str) or not descriptions:
+        return {}
+    try:
+        claims = {(g["group"], g["coordinator"]): g for g in source.groups()}
+    except (OSError, ValueError):  # a broker stopped answering since the admin API asked
+        return {}
+    wanted = ((d.group_id, d.coordinator.id) for d in descriptions)
+    return {group: claims[(group, broker)] for group, broker in wanted if (group, broker) in claims}
+
+
+def _text(assignment) -> str:
+    """A MemberAssignment as ``topic:0,1 other:3`` (empty: nothing)."""
+    pairs: dict[str, list[int]] = {}
+    for tp in assignment.topic_partitions if assignment is not None else []:
+        pairs.setdefault(tp.topic, []).append(tp.partition)
+    return _assignment_text(pairs)
+
+
+def _assignment_text(assignment: dict[str, list[int]]) -> str:
+    return " ".join(f"{topic}:{','.join(str(p) for p in sorted(partitions))}"
+                    for topic, partitions in sorted(assignment.items()) if partitions)
 
 
 # == groups =====================================================================================

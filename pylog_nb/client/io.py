@@ -35,6 +35,9 @@ PRODUCED_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value"]
 CONSUMED_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
 ACKS = ("0", "1", "all", "-1")
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")  # librdkafka's default is the first
+# group.protocol: classic (JoinGroup/SyncGroup, the default) or consumer (KIP-848)
+GROUP_PROTOCOLS = ("classic", "consumer")
+REMOTE_ASSIGNORS = ("uniform", "range")  # group.remote.assignor: the coordinator's assignors
 FAILOVER_WAIT_S = 20.0  # a leader or coordinator election takes about 3 s here
 FAILOVER_BACKOFF_S = 0.25
 # Answers that mean "ask again in a moment" while a leader or a group coordinator moves, and
@@ -124,12 +127,16 @@ def _produced_row(message) -> dict:
 def consume(bootstrap: str, topic: str, *, count: int | None = None,
             start: str | int = "earliest", partitions: Sequence[int] | None = None,
             group: str | None = None, timeout_s: float = CONSUME_TIMEOUT_S,
-            isolation_level: str = "read_committed") -> pd.DataFrame:
+            isolation_level: str = "read_committed", group_protocol: str = "classic",
+            remote_assignor: str | None = None) -> pd.DataFrame:
     """Read records of ``topic``: ``count`` of them, or every one up to the HW at the call.
 
     ``start`` is "earliest", "latest" or an offset. With ``group`` the consumer subscribes, the
     group's committed offsets win over ``start``, and what was read is committed. Reading from
     "latest" with a ``count`` waits (up to ``timeout_s`` between records) for new ones.
+    ``group_protocol`` is how the group rebalances: "classic" (JoinGroup/SyncGroup, the
+    default) or "consumer" (KIP-848: the coordinator assigns, with ``remote_assignor``
+    "uniform" or "range" if given, else its default).
     ``isolation_level`` read_committed (the default, as librdkafka's) skips the records of
     aborted transactions and stops before open ones (at the LSO); read_uncommitted reads all.
     Offsets may have gaps: a transaction's commit or abort marker takes one, and no reader
@@ -144,7 +151,9 @@ def consume(bootstrap: str, topic: str, *, count: int | None = None,
         raise LogClientError(f"start must be earliest, latest or an offset >= 0, not {start!r}")
     if group is not None and partitions is not None:
         raise LogClientError("choose partitions or a group: a group's coordinator assigns them")
-    consumer = _consumer(bootstrap, group, start, isolation_level)
+    _check_group_protocol(group, group_protocol, remote_assignor)
+    consumer = _consumer(bootstrap, group, start, isolation_level, group_protocol,
+                         remote_assignor)
     try:
         if group is None:
             _assign(consumer, topic, partitions, start)
@@ -168,13 +177,35 @@ def waits_for_new_records(start: str | int, count: int | None) -> bool:
     return start == "latest" and count is not None
 
 
-def _consumer(bootstrap: str, group: str | None, start: str | int,
-              isolation_level: str) -> Consumer:
+def _check_group_protocol(group: str | None, protocol: str, assignor: str | None) -> None:
+    if protocol not in GROUP_PROTOCOLS:
+        raise LogClientError(f"group protocol must be {' or '.join(GROUP_PROTOCOLS)}, "
+                             f"not {protocol!r}")
+    if protocol != "classic" and group is None:
+        raise LogClientError(f"the {protocol} group protocol is how a group rebalances: "
+                             "name a group")
+    if assignor is not None and protocol != "consumer":
+        raise LogClientError("a remote assignor is the consumer group protocol's: "
+                             "choose it with the consumer protocol")
+    if assignor is not None and assignor not in REMOTE_ASSIGNORS:
+        raise LogClientError(f"remote assignor must be {' or '.join(REMOTE_ASSIGNORS)}, "
+                             f"not {assignor!r}")
+
+
+def _consumer(bootstrap: str, group: str | None, start: str | int, isolation_level: str,
+              group_protocol: str = "classic", remote_assignor: str | None = None) -> Consumer:
     reset = start if start in ("earliest", "latest") else "earliest"
-    return Consumer(client_config(bootstrap, **{
+    settings = {
         "group.id": group or "pylog-nb-reader", "enable.auto.commit": False,
         "auto.offset.reset": reset, "fetch.wait.max.ms": 100,
-        "isolation.level": isolation_level, "enable.partition.eof": True}))
+        "isolation.level": isolation_level, "enable.partition.eof": True}
+    if group is not None and group_protocol == "consumer":
+        # KIP-848: the coordinator owns session, heartbeat and assignment; librdkafka refuses
+        # session.timeout.ms, heartbeat.interval.ms and partition.assignment.strategy with it
+        settings["group.protocol"] = "consumer"
+        if remote_assignor is not None:
+            settings["group.remote.assignor"] = remote_assignor
+    return Consumer(client_config(bootstrap, **settings))
 
 
 def _topic_metadata(consumer: Consumer, topic: str):

@@ -28,14 +28,23 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..client import events_frame, groups_frame, lag_frame, partitions_frame, quorum_frame
+from ..client import (
+    events_frame,
+    groups_frame,
+    lag_frame,
+    members_frame,
+    partitions_frame,
+    quorum_frame,
+)
 from ..client.browse import COUNT_DEFAULT as BROWSE_COUNT_DEFAULT
 from ..client.browse import COUNT_MAX as BROWSE_COUNT_MAX
 from ..client.browse import browse
 from ..client.controller_faults import controller_fault
 from ..client.io import (
     CONSUME_TIMEOUT_S,
+    GROUP_PROTOCOLS,
     ISOLATION_LEVELS,
+    REMOTE_ASSIGNORS,
     LogClientError,
     consume,
     create_topic,
@@ -383,14 +392,24 @@ class LogMagics(Magics):
     @argument("--isolation", choices=ISOLATION_LEVELS, default=ISOLATION_LEVELS[0],
               help="read_committed (default): skip aborted transactions, stop before open "
                    "ones; read_uncommitted: every record")
+    @argument("--protocol", choices=GROUP_PROTOCOLS, default=GROUP_PROTOCOLS[0],
+              help="with --group, how it rebalances: classic (default: JoinGroup/SyncGroup) or "
+                   "consumer (KIP-848, group.protocol=consumer: the coordinator assigns)")
+    @argument("--assignor", choices=REMOTE_ASSIGNORS,
+              help="with --protocol consumer: the coordinator's assignor (group.remote.assignor; "
+                   "default: the coordinator's, uniform)")
     @_one_line_errors
     def log_consume(self, line: str):
-        """Read records into a DataFrame: all up to the high watermark, or --count of them."""
+        """Read records into a DataFrame: all up to the high watermark, or --count of them.
+
+        %log_consume orders --group billing --protocol consumer reads as a member of a
+        consumer group of KIP-848's protocol (%log_groups billing shows its epochs)."""
         args = parse_argstring(self.log_consume, line)
         start = int(args.start) if args.start.isdigit() else args.start
         read = functools.partial(consume, self._target(), args.topic, count=args.count,
                                  start=start, partitions=args.partition, group=args.group,
-                                 timeout_s=args.timeout, isolation_level=args.isolation)
+                                 timeout_s=args.timeout, isolation_level=args.isolation,
+                                 group_protocol=args.protocol, remote_assignor=args.assignor)
         waits = waits_for_new_records(start, args.count)
         if not waits and args.group is None:
             return read()  # up to each partition's HW, known now: nothing to wait for
@@ -448,8 +467,21 @@ class LogMagics(Magics):
     @line_magic
     @_one_line_errors
     def log_groups(self, line: str):
-        """%log_groups: every consumer group, its state, assignor, members and coordinator."""
-        return groups_frame(self._source())
+        """%log_groups: every group, classic or consumer (KIP-848) in its type column, its
+        state, assignor, member count, coordinator, and a consumer group's group and
+        assignment epochs.
+
+        %log_groups GROUP: that group's row, shown, then one row per member, returned: who it
+        is and its assignment; for a consumer group also its member epoch and state, the
+        partitions it must still revoke (pending_revocation), those of its target another
+        member has not released yet, and its target assignment."""
+        group_id = line.strip()
+        if not group_id:
+            return groups_frame(self._source())
+        from IPython.display import display
+
+        display(groups_frame(self._source(), group_id))
+        return members_frame(self._source(), group_id)
 
 
     # -- %log_spark -----------------------------------------------------------------------------
@@ -482,7 +514,8 @@ class LogMagics(Magics):
 
 def _consume_wait(args, waits: bool) -> str:
     """What a consume that may wait (to join a group, for new records) says first."""
-    joining = f"joining group {args.group}, then " if args.group else ""
+    protocol = " (consumer protocol)" if args.protocol == "consumer" else ""
+    joining = f"joining group {args.group}{protocol}, then " if args.group else ""
     if not waits:
         return f"{joining}reading {args.topic} up to its end…"
     return (f"{joining}waiting for {_count(args.count, 'new record')} of {args.topic} "

@@ -59,7 +59,7 @@ const CATEGORY_HELP = {
   controller: "a new active controller (the quorum's leader at a new epoch), or none; or a controller's state changed in this view",
   broker: "broker registered, fenced, unfenced, or its state changed in this view",
   truncation: "a follower truncated its log to match its leader",
-  group: "consumer group state change or member removed",
+  group: "consumer group state change or member removed; for a consumer-protocol (KIP-848) group, each step of an incremental rebalance the view saw: group epoch bumped, target assignment computed, a member told to revoke and having revoked, a member caught up to an epoch, partitions released to a member",
   topic: "topic or partition created, deleted or reconfigured",
   other: "anything else",
 };
@@ -71,6 +71,33 @@ const KERNEL_ANSWER_MS = 5000;
 const NO_KERNEL_TEXT = "⚠ no answer from the kernel yet: a cell is running (clicks wait until it ends), "
   + "or this view was saved with the notebook and the kernel that drew it is gone: it shows the cluster as it was then";
 const MARKERS_LISTED_MAX = 4; // the newest markers a replica's note names (the bar shows them all)
+// Consumer groups of the consumer rebalance protocol (KIP-848): Kafka's names, explained.
+const CONSUMER_GROUP = "consumer"; // the group_type of a KIP-848 group ("classic" otherwise)
+const MEMBER_ID_SHOWN = 8; // characters of a member id shown (the whole one on hover)
+const LEFT_STATIC_EPOCH = -2; // a static member that left and keeps its partitions
+const CONSUMER_PROTOCOL_HELP = "a consumer group of the consumer rebalance protocol (KIP-848, group.protocol=consumer): the coordinator computes the assignment and members move to it one heartbeat at a time, each keeping the partitions it is not asked to give up";
+const GROUP_EPOCH_HELP = "group epoch: bumped whenever what the assignor sees changes (a member joins, leaves or changes its subscription; a subscribed topic is created or grows)";
+const ASSIGNMENT_EPOCH_HELP = "assignment epoch: the group epoch the target assignment was computed for; behind the group epoch only while the group is Assigning";
+const MEMBER_EPOCH_HELP = "member epoch: the assignment epoch this member has caught up with; it takes the new epoch once it has revoked what it must give up";
+const CONSUMER_GROUP_STATE_HELP = {
+  Empty: "no members",
+  Assigning: "the group epoch is ahead of the assignment epoch: a new target assignment is due",
+  Reconciling: "members are moving to the target assignment: some are not yet stable at the assignment epoch",
+  Stable: "every member is stable at the assignment epoch and owns its target",
+  Dead: "being removed",
+};
+const MEMBER_STATE_TEXT = {
+  stable: ["stable", "owns its part of the target assignment at its epoch"],
+  unrevoked_partitions: ["revoking", "unrevoked partitions: it must revoke the partitions marked ↩ before it may take the assignment epoch"],
+  unreleased_partitions: ["waiting for release", "unreleased partitions: it is at the assignment epoch, but other members still own partitions of its target (dashed); it gets each once released"],
+  unknown: ["unknown", "Kafka's UNKNOWN member state"],
+};
+const PARTITION_KIND_HELP = {
+  owned: "owned: assigned to this member at its epoch, and in its target",
+  revoking: "pending revocation: the member still owns it, must give it up (not in its target) and stays at its old epoch until it has",
+  unreleased: "in its target, waiting: another member still owns it and has not released it",
+  incoming: "in its target, free: handed to it at its next heartbeat (once it has revoked what it must)",
+};
 let viewCount = 0; // per page: each view's SVG pattern ids are its own
 
 // A kernel patch applied to a snapshot (delta.py: apply); returns the new value.
@@ -1004,12 +1031,20 @@ function render({ model, el }) {
 
   // -- consumer groups ------------------------------------------------------------------------
 
+  // Classic groups (JoinGroup/SyncGroup) in one table; each consumer-protocol group (KIP-848)
+  // in a panel of its own: its epochs, and each member's epoch and partitions.
   function drawGroups() {
     const groups = shown().groups || [];
     if (!groups.length) {
       parts.groups.replaceChildren(h("div", { class: "pylog-dim" }, "no consumer groups"));
       return;
     }
+    const classic = groups.filter((g) => g.group_type !== CONSUMER_GROUP);
+    const panels = groups.filter((g) => g.group_type === CONSUMER_GROUP).map(consumerGroupPanel);
+    parts.groups.replaceChildren(...(classic.length ? [classicGroups(classic)] : []), ...panels);
+  }
+
+  function classicGroups(groups) {
     const cells = (...values) => values.map((v) => h("td", {}, v));
     const rows = groups.map((g) => h("tr", { data: { group: g.group } }, cells(
       g.group, g.state, String(g.generation),
@@ -1017,9 +1052,102 @@ function render({ model, el }) {
       g.members.join(", "),
       g.offsets.map((o) => h("div", {}, `${o.topic}-${o.partition}: ${o.committed} (lag ${o.lag === null ? "?" : o.lag})`)),
       [String(g.offsets.reduce((sum, o) => sum + (o.lag || 0), 0)), " ", groupSpark(g.group)])));
-    parts.groups.replaceChildren(h("table", { class: "pylog-table" },
+    return h("table", { class: "pylog-table" },
       h("thead", {}, h("tr", {}, ["group", "state", "generation", "coordinator", "members", "committed (lag)", "total lag over time"].map((t) => h("th", {}, t)))),
-      h("tbody", {}, rows)));
+      h("tbody", {}, rows));
+  }
+
+  function consumerGroupPanel(g) {
+    const members = (g.consumer_members || []).slice().sort((a, b) =>
+      a.client_id.localeCompare(b.client_id) || a.member_id.localeCompare(b.member_id));
+    const holders = new Map(); // "topic-partition" -> the member that owns it now
+    for (const m of members) for (const [t, p] of [...m.assignment, ...m.pending_revocation]) holders.set(`${t}-${p}`, m);
+    const labelled = (label, epoch, help, kind) => h("span", { class: `pylog-cg-epoch ${kind}`, title: help, data: { epoch: String(epoch) } },
+      `${label} `, epochChip(epoch));
+    const head = h("div", { class: "pylog-cg-head" },
+      h("span", { class: "pylog-cg-name" }, g.group),
+      h("span", { class: "pylog-tag", title: CONSUMER_PROTOCOL_HELP }, "consumer protocol"),
+      h("span", { class: `pylog-cg-state state-${String(g.state).toLowerCase()}`, title: CONSUMER_GROUP_STATE_HELP[g.state] || "" }, g.state),
+      labelled("group epoch", g.group_epoch, GROUP_EPOCH_HELP, "group"),
+      labelled("assignment epoch", g.assignment_epoch, ASSIGNMENT_EPOCH_HELP, "assignment"),
+      h("span", { title: "the server-side assignor that computed the target assignment" }, `assignor ${g.assignor}`),
+      h("span", {}, `coordinator ${g.coordinator}`));
+    const rows = members.map((m) => h("tr", { class: "pylog-cg-member", data: { member: m.member_id, client: m.client_id } },
+      h("td", {}, memberCell(m)),
+      h("td", { class: "pylog-cg-member-epoch" }, memberEpoch(m, g)),
+      h("td", {}, memberState(m, g)),
+      h("td", { class: "pylog-cg-partitions" }, memberPartitions(m, holders)),
+      h("td", { class: "pylog-cg-target" }, partitionsText(m.target_assignment)),
+      h("td", {}, m.subscribed_topic_regex ? `regex ${m.subscribed_topic_regex}` : m.subscribed_topic_names.join(", "))));
+    const heads = [["member", "client id and host; hover: member id and instance id"], ["member epoch", MEMBER_EPOCH_HELP],
+      ["member state", "Kafka's member state: stable, unrevoked partitions (revoking), unreleased partitions (waiting for release)"],
+      ["partitions", "what it owns, what it must revoke (↩) and what of its target it still waits for (dashed)"],
+      ["target assignment", "its part of the target assignment computed for the assignment epoch"], ["subscription", "topic names, or a regular expression"]];
+    const lag = g.offsets.reduce((sum, o) => sum + (o.lag || 0), 0);
+    const offsets = h("div", { class: "pylog-cg-offsets" }, h("span", { class: "pylog-dim" }, "committed (lag): "),
+      g.offsets.length ? g.offsets.map((o, i) => `${i ? ", " : ""}${o.topic}-${o.partition}: ${o.committed} (lag ${o.lag === null ? "?" : o.lag})`) : "nothing yet",
+      g.offsets.length ? [` · total lag ${lag} `, groupSpark(g.group)] : null);
+    return h("div", { class: "pylog-cg", data: { group: g.group, state: g.state } }, head,
+      g.disagreement ? h("div", { class: "pylog-disagreement" }, `⚠ ${g.disagreement}`) : null,
+      members.length ? h("table", { class: "pylog-table pylog-cg-members" },
+        h("thead", {}, h("tr", {}, heads.map(([text, title]) => h("th", { title }, text)))), h("tbody", {}, rows))
+        : h("div", { class: "pylog-dim" }, "no members"),
+      offsets);
+  }
+
+  function memberCell(m) {
+    const id = `member id ${m.member_id}${m.instance_id ? `, instance id ${m.instance_id}` : ""}`;
+    return h("div", { title: id }, h("div", {}, m.client_id || "(no client id)"),
+      h("div", { class: "pylog-dim" }, `${m.client_host} · ${m.member_id.slice(0, MEMBER_ID_SHOWN)}…`),
+      m.instance_id ? h("div", { class: "pylog-dim" }, `static: ${m.instance_id}`) : null);
+  }
+
+  function memberEpoch(m, g) {
+    const epoch = m.member_epoch;
+    let note, cls = "";
+    if (epoch === LEFT_STATIC_EPOCH) [note, cls] = ["left (static): keeps its partitions until it rejoins or its session ends", "behind"];
+    else if (epoch === g.assignment_epoch) note = "= assignment epoch";
+    else if (epoch < g.assignment_epoch) [note, cls] = [`${g.assignment_epoch - epoch} behind the assignment epoch`, "behind"];
+    else note = "ahead of the assignment epoch";
+    return h("span", { data: { epoch: String(epoch) } }, epochChip(epoch), " ", h("span", { class: `pylog-cg-epoch-note ${cls}` }, note));
+  }
+
+  function memberState(m, g) {
+    const [text, help] = MEMBER_STATE_TEXT[m.member_state] || [m.member_state, ""];
+    const detail = m.member_state === "unrevoked_partitions" ? ` (to reach epoch ${g.assignment_epoch})` : "";
+    return h("span", { class: `pylog-cg-mstate mstate-${m.member_state}`, title: help, data: { state: m.member_state } }, text + detail);
+  }
+
+  // Every partition the member owns, must revoke, or waits for, as a labelled chip.
+  function memberPartitions(m, holders) {
+    const key = ([t, p]) => `${t}-${p}`;
+    const has = (pairs) => new Set(pairs.map(key));
+    const owned = has(m.assignment), unreleased = has(m.unreleased);
+    const chips = [];
+    for (const pair of m.assignment) chips.push(partitionChip(pair, "owned"));
+    for (const pair of m.pending_revocation) chips.push(partitionChip(pair, "revoking"));
+    for (const pair of m.target_assignment) {
+      if (owned.has(key(pair))) continue;
+      const holder = holders.get(key(pair));
+      const waiting = unreleased.has(key(pair)) || (holder && holder.member_id !== m.member_id);
+      chips.push(partitionChip(pair, waiting ? "unreleased" : "incoming",
+        holder && holder.member_id !== m.member_id ? `, owned by ${holder.client_id} (${holder.member_id.slice(0, MEMBER_ID_SHOWN)})` : ""));
+    }
+    return chips.length ? chips : h("span", { class: "pylog-dim" }, "none");
+  }
+
+  function partitionChip([topic, partition], kind, more = "") {
+    const text = `${topic}-${partition}`;
+    const glyph = { revoking: "↩ ", unreleased: "… " }[kind] || "";
+    return h("span", { class: `pylog-cg-p ${kind}`, data: { partition: text, kind }, title: `${text}: ${PARTITION_KIND_HELP[kind]}${more}` },
+      glyph + text);
+  }
+
+  function partitionsText(pairs) {
+    if (!pairs.length) return h("span", { class: "pylog-dim" }, "none");
+    const byTopic = new Map();
+    for (const [t, p] of pairs) byTopic.set(t, [...(byTopic.get(t) || []), p]);
+    return [...byTopic].map(([t, ps]) => `${t}:${ps.join(",")}`).join(" ");
   }
 
   // -- timeline: marks, step/replay controls, the shown snapshot's events --------------------
@@ -1319,6 +1447,9 @@ function legend(uid) {
       h("div", {}, h("div", { class: "pylog-legend-head" }, "Partition grid (shown past a dozen partitions; click a cell to show it alone)"),
         Object.entries(HEALTH_HELP).map(([state, text]) => item(cell(state), `${text}; 7 is the partition, ★2 its leader`)),
         h("div", { class: "pylog-legend-head" }, "Timeline marks (hover: the events at that moment; click: replay)"), cats,
+        h("div", { class: "pylog-legend-head" }, "Consumer groups of the consumer protocol (KIP-848)"),
+        item(h("span", {}, "group epoch ", h("span", { class: "pylog-chip", style: `background:${epochColour(3)}` }, "3")), `${GROUP_EPOCH_HELP}; ${ASSIGNMENT_EPOCH_HELP}; ${MEMBER_EPOCH_HELP}. A chip's colour is its epoch: a member whose chip differs from the assignment epoch's has not caught up`),
+        Object.keys(PARTITION_KIND_HELP).map((kind) => item(h("span", { class: `pylog-cg-p ${kind}` }, `${{ revoking: "↩ ", unreleased: "… " }[kind] || ""}t-0`), PARTITION_KIND_HELP[kind])),
         h("div", { class: "pylog-legend-head" }, "Traffic"),
         item(h("span", {}, "records in"), "per broker, measured by the kernel between two snapshots; \"fetched by followers\" is what replication costs")))); 
 }

@@ -22,6 +22,7 @@ TH = '<th style="padding:2px 10px 2px 0;text-align:left;vertical-align:bottom">'
 TD = '<td style="padding:3px 10px 3px 0;vertical-align:top">'
 NOWRAP = '<span style="white-space:nowrap">'
 CLOSED_STYLE = "border-left:3px solid #9e9e9e;padding-left:8px"  # a picture, not the live view
+CONSUMER_GROUP = "consumer"  # the group_type of a consumer-protocol (KIP-848) group
 
 
 def render_closed_view(snapshot: dict, closed_ms: int) -> str:
@@ -204,17 +205,57 @@ def _compaction(replica: dict) -> str:
 
 
 def render_groups(snapshot: dict) -> str:
-    """One row per group: its coordinator (stale claims marked), members and committed offsets."""
+    """One row per classic group: its coordinator (stale claims marked), members and committed
+    offsets; then the consumer-protocol (KIP-848) groups, one row per member
+    (``render_consumer_groups``)."""
+    classic = [g for g in snapshot["groups"] if g.get("group_type") != CONSUMER_GROUP]
     rows = "".join(
         f"<tr>{TD}{_e(g['group'])}</td>{TD}{_e(g['state'])}</td>{TD}{_e(g['generation'])}</td>"
         f"{TD}{_e(g['coordinator'])}{_disagreement(g.get('disagreement', ''))}</td>"
         f"{TD}{_e(', '.join(g['members']))}</td>"
         f"{TD}{_offsets(g['offsets'])}</td></tr>"
-        for g in snapshot["groups"])
+        for g in classic)
+    consumer = render_consumer_groups(snapshot)
     if not rows:
-        return "<div>no consumer groups</div>"
+        return consumer or "<div>no consumer groups</div>"
     return (f"{TABLE}<tr>{TH}group</th>{TH}state</th>{TH}generation</th>{TH}coordinator</th>"
-            f"{TH}members</th>{TH}committed (lag)</th></tr>{rows}</table>")
+            f"{TH}members</th>{TH}committed (lag)</th></tr>{rows}</table>{consumer}")
+
+
+def render_consumer_groups(snapshot: dict) -> str:
+    """The consumer-protocol groups: per member, its epoch against the group's group and
+    assignment epochs, its state, what it owns, must revoke, waits for, and its target."""
+    rows = []
+    for g in snapshot["groups"]:
+        if g.get("group_type") != CONSUMER_GROUP:
+            continue
+        group = (f"{TD}{_e(g['group'])}{_disagreement(g.get('disagreement', ''))}</td>"
+                 f"{TD}{_e(g['state'])}</td>{TD}{_e(g['group_epoch'])}</td>"
+                 f"{TD}{_e(g['assignment_epoch'])}</td>{TD}{_e(g['assignor'])}</td>")
+        members = g["consumer_members"] or [None]
+        for member in members:
+            if member is None:
+                rows.append(f"<tr>{group}{TD}no members</td></tr>")
+                continue
+            rows.append(
+                f"<tr>{group}{TD}{_e(member['client_id'])} ({_e(member['member_id'][:8])})</td>"
+                f"{TD}{_e(member['member_epoch'])}</td>{TD}{_e(member['member_state'])}</td>"
+                f"{TD}{_pairs(member['assignment'])}</td>"
+                f"{TD}{_pairs(member['pending_revocation'])}</td>"
+                f"{TD}{_pairs(member['unreleased'])}</td>"
+                f"{TD}{_pairs(member['target_assignment'])}</td></tr>")
+            group = f'{TD}</td>' * 5
+    if not rows:
+        return ""
+    heads = ("group (consumer protocol)", "state", "group epoch", "assignment epoch", "assignor",
+             "member", "member epoch", "member state", "owns", "pending revocation",
+             "waits for release", "target assignment")
+    return (f"{TABLE}<tr>{''.join(f'{TH}{_e(h)}</th>' for h in heads)}</tr>"
+            f"{''.join(rows)}</table>")
+
+
+def _pairs(pairs: list[list]) -> str:
+    return _e(" ".join(f"{topic}-{partition}" for topic, partition in pairs) or "-")
 
 
 def _offsets(offsets: list[dict]) -> str:

@@ -44,6 +44,16 @@ answering leader whose epoch has begun at the highest epoch (as ``LocalCluster``
 The controllers' events say nothing of who leads the quorum, so that is derived here from
 successive snapshots: "controller N became active (epoch E)", or that none is, stamped with
 the time the view saw it and carried on from snapshot to snapshot like the others.
+
+Groups are of two types (``group_type``). A classic group's row is as it always was. A consumer
+group (KIP-848's consumer protocol) adds its group and assignment epochs, its assignor and, per
+member (``consumer_members``), its member epoch, Kafka's member state and its partitions: owned,
+pending revocation, target, and of the target those another member has not released. No process
+reports the steps of its incremental rebalance as events, so they are derived the same way, from
+successive snapshots (``_consumer_group_events``): the group epoch bumped, the target assignment
+computed, a member told to revoke and having revoked, a member caught up to an epoch, partitions
+released to a member, the group's state. Steps that fall between two snapshots share one time
+and are listed in the order they must have happened.
 """
 
 from __future__ import annotations
@@ -86,11 +96,28 @@ EVENT_CATEGORIES = {
     "config_changed": "topic",
     "HighWatermarkAdvanced": None, "IsrCommitted": None, "RoleChanged": None,
     "producer_ids": None,
-    # derived here from successive snapshots (_quorum_events), not told by any process
+    # derived here from successive snapshots (_quorum_events, _consumer_group_events), not
+    # told by any process
     "controller_elected": "controller", "controller_lost": "controller",
+    "group_epoch_bumped": "group", "target_assignment_computed": "group",
+    "member_revoking": "group", "member_revoked": "group", "member_caught_up": "group",
+    "member_assigned": "group", "consumer_group_state": "group",
 }
 QUORUM_EVENT_KINDS = ("controller_elected", "controller_lost")
+CONSUMER_GROUP_EVENT_KINDS = ("group_epoch_bumped", "target_assignment_computed",
+                              "member_revoking", "member_revoked", "member_caught_up",
+                              "member_assigned", "consumer_group_state")
+DERIVED_EVENT_KINDS = QUORUM_EVENT_KINDS + CONSUMER_GROUP_EVENT_KINDS
 QUORUM_EVENT_SOURCE = "view"  # the kernel saw it between two snapshots (as history.py's marks)
+CONSUMER_GROUP_TYPE = "consumer"  # a KIP-848 group (the admin endpoint's group_type)
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2  # a static member left and keeps its partitions (KIP-848)
+MEMBER_ID_SHOWN = 8  # characters of a member id the events name (a UUID's 22 in base64)
+TARGET_MEMBERS_NAMED = 6  # a target assignment's event names this many members' parts
+# A consumer-group member's partitions in the snapshot, from the admin endpoint's fields.
+MEMBER_PARTITION_FIELDS = (("assignment", "assignment"),
+                           ("pending_revocation", "pending_revocation"),
+                           ("target_assignment", "target_assignment"),
+                           ("unreleased", "unreleased_partitions"))
 QUORUM_FIELDS = ("role", "active", "epoch", "leader_id", "high_watermark", "log_end_offset")
 
 
@@ -113,8 +140,10 @@ def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
     partitions = _partitions(replicas, truth, states, previous, internal)
     _add_follower_lag(partitions, replicas, truth)
     _add_truncations(partitions, events, now_ms)
-    derived = [e for e in previous.get("events", []) if e["kind"] in QUORUM_EVENT_KINDS]
+    groups = _groups(cluster.groups(), replicas, truth)
+    derived = [e for e in previous.get("events", []) if e["kind"] in DERIVED_EVENT_KINDS]
     derived += _quorum_events(previous, controllers, active, now_ms)
+    derived += _consumer_group_events(previous, groups, now_ms)
     return {
         "brokers": _brokers(views, fenced, previous, now_ms,
                             None if previous_ms is None else now_ms - previous_ms),
@@ -123,7 +152,7 @@ def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
         "authority": truth.source,
         "partitions": partitions,
         "folded": {} if internal else _folded(truth, replicas),
-        "groups": _groups(cluster.groups(), replicas, truth),
+        "groups": groups,
         "events": _events(events, internal, derived),
     }
 
@@ -391,19 +420,150 @@ def _broker_of(source: str) -> int | None:
 
 
 def _groups(groups: list[dict], replicas: dict[int, list[dict]], truth: Authority) -> list[dict]:
-    """Per group (one row, however many brokers claim it): state, members, the coordinator
-    and any stale claims, and per committed partition the offset and lag to the HW."""
+    """Per group (one row, however many brokers claim it): its type, state, members, the
+    coordinator and any stale claims, and per committed partition the offset and lag to the HW.
+    A consumer group (KIP-848) adds its group and assignment epochs, its assignor and, per
+    member, its epoch, state and partitions (``_consumer_member``)."""
     high_watermarks = _leader_high_watermarks(replicas, truth)
-    return [
-        {"group": g["group"], "state": g["state"], "generation": g["generation"],
-         "coordinator": g["coordinator"], "stale_coordinators": g["stale_coordinators"],
-         "disagreement": g["disagreement"], "members": [m["client_id"] for m in g["members"]],
-         "offsets": [
-             {"topic": o["topic"], "partition": o["partition"], "committed": o["offset"],
-              "lag": _lag(high_watermarks.get((o["topic"], o["partition"])), o["offset"])}
-             for o in g["offsets"]]}
-        for g in merge_groups(groups, truth, replicas)
-    ]
+    rows = []
+    for g in merge_groups(groups, truth, replicas):
+        row = {"group": g["group"], "group_type": g.get("group_type", "classic"),
+               "state": g["state"], "generation": g["generation"],
+               "coordinator": g["coordinator"], "stale_coordinators": g["stale_coordinators"],
+               "disagreement": g["disagreement"],
+               "members": [m["client_id"] for m in g["members"]],
+               "offsets": [
+                   {"topic": o["topic"], "partition": o["partition"], "committed": o["offset"],
+                    "lag": _lag(high_watermarks.get((o["topic"], o["partition"])), o["offset"])}
+                   for o in g["offsets"]]}
+        if row["group_type"] == CONSUMER_GROUP_TYPE:
+            row |= {"group_epoch": g["group_epoch"], "assignment_epoch": g["assignment_epoch"],
+                    "assignor": g["assignor"],
+                    "consumer_members": [_consumer_member(m) for m in g["members"]]}
+        rows.append(row)
+    return rows
+
+
+def _consumer_member(member: dict) -> dict:
+    """A consumer group's member as the view draws it: who it is, the epoch it has caught up
+    with and its state (Kafka's MemberState), and its partitions as [topic, partition] pairs:
+    what it owns (``assignment``), must give up (``pending_revocation``), is to own
+    (``target_assignment``) and waits for another member to release (``unreleased``)."""
+    return {"member_id": member["member_id"], "client_id": member["client_id"],
+            "client_host": member["client_host"], "instance_id": member["group_instance_id"],
+            "member_epoch": member["member_epoch"], "member_state": member["member_state"],
+            "subscribed_topic_names": member["subscribed_topic_names"],
+            "subscribed_topic_regex": member["subscribed_topic_regex"],
+            **{name: _pairs(member[field]) for name, field in MEMBER_PARTITION_FIELDS}}
+
+
+def _pairs(assignment: dict[str, list[int]]) -> list[list]:
+    return [[topic, partition] for topic in sorted(assignment)
+            for partition in sorted(assignment[topic])]
+
+
+def _consumer_group_events(previous: dict, groups: list[dict], now_ms: int) -> list[dict]:
+    """The steps of each consumer group's incremental rebalance that happened between
+    ``previous`` and now, in Kafka's order: the group epoch bumped (a member joined, left or
+    changed its subscription), the target assignment computed for it, a member told to revoke
+    partitions and having revoked them, a member caught up to an epoch, a member given
+    partitions another released, the group's state. Nothing on a first snapshot: no change
+    seen. Stamped with the time the view saw them: steps between two snapshots share one."""
+    if "groups" not in previous:
+        return []
+    before = {g["group"]: g for g in previous["groups"]
+              if g.get("group_type") == CONSUMER_GROUP_TYPE}
+    texts: list[tuple[str, str]] = []
+    for group in groups:
+        if group["group_type"] == CONSUMER_GROUP_TYPE:
+            texts += _rebalance_steps(before.get(group["group"]), group)
+    return [{"now_ms": now_ms, "source": QUORUM_EVENT_SOURCE, "kind": kind,
+             "category": EVENT_CATEGORIES[kind], "topic": "", "text": text}
+            for kind, text in texts]
+
+
+def _rebalance_steps(old: dict | None, new: dict) -> list[tuple[str, str]]:
+    name = f"group {new['group']}"
+    old = old or {"group_epoch": 0, "assignment_epoch": 0, "state": "Empty",
+                  "consumer_members": []}
+    was = {m["member_id"]: m for m in old["consumer_members"]}
+    now = {m["member_id"]: m for m in new["consumer_members"]}
+    steps: list[tuple[str, str]] = []
+    if new["group_epoch"] != old["group_epoch"]:
+        why = [f"{_member_name(now[m])} joined" for m in now if m not in was]
+        why += [f"{_member_name(was[m])} left" for m in was if m not in now]
+        steps.append(("group_epoch_bumped",
+                      f"{name}: group epoch {old['group_epoch']} -> {new['group_epoch']} ("
+                      f"{', '.join(why) or 'a subscription or a subscribed topic changed'})"))
+    if new["assignment_epoch"] != old["assignment_epoch"]:
+        listed = new["consumer_members"][:TARGET_MEMBERS_NAMED]
+        target = "; ".join(f"{_member_name(m)} {_partitions_text(m['target_assignment'])}"
+                           for m in listed)
+        if len(new["consumer_members"]) > len(listed):
+            target += f"; and {len(new['consumer_members']) - len(listed)} more members"
+        steps.append(("target_assignment_computed",
+                      f"{name}: target assignment computed for epoch {new['assignment_epoch']} "
+                      f"by the {new['assignor']} assignor: {target or 'no members'}"))
+    empty = {"member_epoch": 0, "assignment": [], "pending_revocation": []}
+    pairs = [(f"{name}: {_member_name(m)}", m, was.get(member_id, empty))
+             for member_id, m in now.items()]
+    # Each kind of step for every member before the next kind: steps seen in one snapshot are
+    # listed in the order they must have happened (revoked before released to another).
+    for who, member, earlier in pairs:
+        if revoking := _minus(member["pending_revocation"], earlier["pending_revocation"]):
+            steps.append(("member_revoking",
+                          f"{who} must revoke {_partitions_text(revoking)} before it may take "
+                          f"epoch {new['assignment_epoch']} (it is at {member['member_epoch']})"))
+    for who, member, earlier in pairs:
+        # what it owned (assigned, or still revoking) and owns no more: seen as a step of its
+        # own, or between two snapshots together with the request to revoke
+        if revoked := _minus(earlier["assignment"] + earlier["pending_revocation"],
+                             member["assignment"] + member["pending_revocation"]):
+            steps.append(("member_revoked", f"{who} revoked {_partitions_text(revoked)}"))
+    for who, member, earlier in pairs:
+        if member["member_epoch"] != earlier["member_epoch"]:
+            steps.append(("member_caught_up", f"{who} {_epoch_step(member)}"))
+    for who, member, earlier in pairs:
+        gained = _minus(member["assignment"], earlier["assignment"])
+        if gained and member["member_epoch"] == earlier["member_epoch"]:
+            steps.append(("member_assigned",
+                          f"{who} got {_partitions_text(gained)}, released by their owner"))
+    if new["state"] != old["state"]:
+        steps.append(("consumer_group_state",
+                      f"{name} {old['state']} -> {new['state']} (group epoch "
+                      f"{new['group_epoch']}, assignment epoch {new['assignment_epoch']})"))
+    return steps
+
+
+def _epoch_step(member: dict) -> str:
+    epoch = member["member_epoch"]
+    if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        return ("left as a static member (epoch -2): it keeps its partitions until it rejoins "
+                "or its session ends")
+    text = f"caught up to epoch {epoch}, owns {_partitions_text(member['assignment'])}"
+    if member["unreleased"]:
+        text += f"; waits for {_partitions_text(member['unreleased'])} to be released"
+    return text
+
+
+def _member_name(member: dict) -> str:
+    """A member as the events name it: its client id (what the application chose) and the
+    start of its member id (client ids may repeat)."""
+    return f"member {member['client_id'] or '?'} ({member['member_id'][:MEMBER_ID_SHOWN]})"
+
+
+def _minus(pairs: list[list], others: list[list]) -> list[list]:
+    taken = {tuple(p) for p in others}
+    return [p for p in pairs if tuple(p) not in taken]
+
+
+def _partitions_text(pairs: list[list]) -> str:
+    """[["t", 0], ["t", 1], ["u", 3]] as Kafka's tools print an assignment: "t:0,1 u:3"."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in pairs:
+        by_topic.setdefault(topic, []).append(partition)
+    return " ".join(f"{topic}:{','.join(str(p) for p in sorted(partitions))}"
+                    for topic, partitions in sorted(by_topic.items())) or "nothing"
 
 
 def _leader_high_watermarks(replicas: dict[int, list[dict]],

@@ -28,14 +28,31 @@ leader epoch, segments), so each broker answers:
                                     "replication_bytes_out", ...} (broker/stats.py: traffic
                                     counters since the process started)}
     GET /v1/events       [{"kind", "now_ms", ...}] replication and consumer-group events
-    GET /v1/groups       [{"group", "coordinator_partition", "state", "generation",
-                           "protocol_type", "protocol", "leader",
+    GET /v1/groups       [{"group", "coordinator_partition", "group_type": "classic" |
+                           "consumer", "state", "generation", "protocol_type", "protocol",
+                           "leader",
                            "members": [{"member_id", "group_instance_id", "client_id",
                                         "client_host", "assignment": {topic: [partitions]}}],
                            "offsets": [{"topic", "partition", "offset", "leader_epoch",
                                         "metadata", "commit_timestamp_ms"}]}]
-                         the groups this broker coordinates ("assignment" is null unless the
-                         group speaks the consumer protocol)
+                         the groups this broker coordinates, of both types. A classic group
+                         (JoinGroup/SyncGroup): "assignment" is null unless the group speaks
+                         the consumer protocol type. A consumer group (KIP-848,
+                         ConsumerGroupHeartbeat) has no generation, protocol or leader (null);
+                         instead "group_epoch", "assignment_epoch" (the group epoch its target
+                         assignment was computed for) and "assignor" (the server-side assignor;
+                         also in "protocol"), and per member, beside the fields above
+                         ("assignment": what it owns now, at its epoch): "member_epoch",
+                         "previous_member_epoch", "member_state" ("stable",
+                         "unrevoked_partitions", "unreleased_partitions": Kafka's MemberState),
+                         "pending_revocation" (what it must give up before it may take its
+                         target's epoch), "target_assignment" (its part of the group's target
+                         assignment), "unreleased_partitions" (of its target, those another
+                         member still owns), "subscribed_topic_names",
+                         "subscribed_topic_regex", "server_assignor" (the assignor it asked
+                         for), "rack_id", "rebalance_timeout_ms" and "revocation_deadline_ms"
+                         (while it revokes). Assignments are {topic: [partitions]} by topic
+                         name; a topic the metadata no longer has is named by its topic id.
     POST /v1/faults/isolate, /v1/faults/heal   cut the broker off from its peers and the
                          controller (clients still reach it), or reconnect it
 
@@ -49,8 +66,9 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
+from ..group.consumer_group import ConsumerGroup
 from ..group.records import assigned_partitions
 from .node import CLUSTER_ID, BrokerNode
 
@@ -133,12 +151,16 @@ def events_view(node: BrokerNode) -> list[dict]:
 
 
 def groups_view(node: BrokerNode) -> list[dict]:
-    """The groups this broker coordinates, with members, assignments and committed offsets."""
-    return [
-        _group_row(partition, group)
-        for partition, core in sorted(node.groups.cores.items())
-        for group in sorted(core.groups.values(), key=lambda g: g.group_id)
-    ]
+    """The groups this broker coordinates, classic and consumer (KIP-848) alike, by
+    ``__consumer_offsets`` partition then group id, with members, assignments and offsets."""
+    names = {str(topic.uuid): name for name, topic in node.image.topics.items()}
+    rows = []
+    for partition, core in sorted(node.groups.cores.items()):
+        classic = [(g.group_id, _group_row(partition, g)) for g in core.groups.values()]
+        consumer = [(g.group_id, _consumer_group_row(partition, g, names))
+                    for g in core.consumer_groups.values()]
+        rows += [row for _group_id, row in sorted(classic + consumer, key=lambda r: r[0])]
+    return rows
 
 
 def _group_row(partition: int, group) -> dict:
@@ -146,6 +168,7 @@ def _group_row(partition: int, group) -> dict:
     return {
         "group": group.group_id,
         "coordinator_partition": partition,
+        "group_type": "classic",
         "state": group.state.value,
         "generation": group.generation,
         "protocol_type": group.protocol_type,
@@ -157,12 +180,70 @@ def _group_row(partition: int, group) -> dict:
              "assignment": assigned_partitions(m.assignment) if consumer else None}
             for m in group.members.values()
         ],
-        "offsets": [
-            {"topic": topic, "partition": index, "offset": value.offset,
-             "leader_epoch": value.leader_epoch, "metadata": value.metadata,
-             "commit_timestamp_ms": value.commit_timestamp_ms}
-            for (topic, index), value in sorted(group.offsets.items())
-        ],
+        "offsets": _offsets(group),
+    }
+
+
+def _offsets(group) -> list[dict]:
+    return [
+        {"topic": topic, "partition": index, "offset": value.offset,
+         "leader_epoch": value.leader_epoch, "metadata": value.metadata,
+         "commit_timestamp_ms": value.commit_timestamp_ms}
+        for (topic, index), value in sorted(group.offsets.items())
+    ]
+
+
+def _consumer_group_row(partition: int, group: ConsumerGroup, names: Mapping[str, str]) -> dict:
+    """A KIP-848 consumer group: its epochs, and each member's epoch, state and partitions (what
+    it owns, what it must revoke, its target), as ConsumerGroupDescribe and a little more."""
+    owners = {owned: member_id for member_id, member in group.members.items()
+              for owned in member.owned()}
+
+    def named(assignment: Mapping[str, Iterable[int]]) -> dict[str, list[int]]:
+        by_name: dict[str, list[int]] = {}
+        for topic_id, partitions in assignment.items():
+            if partitions:
+                name = names.get(topic_id, topic_id)
+                by_name[name] = sorted({*by_name.get(name, []), *partitions})
+        return dict(sorted(by_name.items()))
+
+    def member_row(member_id: str) -> dict:
+        member = group.members[member_id]
+        target = group.target.get(member_id, {})
+        unreleased = {topic_id: [p for p in partitions
+                                 if owners.get((topic_id, p), member_id) != member_id]
+                      for topic_id, partitions in target.items()}
+        return {
+            "member_id": member_id, "group_instance_id": member.instance_id,
+            "client_id": member.client_id, "client_host": member.client_host,
+            "assignment": named(member.assigned),
+            "member_epoch": member.member_epoch,
+            "previous_member_epoch": member.previous_member_epoch,
+            "member_state": member.state.name.lower(),
+            "pending_revocation": named(member.pending_revocation),
+            "target_assignment": named(target),
+            "unreleased_partitions": named(unreleased),
+            "subscribed_topic_names": list(member.subscribed_topic_names),
+            "subscribed_topic_regex": member.subscribed_topic_regex,
+            "server_assignor": member.server_assignor, "rack_id": member.rack_id,
+            "rebalance_timeout_ms": member.rebalance_timeout_ms,
+            "revocation_deadline_ms": member.revocation_deadline_ms,
+        }
+
+    return {
+        "group": group.group_id,
+        "coordinator_partition": partition,
+        "group_type": "consumer",
+        "state": group.state.value,
+        "generation": None,
+        "protocol_type": group.PROTOCOL_TYPE,
+        "protocol": group.assignor_name,
+        "leader": None,
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "assignor": group.assignor_name,
+        "members": [member_row(member_id) for member_id in sorted(group.members)],
+        "offsets": _offsets(group),
     }
 
 
