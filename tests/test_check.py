@@ -33,6 +33,8 @@ from pylog_nb.check import (
 )
 from pylog_nb.check.__main__ import main
 from pylog_nb.check.group_workload import group_anomalies
+from pylog_nb.check.share_run import run_share_check
+from pylog_nb.check.share_workload import DELIVERY_COUNT_LIMIT, share_anomalies
 
 # Over 25 s, seed 433 plays a short pause, a 12 s pause (past the session timeout and the
 # replica lag time), a kill and an isolation.
@@ -443,3 +445,24 @@ def test_a_kip848_group_under_broker_kills_loses_nothing_and_a_planted_loss_is_c
              if s.outcome == "acked"]
     [lost] = group_anomalies(group, acked)
     assert (lost["kind"], lost["value"]) == ("group-lost", send.value)
+
+
+@pytest.mark.timeout(600)
+def test_a_share_group_under_broker_kills_loses_nothing_and_a_planted_loss_is_caught(tmp_path):
+    result = run_share_check(seconds=GROUP_RUN_S, seed=TXN_SEED, faults=("kill",),
+                             data_dir=tmp_path)
+    assert result.ok, f"{result.summary}\n{result.anomalies.head(20).to_string()}"
+    counts, share = result.counts, result.share
+    assert counts["share-accepted"] > 0 and counts["share-deliveries"] >= counts["acked"]
+    assert counts["share-crashes"] + counts["share-stalls"] > 0  # members misbehaved too
+    assert all(d.delivery_count <= DELIVERY_COUNT_LIMIT for d in share.deliveries)
+
+    # The same history with every delivery and acknowledgement of one value taken out.
+    value = next(iter(share.accepted))[1]
+    share.deliveries = [d for d in share.deliveries if d.value != value]
+    share.accepted = [a for a in share.accepted if a[1] != value]
+    share.maybe_accepted.discard(value)
+    acked = {s.value: (s.partition, s.offset) for s in result.history.sends
+             if s.outcome == "acked" and s.offset is not None}
+    [lost] = share_anomalies(share, acked)
+    assert (lost["kind"], lost["value"]) == ("share-lost", value)

@@ -20,6 +20,7 @@ from .group_workload import PROTOCOLS
 from .history import FaultLog
 from .nemesis import FAULTS
 from .run import SECONDS_DEFAULT, CheckResult, run_check
+from .share_run import ShareCheckResult, run_share_check
 from .txn_run import TXN_PRODUCERS, TxnCheckResult, run_txn_check
 from .workload import RATE_PER_S
 
@@ -41,6 +42,13 @@ def main(argv: list[str] | None = None) -> int:
           file=sys.stderr)
     # SIGTERM unwinds like Ctrl+C: paused brokers are resumed and every process stopped.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
+    if args.workload == "share":
+        share_result = run_share_check(seconds=args.seconds, seed=args.seed, faults=faults,
+                                       data_dir=args.data_dir,
+                                       producers=args.producers or PRODUCERS_DEFAULT)
+        _report_faults(share_result.history)
+        _report_anomalies(share_result, args.rows)
+        return 0 if share_result.ok else 1
     if args.workload == "txn":
         txn_result = run_txn_check(seconds=args.seconds, seed=args.seed, faults=faults,
                                    data_dir=args.data_dir,
@@ -68,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="names the fault schedule")
     parser.add_argument("--faults", default=",".join(FAULTS),
                         help=f"comma-separated, from {','.join(FAULTS)}")
-    parser.add_argument("--workload", choices=("records", "txn"), default="records",
+    parser.add_argument("--workload", choices=("records", "txn", "share"), default="records",
                         help="records: idempotent producers; txn: transactional producers "
                              "across two topics, read_committed and read_uncommitted readers")
     parser.add_argument("--producers", type=int, default=None,
@@ -112,7 +120,8 @@ def _report_faults(history: FaultLog) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
-def _report_anomalies(result: CheckResult | TxnCheckResult, rows: int) -> None:
+def _report_anomalies(result: CheckResult | TxnCheckResult | ShareCheckResult,
+                      rows: int) -> None:
     print(result.summary)
     counts = pd.Series(result.counts, name="count")
     print(counts.to_string())

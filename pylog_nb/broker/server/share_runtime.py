@@ -59,6 +59,8 @@ class ShareWrites(Protocol):
     def await_produce(self, produce_ids: list[int],
                       then: Callable[[ProduceDone], None]) -> None: ...
 
+    def partition(self, topic: str, index: int) -> Partition | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class ReadState:
@@ -113,24 +115,49 @@ class ShareCoordinatorRuntime:
         batch = encode_batch([(key, value, (), now_ms) for key, value in records])
         result, produce_id = self.writes.append(SHARE_GROUP_STATE_TOPIC, shard.partition, batch,
                                                 ACKS_ALL, SHARE_STATE_WRITE_TIMEOUT_MS)
+        def settle(error: int) -> None:
+            if error != Errors.NONE:
+                self._revert(shard)
+            done.resolve(error)
+
         if produce_id is None:
-            done.resolve(result.error_code)
+            settle(result.error_code)
         else:
-            self.writes.await_produce([produce_id], lambda outcome: done.resolve(
+            self.writes.await_produce([produce_id], lambda outcome: settle(
                 next(iter(outcome.error_codes.values()), Errors.NONE)))
         return done
+
+    def _revert(self, shard: ShareCoordinatorShard) -> None:
+        """An append failed: the shard took its change already, so it is rebuilt from what
+        its partition committed (Kafka reverts to its last committed snapshot)."""
+        if self.shards.get(shard.partition) is not shard:
+            return  # resigned meanwhile
+        partition = self.writes.partition(SHARE_GROUP_STATE_TOPIC, shard.partition)
+        if partition is None or partition.leader is None:
+            self.shards.pop(shard.partition, None)
+            return
+        rebuilt = ShareCoordinatorShard(shard.partition)
+        rebuilt.replay(_records(partition, committed_only=True))
+        self.shards[shard.partition] = rebuilt
+        log.warning("share coordinator of %s-%d rebuilt after a failed write",
+                    SHARE_GROUP_STATE_TOPIC, shard.partition)
 
     def close(self) -> None:
         self.shards.clear()
 
 
-def _records(partition: Partition) -> Iterator[tuple[bytes, bytes | None]]:
-    offset, end = partition.log.log_start_offset, partition.log.log_end_offset
+def _records(partition: Partition, *, committed_only: bool = False
+             ) -> Iterator[tuple[bytes, bytes | None]]:
+    log_ = partition.log
+    offset = log_.log_start_offset
+    end = log_.high_watermark if committed_only else log_.log_end_offset
     while offset < end:
         data = partition.log.read(offset, LOAD_READ_BYTES).read_bytes()
         if not data:
             return
         for header, batch in iter_batches_decoded(data):
+            if header.base_offset >= end:
+                return
             if not header.is_control:
                 yield from ((r.key, r.value) for r in batch if r.key is not None)
             offset = header.next_offset

@@ -186,8 +186,13 @@ async def _persist(core: BrokerCore, group_id: str, tp: TopicPartition) -> int:
     topic = core.image.topics.get(tp[0])
     if share is None or partition is None or topic is None:
         return Errors.NOT_LEADER_OR_FOLLOWER
-    return await core.share_persister.write(share_key(group_id, topic.uuid, tp),
-                                            partition.leader_epoch, share.snapshot())
+    error = await core.share_persister.write(share_key(group_id, topic.uuid, tp),
+                                             partition.leader_epoch, share.snapshot())
+    if error != Errors.NONE and core.shares.partitions.get((group_id, tp)) is share:
+        # Kafka rolls the change back; here the partition is reloaded from what its share
+        # coordinator holds on the next fetch, so an acknowledgement that failed is redone.
+        del core.shares.partitions[(group_id, tp)]
+    return error
 
 
 async def _load(core: BrokerCore, group_id: str, tp: TopicPartition,
