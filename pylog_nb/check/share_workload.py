@@ -122,18 +122,14 @@ class _Member(threading.Thread):
             return
         decided: list[tuple[int, str, bool, int]] = []  # partition, value, released, count
         for message in messages:
-            partition, offset, raw = message.partition(), message.offset(), message.value()
-            count = message.delivery_count()
-            assert None not in (partition, offset, raw, count), message
-            value = raw.decode()  # type: ignore[union-attr]
+            delivery = _delivery(self.member, message, self.clock())
             with self.history.lock:
-                self.history.deliveries.append(Delivery(
-                    self.member, partition, offset, value, count,  # type: ignore[arg-type]
-                    self.clock()))
+                self.history.deliveries.append(delivery)
             release = self.rng.random() < RELEASE_RATE
             consumer.acknowledge(message, AcknowledgeType.RELEASE if release
                                  else AcknowledgeType.ACCEPT)
-            decided.append((partition, value, release, count))  # type: ignore[arg-type]
+            decided.append((delivery.partition, delivery.value, release,
+                            delivery.delivery_count))
         self._commit(consumer, decided)
 
     def _commit(self, consumer: ShareConsumer,
@@ -161,6 +157,14 @@ class _Member(threading.Thread):
                     self.history.released.append((self.member, value))
                 else:
                     self.history.accepted.append((self.member, value, done_s, count))
+
+
+def _delivery(member: str, message, at_s: float) -> Delivery:
+    partition, offset, raw = message.partition(), message.offset(), message.value()
+    count = message.delivery_count()
+    if partition is None or offset is None or raw is None or count is None:
+        raise AssertionError(f"a share consumer delivered an incomplete record: {message}")
+    return Delivery(member, partition, offset, raw.decode(), count, at_s)
 
 
 class ShareMembers:
