@@ -20,6 +20,13 @@ target assignments, which confluent-kafka passes on; it does not pass on the epo
 Kafka's API never tells what a member still has to revoke. A ``LocalCluster``'s introspection
 endpoint tells all of it, so those columns are filled there (from the coordinator the admin
 API named) and are NA elsewhere, as ``log_end_offset`` is.
+
+A third type, ``share`` (KIP-932's share groups: a topic read as a queue), is listed too, from a
+``LocalCluster``'s introspection only: confluent-kafka's admin client neither lists nor describes
+share groups (``shares.py`` has their partitions and records). A share group has group and
+assignment epochs like a consumer group, its members a member epoch and the partitions they
+read (their assignment is their target: nothing is revoked in a share group), no member state
+and no committed offsets.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetS
 
 from ..cluster import LocalCluster
 from .io import client_config, through_failover
+from .shares import SHARE_GROUP_TYPE, share_groups
 
 REQUEST_TIMEOUT_S = 10.0  # librdkafka gives up on each admin request after this...
 RESULT_TIMEOUT_S = 15.0  # ...and we wait a little longer, so its own error reports first
@@ -96,11 +104,13 @@ def _lag_frame(source: Source, group_id: str | None) -> pd.DataFrame:
 
 
 def groups_frame(source: Source, group_id: str | None = None) -> pd.DataFrame:
-    """One row per group of either type: its type (classic or consumer), state, partition
-    assignor (a consumer group's is the coordinator's, e.g. uniform), member count, coordinator
-    broker id, and for a consumer group its group and assignment epochs (NA for a classic
-    group, and outside a ``LocalCluster``, where a consumer group's Assigning and Reconciling
-    states read Unknown: confluent-kafka has no names for them).
+    """One row per group of any type: its type (classic, consumer or share), state, partition
+    assignor (a consumer group's is the coordinator's, e.g. uniform; a share group's is
+    simple), member count, coordinator broker id, and for a consumer or share group its group
+    and assignment epochs (NA for a classic group, and outside a ``LocalCluster``, where a
+    consumer group's Assigning and Reconciling states read Unknown: confluent-kafka has no
+    names for them). Share groups are listed for a ``LocalCluster`` only (see the module
+    docstring).
 
     ``group_id=None`` lists every group, which asks every broker (ListGroups); naming a group
     asks only its coordinator. An unknown ``group_id`` raises ValueError. Asked during a
@@ -110,10 +120,15 @@ def groups_frame(source: Source, group_id: str | None = None) -> pd.DataFrame:
 
 
 def _groups_frame(source: Source, group_id: str | None) -> pd.DataFrame:
+    shares = _share_groups(source, group_id)
+    if group_id is not None and shares:
+        return _group_frame([_share_group_row(shares[0])])
     admin = _admin(source)
     descriptions = _describe(admin, _group_ids(admin, group_id), must_exist=group_id is not None)
     known = _introspected(source, descriptions)
-    rows = []
+    rows = [_share_group_row(g) for g in shares]
+    listed = {row["group"] for row in rows}
+    descriptions = [d for d in descriptions if d.group_id not in listed]
     for d in descriptions:
         seen = known.get(d.group_id, {})
         consumer = seen.get("group_type") == "consumer"
@@ -125,6 +140,29 @@ def _groups_frame(source: Source, group_id: str | None) -> pd.DataFrame:
             "coordinator": d.coordinator.id,
             "group_epoch": seen["group_epoch"] if consumer else pd.NA,
             "assignment_epoch": seen["assignment_epoch"] if consumer else pd.NA})
+    return _group_frame(sorted(rows, key=lambda row: row["group"]))
+
+
+def _share_group_row(group: dict) -> dict:
+    return {"group": group["group"], "type": SHARE_GROUP_TYPE, "state": group["state"],
+            "protocol": group["assignor"], "members": len(group["members"]),
+            "coordinator": group["coordinator"], "group_epoch": group["group_epoch"],
+            "assignment_epoch": group["assignment_epoch"]}
+
+
+def _share_groups(source: Source, group_id: str | None) -> list[dict]:
+    """A LocalCluster's share groups (``group_id``'s alone, if named); none for a bootstrap
+    string (see the module docstring), or while a broker stops answering."""
+    if isinstance(source, str):
+        return []
+    try:
+        found = share_groups(source)
+    except (OSError, ValueError):  # a broker stopped answering since it was listed
+        return []
+    return [g for g in found if group_id in (None, g["group"])]
+
+
+def _group_frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=GROUP_COLUMNS).astype(
         {"group": "string", "type": "string", "state": "string", "protocol": "string",
          "members": "Int64", "coordinator": "Int64", "group_epoch": "Int64",
@@ -146,6 +184,10 @@ def members_frame(source: Source, group_id: str) -> pd.DataFrame:
     not tell them); with it, every partition column is from that one coherent read. A classic
     group's members have only their ``assignment`` (from their last SyncGroup).
 
+    A share group's members (a ``LocalCluster``'s only) have their member epoch, the partitions
+    they read (``assignment``, which is also their ``target_assignment``: nothing is revoked in
+    a share group) and their subscription; no member state.
+
     An unknown ``group_id`` raises ValueError. Asked during a failover, it waits for the new
     coordinator.
     """
@@ -153,6 +195,9 @@ def members_frame(source: Source, group_id: str) -> pd.DataFrame:
 
 
 def _members_frame(source: Source, group_id: str) -> pd.DataFrame:
+    shares = _share_groups(source, group_id)
+    if shares:
+        return _member_frame([_share_member_row(group_id, m) for m in shares[0]["members"]])
     admin = _admin(source)
     [description] = _describe(admin, [group_id], must_exist=True)
     seen = _introspected(source, [description]).get(group_id, {})
@@ -177,6 +222,19 @@ def _members_frame(source: Source, group_id: str) -> pd.DataFrame:
                     "subscription": f"regex {regex}" if regex
                     else ",".join(known["subscribed_topic_names"])}
         rows.append(row)
+    return _member_frame(rows)
+
+
+def _share_member_row(group_id: str, member: dict) -> dict:
+    assigned = _assignment_text(member["assignment"])
+    return {"group": group_id, "type": SHARE_GROUP_TYPE, "member_id": member["member_id"],
+            "group_instance_id": pd.NA, "client_id": member["client_id"],
+            "host": member["client_host"], "member_epoch": member["member_epoch"],
+            "assignment": assigned, "target_assignment": assigned,
+            "subscription": ",".join(member["subscribed_topic_names"])}
+
+
+def _member_frame(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=MEMBER_COLUMNS)
     frame = frame.sort_values(["client_id", "member_id"], kind="stable")
     types = {c: "Int64" for c in _MEMBER_INTEGER_COLUMNS} | {

@@ -54,6 +54,8 @@ from ..client.io import (
     waits_for_new_records,
 )
 from ..client.probe import CONNECT_TIMEOUT_S, check_cluster
+from ..client.share_consume import read_share
+from ..client.shares import share_partitions_frame
 from ..client.status import waiting
 from ..client.txn import Transaction
 from ..cluster import ClusterError, LocalCluster
@@ -68,6 +70,7 @@ TARGET_ACTIONS = ("start", "stop", "connect", "disconnect")  # choose what the m
 CLUSTER_ACTIONS = (*TARGET_ACTIONS, "status", "events", *FAULTS)
 CONTROLLER = "controller"  # the fault's target: the controller quorum, not a broker
 STATUS_VIEWS = ("quorum", "partitions")
+EVERY_RECORD = "every"  # --release / --reject alone: every record the read is handed
 
 
 def _one_line_errors(magic):
@@ -383,13 +386,13 @@ class LogMagics(Magics):
     @magic_arguments()
     @argument("topic")
     @argument("-n", "--count", type=int, help="stop after this many records")
-    @argument("--from", dest="start", default="earliest",
+    @argument("--from", dest="start",
               help="earliest (default), latest, or an offset")
     @argument("-p", "--partition", type=int, action="append", help="only this partition")
     @argument("-g", "--group", help="read as a member of this group, and commit")
     @argument("--timeout", type=float, default=CONSUME_TIMEOUT_S,
               help="seconds to wait for a record")
-    @argument("--isolation", choices=ISOLATION_LEVELS, default=ISOLATION_LEVELS[0],
+    @argument("--isolation", choices=ISOLATION_LEVELS,
               help="read_committed (default): skip aborted transactions, stop before open "
                    "ones; read_uncommitted: every record")
     @argument("--protocol", choices=GROUP_PROTOCOLS, default=GROUP_PROTOCOLS[0],
@@ -398,17 +401,42 @@ class LogMagics(Magics):
     @argument("--assignor", choices=REMOTE_ASSIGNORS,
               help="with --protocol consumer: the coordinator's assignor (group.remote.assignor; "
                    "default: the coordinator's, uniform)")
+    @argument("--share", metavar="GROUP",
+              help="read as a member of this share group (KIP-932: the topic as a queue); "
+                   "every record is accepted unless --release or --reject says otherwise")
+    @argument("--release", nargs="?", const=EVERY_RECORD, metavar="P:O,...",
+              help="with --share: release the records named (PARTITION:OFFSET,...), or alone "
+                   "every record: back to the group, delivered again with a higher count")
+    @argument("--reject", nargs="?", const=EVERY_RECORD, metavar="P:O,...",
+              help="with --share: reject the records named (PARTITION:OFFSET,...), or alone "
+                   "every record: archived, never delivered again")
     @_one_line_errors
     def log_consume(self, line: str):
         """Read records into a DataFrame: all up to the high watermark, or --count of them.
 
         %log_consume orders --group billing --protocol consumer reads as a member of a
-        consumer group of KIP-848's protocol (%log_groups billing shows its epochs)."""
+        consumer group of KIP-848's protocol (%log_groups billing shows its epochs).
+
+        %log_consume jobs --share workers reads as a member of the share group workers what
+        the group has for it now (or --count records), with each record's delivery count,
+        accepting them; --release 0:3 hands record 3 of partition 0 back to the group (the
+        next read gets it, delivery count one higher), --reject 0:4 archives it, and
+        --release or --reject alone does so with every record. A read that releases a record
+        stops after that poll, so it is not handed the same record again. Prints how each was
+        acknowledged. Where a share group starts is the group's share.auto.offset.reset (the
+        broker's --share-auto-offset-reset here), not --from."""
         args = parse_argstring(self.log_consume, line)
-        start = int(args.start) if args.start.isdigit() else args.start
+        if args.share is not None:
+            return self._consume_share(args)
+        if args.release is not None or args.reject is not None:
+            raise UsageError("--release and --reject acknowledge a share group's records: "
+                             "add --share GROUP")
+        start_text = args.start or "earliest"
+        start = int(start_text) if start_text.isdigit() else start_text
+        isolation = args.isolation or ISOLATION_LEVELS[0]
         read = functools.partial(consume, self._target(), args.topic, count=args.count,
                                  start=start, partitions=args.partition, group=args.group,
-                                 timeout_s=args.timeout, isolation_level=args.isolation,
+                                 timeout_s=args.timeout, isolation_level=isolation,
                                  group_protocol=args.protocol, remote_assignor=args.assignor)
         waits = waits_for_new_records(start, args.count)
         if not waits and args.group is None:
@@ -419,6 +447,34 @@ class LogMagics(Magics):
                 status.done(f"{len(frame)} of {args.count} records: no more arrived within "
                             f"{args.timeout:g} s")
         return frame
+
+    def _consume_share(self, args):
+        """%log_consume TOPIC --share GROUP: read_share, its summary printed."""
+        refused = [(flag, given) for flag, given in (
+            ("--group", args.group), ("--partition", args.partition), ("--from", args.start),
+            ("--isolation", args.isolation),
+            ("--protocol", args.protocol != GROUP_PROTOCOLS[0] or None),
+            ("--assignor", args.assignor)) if given is not None]
+        if refused:
+            raise UsageError(f"{refused[0][0]} does not go with --share: a share group's "
+                             "coordinator assigns the partitions and the group says where it "
+                             "starts (share.auto.offset.reset)")
+        if args.release == EVERY_RECORD and args.reject == EVERY_RECORD:
+            raise UsageError("--release and --reject alone both mean every record: name the "
+                             "records of one of them (PARTITION:OFFSET,...)")
+        every = ("release" if args.release == EVERY_RECORD
+                 else "reject" if args.reject == EVERY_RECORD else "accept")
+        named = {flag: _records(flag, text) for flag, text in (
+            ("release", args.release), ("reject", args.reject))}
+        wait = (f"joining share group {args.share}, then reading "
+                + (f"{_count(args.count, 'record')} of {args.topic}…" if args.count
+                   else f"what it has of {args.topic} for us…"))
+        with waiting(wait):
+            done = read_share(self._target(), args.topic, args.share, count=args.count,
+                              timeout_s=args.timeout, acknowledge=every,
+                              release=named["release"], reject=named["reject"])
+        print(done.summary())
+        return done.frame
 
     # -- %log_browse ----------------------------------------------------------------------------
 
@@ -467,20 +523,25 @@ class LogMagics(Magics):
     @line_magic
     @_one_line_errors
     def log_groups(self, line: str):
-        """%log_groups: every group, classic or consumer (KIP-848) in its type column, its
-        state, assignor, member count, coordinator, and a consumer group's group and
-        assignment epochs.
+        """%log_groups: every group, classic, consumer (KIP-848) or share (KIP-932; a local
+        cluster's) in its type column, its state, assignor, member count, coordinator, and a
+        consumer or share group's group and assignment epochs.
 
         %log_groups GROUP: that group's row, shown, then one row per member, returned: who it
         is and its assignment; for a consumer group also its member epoch and state, the
         partitions it must still revoke (pending_revocation), those of its target another
-        member has not released yet, and its target assignment."""
+        member has not released yet, and its target assignment. For a share group, its share
+        partitions are shown between the two: start and end offsets, lag, and how many
+        in-flight records are available, acquired, acknowledged and archived."""
         group_id = line.strip()
         if not group_id:
             return groups_frame(self._source())
         from IPython.display import display
 
-        display(groups_frame(self._source(), group_id))
+        group = groups_frame(self._source(), group_id)
+        display(group)
+        if self.cluster is not None and group.type.tolist() == ["share"]:
+            display(share_partitions_frame(self.cluster, group_id))
         return members_frame(self._source(), group_id)
 
 
@@ -520,6 +581,20 @@ def _consume_wait(args, waits: bool) -> str:
         return f"{joining}reading {args.topic} up to its end…"
     return (f"{joining}waiting for {_count(args.count, 'new record')} of {args.topic} "
             f"(up to {args.timeout:g} s for each)…")
+
+
+def _records(flag: str, text: str | None) -> list[tuple[int, int]]:
+    """--release/--reject's PARTITION:OFFSET,... as pairs; none for nothing, or every record."""
+    if text is None or text == EVERY_RECORD:
+        return []
+    records = []
+    for pair in text.split(","):
+        partition, found, offset = pair.strip().partition(":")
+        if not (found and partition.isdigit() and offset.isdigit()):
+            raise UsageError(f"--{flag} {text}: name records as PARTITION:OFFSET,... (e.g. "
+                             f"0:3,0:4), or give --{flag} alone for every record")
+        records.append((int(partition), int(offset)))
+    return records
 
 
 def _browse_start(text: str) -> str | int:

@@ -31,7 +31,7 @@ const DRAW_MEASURE = "pylog-view-draw"; // see drawShown
 const PATCH_NEW = "$new"; // delta.py's markers
 const PATCH_DELETE = "$del";
 const STATES = ["up", "paused", "isolated", "down", "fenced"];
-const CATEGORIES = ["election", "controller", "isr", "broker", "truncation", "group", "topic", "other"];
+const CATEGORIES = ["election", "controller", "isr", "broker", "truncation", "group", "share", "topic", "other"];
 const OVERVIEW_PARTITIONS_MIN = 13; // more partitions than this: a grid of all, details paged
 const PAGE_PARTITIONS = 12; // partitions drawn in detail at once (each is 3+ bars)
 const HEALTH_HELP = {
@@ -60,6 +60,7 @@ const CATEGORY_HELP = {
   broker: "broker registered, fenced, unfenced, or its state changed in this view",
   truncation: "a follower truncated its log to match its leader",
   group: "consumer group state change or member removed; for a consumer-protocol (KIP-848) group, each step of an incremental rebalance the view saw: group epoch bumped, target assignment computed, a member told to revoke and having revoked, a member caught up to an epoch, partitions released to a member",
+  share: "share group (KIP-932), as the view saw it between two snapshots: a member joined or left; acquired records came back to the group (their member left, their lock ran out, or they were released); records archived (rejected, or delivered as often as the delivery limit allows)",
   topic: "topic or partition created, deleted or reconfigured",
   other: "anything else",
 };
@@ -97,6 +98,23 @@ const PARTITION_KIND_HELP = {
   revoking: "pending revocation: the member still owns it, must give it up (not in its target) and stays at its old epoch until it has",
   unreleased: "in its target, waiting: another member still owns it and has not released it",
   incoming: "in its target, free: handed to it at its next heartbeat (once it has revoked what it must)",
+};
+// Share groups (KIP-932): a topic read as a queue. Kafka's names, explained.
+const SHARE_GROUP = "share"; // the group_type of a share group
+const MEMBER_COLOURS = 8; // --pylog-member-0 .. -7 in cluster_view.css, one per member of a group
+const SHARE_CHUNK = 10; // in-flight cells per labelled run: the label is the run's first offset
+const SHARE_GROUP_HELP = "a share group (KIP-932): its members read the topic as a queue. Several members may read one partition; each record is acquired by one member at a time, under a lock, and settled with an acknowledgement: accept, release (back to the group, delivered again) or reject (archived)";
+const SHARE_GROUP_STATE_HELP = { Empty: "no members", Stable: "members are reading", Dead: "being removed" };
+const SHARE_GROUP_EPOCH_HELP = "group epoch: bumped whenever a member joins or leaves, changes its subscription, or a subscribed topic is created or grows";
+const SHARE_ASSIGNMENT_EPOCH_HELP = "assignment epoch: the group epoch the assignment was computed for (the simple assignor: every subscribed partition to at least one member; with more members than partitions, several members share a partition)";
+const SHARE_MEMBER_EPOCH_HELP = "member epoch: the assignment epoch this member has heard of; a share member takes its new partitions at its next heartbeat, nothing to revoke first";
+const SPSO_HELP = "share-partition start offset (SPSO): every record below it is done with (acknowledged, archived, or deleted from the log)";
+const SPEO_HELP = "share-partition end offset (SPEO): from here on the group has handed out nothing yet";
+const RECORD_STATE_HELP = {
+  available: "available: waiting to be delivered (again)",
+  acquired: "acquired: delivered to one member, locked until its deadline; if the lock runs out or the member leaves, it comes back",
+  acknowledged: "acknowledged: accepted by the member, done",
+  archived: "archived: rejected, or delivered as often as the delivery limit allows; never delivered again",
 };
 let viewCount = 0; // per page: each view's SVG pattern ids are its own
 
@@ -298,6 +316,7 @@ function render({ model, el }) {
     partitions: h("div", { class: "pylog-partitions" }),
     traffic: h("div", { class: "pylog-traffic" }),
     groups: h("div", { class: "pylog-groups" }),
+    shares: h("div", { class: "pylog-shares" }),
     timeline: h("div", { class: "pylog-timeline" }),
     legend: legend(page.uid),
   };
@@ -310,6 +329,7 @@ function render({ model, el }) {
     section("Partitions", h("div", {}, parts.focus, parts.partitions), "pylog-section-partitions"),
     section("Traffic", parts.traffic, "pylog-section-traffic"),
     section("Consumer groups", parts.groups, "pylog-section-groups"),
+    section("Share groups", parts.shares, "pylog-section-shares"),
     parts.legend,
   ]);
   el.append(root);
@@ -1034,7 +1054,8 @@ function render({ model, el }) {
   // Classic groups (JoinGroup/SyncGroup) in one table; each consumer-protocol group (KIP-848)
   // in a panel of its own: its epochs, and each member's epoch and partitions.
   function drawGroups() {
-    const groups = shown().groups || [];
+    drawShareGroups();
+    const groups = (shown().groups || []).filter((g) => g.group_type !== SHARE_GROUP);
     if (!groups.length) {
       parts.groups.replaceChildren(h("div", { class: "pylog-dim" }, "no consumer groups"));
       return;
@@ -1148,6 +1169,157 @@ function render({ model, el }) {
     const byTopic = new Map();
     for (const [t, p] of pairs) byTopic.set(t, [...(byTopic.get(t) || []), p]);
     return [...byTopic].map(([t, ps]) => `${t}:${ps.join(",")}`).join(" ");
+  }
+
+
+  // -- share groups (KIP-932) -------------------------------------------------------------------
+
+  // A panel per share group: its epochs, its members (each in a colour of its own), and per
+  // share partition the start and end offsets on the partition's offset axis and a cell per
+  // in-flight record, coloured by its state (acquired: its member's colour) with its delivery
+  // count. The section shows only while the cluster has share groups.
+  function drawShareGroups() {
+    const groups = (shown().groups || []).filter((g) => g.group_type === SHARE_GROUP);
+    const sectionEl = parts.shares.parentElement;
+    if (sectionEl) sectionEl.hidden = !groups.length;
+    parts.shares.replaceChildren(...groups.map(shareGroupPanel));
+  }
+
+  function shareGroupPanel(g) {
+    const members = (g.share_members || []).slice().sort((a, b) =>
+      a.client_id.localeCompare(b.client_id) || a.member_id.localeCompare(b.member_id));
+    const colours = new Map(members.map((m, i) => [m.member_id, i % MEMBER_COLOURS]));
+    const names = new Map(members.map((m) => [m.member_id, memberName(m)]));
+    const labelled = (label, epoch, help, kind) => h("span", { class: `pylog-cg-epoch ${kind}`, title: help, data: { epoch: String(epoch) } },
+      `${label} `, epochChip(epoch));
+    const shares = g.share_partitions || [];
+    const lag = shares.every((p) => p.lag !== null && p.lag !== undefined) ? shares.reduce((sum, p) => sum + p.lag, 0) : null;
+    const head = h("div", { class: "pylog-cg-head" },
+      h("span", { class: "pylog-cg-name" }, g.group),
+      h("span", { class: "pylog-tag", title: SHARE_GROUP_HELP }, "share group"),
+      h("span", { class: `pylog-cg-state state-${String(g.state).toLowerCase()}`, title: SHARE_GROUP_STATE_HELP[g.state] || "" }, g.state),
+      labelled("group epoch", g.group_epoch, SHARE_GROUP_EPOCH_HELP, "group"),
+      labelled("assignment epoch", g.assignment_epoch, SHARE_ASSIGNMENT_EPOCH_HELP, "assignment"),
+      h("span", { title: "the share group's assignor" }, `assignor ${g.assignor}`),
+      h("span", {}, `coordinator ${g.coordinator}`),
+      shares.length ? h("span", { class: "pylog-sg-lag", title: "lag (KIP-1226): records from the start offset up to the high watermark not yet acknowledged or archived, over its share partitions" },
+        `lag ${lag === null ? "?" : lag} `, groupSpark(g.group)) : null);
+    const held = new Map(); // member id -> [records acquired, earliest lock deadline]
+    for (const p of shares) {
+      for (const [, state, , memberId, deadline] of p.records) {
+        if (state !== "acquired") continue;
+        const [count, first] = held.get(memberId) || [0, Infinity];
+        held.set(memberId, [count + 1, Math.min(first, deadline)]);
+      }
+    }
+    const rows = members.map((m) => {
+      const [count, first] = held.get(m.member_id) || [0, null];
+      return h("tr", { class: "pylog-sg-member", data: { member: m.member_id, client: m.client_id } },
+        h("td", {}, h("div", { title: `member id ${m.member_id}` },
+          h("span", { class: `pylog-sg-swatch member-${colours.get(m.member_id)}` }), " ", m.client_id || "(no client id)",
+          h("div", { class: "pylog-dim" }, `${m.client_host} · ${m.member_id.slice(0, MEMBER_ID_SHOWN)}…`))),
+        h("td", { class: "pylog-cg-member-epoch" }, shareMemberEpoch(m, g)),
+        h("td", { class: "pylog-cg-partitions" }, m.assignment.length
+          ? m.assignment.map(([t, p]) => h("span", { class: "pylog-cg-p owned", data: { partition: `${t}-${p}` }, title: `${t}-${p}: read by this member (perhaps with others)` }, `${t}-${p}`))
+          : h("span", { class: "pylog-dim" }, "none")),
+        h("td", { class: "pylog-sg-held", data: { held: String(count) } }, count
+          ? `${plural(count, "record")} acquired, first lock until ${clock(first)}` : h("span", { class: "pylog-dim" }, "nothing acquired")),
+        h("td", {}, m.subscribed_topic_names.join(", ")));
+    });
+    const heads = [["member", "client id, host and member id; the colour marks the records it has acquired"],
+      ["member epoch", SHARE_MEMBER_EPOCH_HELP], ["reads", "the partitions the assignor gave it; several members may read one partition"],
+      ["holds", "records it has acquired and not yet settled, and when the first lock runs out"], ["subscription", "topic names"]];
+    return h("div", { class: "pylog-sg", data: { group: g.group, state: g.state } }, head,
+      g.disagreement ? h("div", { class: "pylog-disagreement" }, `⚠ ${g.disagreement}`) : null,
+      members.length ? h("table", { class: "pylog-table pylog-cg-members pylog-sg-members" },
+        h("thead", {}, h("tr", {}, heads.map(([text, title]) => h("th", { title }, text)))), h("tbody", {}, rows))
+        : h("div", { class: "pylog-dim" }, "no members"),
+      shares.length ? shares.map((p) => sharePartition(p, colours, names))
+        : h("div", { class: "pylog-dim" }, "no share partition yet: one appears at a partition's leader with the group's first fetch from it"));
+  }
+
+  function memberName(m) {
+    return `${m.client_id || "?"} (${m.member_id.slice(0, MEMBER_ID_SHOWN)})`;
+  }
+
+  function shareMemberEpoch(m, g) {
+    const epoch = m.member_epoch;
+    const behind = epoch < g.assignment_epoch;
+    const note = behind ? `${g.assignment_epoch - epoch} behind the assignment epoch (takes it at its next heartbeat)` : "= assignment epoch";
+    return h("span", { data: { epoch: String(epoch) } }, epochChip(epoch), " ", h("span", { class: `pylog-cg-epoch-note ${behind ? "behind" : ""}` }, note));
+  }
+
+  // One share partition: its head, its offset axis with the SPSO and SPEO, its in-flight cells.
+  function sharePartition(p, colours, names) {
+    const name = `${p.topic}-${p.partition}`;
+    const counts = p.counts || {};
+    const stateCounts = ["available", "acquired", "acknowledged", "archived"].filter((k) => counts[k])
+      .map((k) => h("span", { class: `pylog-sg-count state-${k}`, title: RECORD_STATE_HELP[k] }, `${counts[k]} ${k}`));
+    const head = h("div", { class: "pylog-sgp-head" },
+      h("span", { class: "pylog-p-name" }, name),
+      h("span", { title: "the partition's leader, which keeps the share partition" }, `leader ★ ${p.leader}`),
+      h("span", { title: SPSO_HELP }, `start offset ${p.start_offset}`),
+      h("span", { title: SPEO_HELP }, `end offset ${p.end_offset}`),
+      h("span", { class: "pylog-dim" }, `HW ${p.high_watermark ?? "?"}`),
+      h("span", {}, `${p.in_flight} in flight`, stateCounts.length ? ": " : "", stateCounts.flatMap((node, i) => (i ? [", ", node] : [node]))),
+      h("span", { class: "pylog-dim", title: "group.share.delivery.count.limit and group.share.record.lock.duration.ms" },
+        `delivery limit ${p.delivery_count_limit} · lock ${seconds(p.record_lock_duration_ms)}`));
+    return h("div", { class: "pylog-sgp", data: { partition: name, start: String(p.start_offset), end: String(p.end_offset) } },
+      head, shareAxis(p), shareCells(p, colours, names));
+  }
+
+  // The partition's log from its start to its LEO (dark up to the HW), the share partition's
+  // window [SPSO, SPEO) over it, and a tick with its label at each of the two.
+  function shareAxis(p) {
+    const low = Math.min(p.log_start_offset ?? p.start_offset, p.start_offset);
+    const high = Math.max(low + 1, p.log_end_offset ?? 0, p.high_watermark ?? 0, p.end_offset);
+    const at = (offset) => `${((offset - low) / (high - low)) * 100}%`;
+    const span = (from, to) => `${((to - from) / (high - low)) * 100}%`;
+    const hw = p.high_watermark ?? p.end_offset;
+    const side = (offset) => { // a label near an end of the axis grows inwards, not off it
+      const at01 = (offset - low) / (high - low);
+      return at01 < 0.1 ? " from-left" : at01 > 0.9 ? " from-right" : "";
+    };
+    const tick = (offset, kind, label, help) => h("div", { class: `pylog-sg-tick ${kind}`, style: `left:${at(offset)}`, title: `${label}: ${help}`, data: { offset: String(offset) } },
+      h("span", { class: `pylog-sg-tick-label${side(offset)}` }, label));
+    return h("div", { class: "pylog-sg-axis", role: "img",
+      "aria-label": `${p.topic}-${p.partition}: log ${low} to ${high}, share partition from ${p.start_offset} to ${p.end_offset}` },
+    h("span", { class: "pylog-sg-axis-end low" }, String(low)),
+    h("div", { class: "pylog-sg-track" },
+      h("div", { class: "pylog-sg-log", style: `left:0;width:${span(low, hw)}`, title: `offsets ${low} to ${hw - 1}: committed (below the HW ${hw})` }),
+      hw < high ? h("div", { class: "pylog-sg-log uncommitted", style: `left:${at(hw)};width:${span(hw, high)}` }) : null,
+      p.start_offset > low ? h("div", { class: "pylog-sg-done", style: `left:0;width:${span(low, p.start_offset)}`, title: `offsets below ${p.start_offset}: done with (${SPSO_HELP})` }) : null,
+      p.end_offset > p.start_offset ? h("div", { class: "pylog-sg-window", style: `left:${at(p.start_offset)};width:${span(p.start_offset, p.end_offset)}`,
+        title: `in flight: offsets ${p.start_offset} to ${p.end_offset - 1}, each with a state (the cells below)` }) : null,
+      tick(p.start_offset, "spso", `SPSO ${p.start_offset}`, SPSO_HELP),
+      tick(p.end_offset, "speo", `SPEO ${p.end_offset}`, SPEO_HELP)),
+    h("span", { class: "pylog-sg-axis-end high" }, String(high)));
+  }
+
+  function shareCells(p, colours, names) {
+    const limit = p.delivery_count_limit;
+    const cell = ([offset, state, count, memberId, deadline]) => {
+      const classes = ["pylog-sg-cell", `state-${state}`];
+      if (count >= limit) classes.push("at-limit");
+      let what = RECORD_STATE_HELP[state] || state;
+      if (state === "acquired") {
+        classes.push(colours.has(memberId) ? `member-${colours.get(memberId)}` : "member-gone");
+        what = `acquired by member ${names.get(memberId) || `${String(memberId).slice(0, MEMBER_ID_SHOWN)} (no longer in the group)`}, locked until ${clock(deadline)}`;
+      } else if (state === "archived") {
+        what = count >= limit ? `archived: delivered ${count} times, the delivery limit` : "archived: rejected";
+      }
+      return h("span", { class: classes.join(" "), data: { offset: String(offset), state, count: String(count), member: memberId || "" },
+        title: `offset ${offset}: ${what}; delivery count ${count} of ${limit}` }, String(count));
+    };
+    const chunks = [];
+    for (let i = 0; i < p.records.length; i += SHARE_CHUNK) {
+      const run = p.records.slice(i, i + SHARE_CHUNK);
+      chunks.push(h("span", { class: "pylog-sg-chunk" }, h("span", { class: "pylog-sg-chunk-offset" }, String(run[0][0])), h("span", { class: "pylog-sg-run" }, run.map(cell))));
+    }
+    const beyond = p.records_beyond > 0 ? h("span", { class: "pylog-sg-beyond", title: "the broker lists the first in-flight records from the start offset; the counts above cover them all" },
+      `+ ${plural(p.records_beyond, "more record")} in flight`) : null;
+    return h("div", { class: "pylog-sg-cells", "aria-label": `in-flight records of ${p.topic}-${p.partition}` },
+      chunks.length ? chunks : h("span", { class: "pylog-dim" }, "nothing in flight"), beyond);
   }
 
   // -- timeline: marks, step/replay controls, the shown snapshot's events --------------------
@@ -1450,6 +1622,12 @@ function legend(uid) {
         h("div", { class: "pylog-legend-head" }, "Consumer groups of the consumer protocol (KIP-848)"),
         item(h("span", {}, "group epoch ", h("span", { class: "pylog-chip", style: `background:${epochColour(3)}` }, "3")), `${GROUP_EPOCH_HELP}; ${ASSIGNMENT_EPOCH_HELP}; ${MEMBER_EPOCH_HELP}. A chip's colour is its epoch: a member whose chip differs from the assignment epoch's has not caught up`),
         Object.keys(PARTITION_KIND_HELP).map((kind) => item(h("span", { class: `pylog-cg-p ${kind}` }, `${{ revoking: "↩ ", unreleased: "… " }[kind] || ""}t-0`), PARTITION_KIND_HELP[kind])),
+        h("div", { class: "pylog-legend-head" }, "Share groups (KIP-932)"),
+        ["available", "acquired", "acknowledged", "archived"].map((state) => item(
+          h("span", { class: `pylog-sg-cell state-${state}${state === "acquired" ? " member-0" : ""}` }, "1"), RECORD_STATE_HELP[state])),
+        item(h("span", { class: "pylog-sg-cell state-archived at-limit" }, "3"), "the number: the record's delivery count; underlined red: it reached the delivery limit (a record acquired then comes back archived)"),
+        item(h("span", {}, [0, 1, 2].map((i) => h("span", { class: `pylog-sg-swatch member-${i}` }))), "an acquired record takes its member's colour (the swatch before the member's name)"),
+        item(h("span", { class: "pylog-sg-legend-axis" }, h("span", { class: "pylog-sg-tick-label" }, "SPSO"), " ", h("span", { class: "pylog-sg-tick-label" }, "SPEO")), `on the partition's offset axis: ${SPSO_HELP}; ${SPEO_HELP}. Between them (outlined), the in-flight records, one cell each, the first offset of every ${SHARE_CHUNK} above them`),
         h("div", { class: "pylog-legend-head" }, "Traffic"),
         item(h("span", {}, "records in"), "per broker, measured by the kernel between two snapshots; \"fetched by followers\" is what replication costs")))); 
 }

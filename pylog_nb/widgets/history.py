@@ -14,7 +14,8 @@ mark names the snapshot (``seq``) that first showed it, so a click on a mark rep
 moment. Marks of snapshots no longer kept are dropped with them.
 
 The charts draw the same history: ``series_point`` reduces a recorded snapshot to per partition
-HW and LEO (the leader's, as consumers see them), per group the total lag, per broker its
+HW and LEO (the leader's, as consumers see them), per group the total lag (a share group's
+over its share partitions), per broker its
 traffic rates (records in, bytes out to consumers and to followers); ``series`` is the
 newest ``SERIES_POINTS_MAX`` of them, sent once when a browser view opens (after that, each
 change carries its own point).
@@ -168,5 +169,10 @@ def series_point(entry: Recorded) -> dict:
 
 
 def _total_lag(group: dict) -> int | None:
-    lags = [o["lag"] for o in group.get("offsets", [])]
+    """The lag of its committed offsets; a share group's, of its share partitions (KIP-1226:
+    records past the start offset, up to the HW, not yet acknowledged or archived)."""
+    if "share_partitions" in group:
+        lags = [p["lag"] for p in group["share_partitions"]]
+    else:
+        lags = [o["lag"] for o in group.get("offsets", [])]
     return None if None in lags else sum(lags)

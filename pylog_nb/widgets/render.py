@@ -23,6 +23,8 @@ TD = '<td style="padding:3px 10px 3px 0;vertical-align:top">'
 NOWRAP = '<span style="white-space:nowrap">'
 CLOSED_STYLE = "border-left:3px solid #9e9e9e;padding-left:8px"  # a picture, not the live view
 CONSUMER_GROUP = "consumer"  # the group_type of a consumer-protocol (KIP-848) group
+SHARE_GROUP = "share"  # the group_type of a share group (KIP-932)
+RECORD_STATES = ("available", "acquired", "acknowledged", "archived")
 
 
 def render_closed_view(snapshot: dict, closed_ms: int) -> str:
@@ -207,15 +209,16 @@ def _compaction(replica: dict) -> str:
 def render_groups(snapshot: dict) -> str:
     """One row per classic group: its coordinator (stale claims marked), members and committed
     offsets; then the consumer-protocol (KIP-848) groups, one row per member
-    (``render_consumer_groups``)."""
-    classic = [g for g in snapshot["groups"] if g.get("group_type") != CONSUMER_GROUP]
+    (``render_consumer_groups``), and the share groups (``render_share_groups``)."""
+    classic = [g for g in snapshot["groups"]
+               if g.get("group_type") not in (CONSUMER_GROUP, SHARE_GROUP)]
     rows = "".join(
         f"<tr>{TD}{_e(g['group'])}</td>{TD}{_e(g['state'])}</td>{TD}{_e(g['generation'])}</td>"
         f"{TD}{_e(g['coordinator'])}{_disagreement(g.get('disagreement', ''))}</td>"
         f"{TD}{_e(', '.join(g['members']))}</td>"
         f"{TD}{_offsets(g['offsets'])}</td></tr>"
         for g in classic)
-    consumer = render_consumer_groups(snapshot)
+    consumer = render_consumer_groups(snapshot) + render_share_groups(snapshot)
     if not rows:
         return consumer or "<div>no consumer groups</div>"
     return (f"{TABLE}<tr>{TH}group</th>{TH}state</th>{TH}generation</th>{TH}coordinator</th>"
@@ -250,6 +253,33 @@ def render_consumer_groups(snapshot: dict) -> str:
     heads = ("group (consumer protocol)", "state", "group epoch", "assignment epoch", "assignor",
              "member", "member epoch", "member state", "owns", "pending revocation",
              "waits for release", "target assignment")
+    return (f"{TABLE}<tr>{''.join(f'{TH}{_e(h)}</th>' for h in heads)}</tr>"
+            f"{''.join(rows)}</table>")
+
+
+def render_share_groups(snapshot: dict) -> str:
+    """The share groups (KIP-932): per group its state, epochs and members, and per share
+    partition its start and end offsets and how many in-flight records are in each state."""
+    rows = []
+    for g in snapshot["groups"]:
+        if g.get("group_type") != SHARE_GROUP:
+            continue
+        members = ", ".join(f"{m['client_id']} ({m['member_id'][:8]}, epoch {m['member_epoch']})"
+                            for m in g["share_members"]) or "no members"
+        shares = "<br>".join(
+            f"{_e(p['topic'])}-{_e(p['partition'])}: start offset {_e(p['start_offset'])}, "
+            f"end offset {_e(p['end_offset'])}; "
+            + _e(", ".join(f"{p['counts'][state]} {state}" for state in RECORD_STATES
+                           if p["counts"].get(state)) or "nothing in flight")
+            for p in g["share_partitions"])
+        rows.append(f"<tr>{TD}{_e(g['group'])}{_disagreement(g.get('disagreement', ''))}</td>"
+                    f"{TD}{_e(g['state'])}</td>{TD}{_e(g['group_epoch'])}</td>"
+                    f"{TD}{_e(g['assignment_epoch'])}</td>{TD}{_e(members)}</td>"
+                    f"{TD}{shares or '-'}</td></tr>")
+    if not rows:
+        return ""
+    heads = ("share group", "state", "group epoch", "assignment epoch", "members",
+             "share partitions")
     return (f"{TABLE}<tr>{''.join(f'{TH}{_e(h)}</th>' for h in heads)}</tr>"
             f"{''.join(rows)}</table>")
 

@@ -54,11 +54,24 @@ successive snapshots (``_consumer_group_events``): the group epoch bumped, the t
 computed, a member told to revoke and having revoked, a member caught up to an epoch, partitions
 released to a member, the group's state. Steps that fall between two snapshots share one time
 and are listed in the order they must have happened.
+
+A share group (KIP-932, ``group_type`` "share") adds its epochs, its members
+(``share_members``: epoch, the partitions each reads) and its share partitions
+(``share_partitions``, from each partition's leader: the start and end offsets, the leader
+replica's log start, HW and LEO, the limits, how many records are in each state, and the first
+in-flight records as ``[offset, state, delivery count, member id, lock deadline]``). What
+happened to records is not reported by any process either, so it is derived from successive
+snapshots too (``_share_group_events``): a member joined or left; acquired records came back to
+the group (the member left, its lock ran out, or it released them); a record was archived
+(rejected, or delivered as often as the delivery limit allows). A record settled and gone below
+the start offset between two snapshots is archived only if that is certain (it came back at the
+limit); otherwise it may have been accepted, and nothing is said.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from ..client.introspect import (
     Authority,
@@ -68,6 +81,7 @@ from ..client.introspect import (
     disagreement,
     merge_groups,
 )
+from ..client.shares import SHARE_GROUP_TYPE, merge_share_partitions, share_partition_claims
 from ..cluster import ClusterError, LocalCluster
 
 EVENTS_SHOWN = 20  # the newest notable events; the view's timeline keeps older ones as marks
@@ -102,12 +116,16 @@ EVENT_CATEGORIES = {
     "group_epoch_bumped": "group", "target_assignment_computed": "group",
     "member_revoking": "group", "member_revoked": "group", "member_caught_up": "group",
     "member_assigned": "group", "consumer_group_state": "group",
+    "share_member_joined": "share", "share_member_left": "share",
+    "share_records_returned": "share", "share_records_archived": "share",
 }
 QUORUM_EVENT_KINDS = ("controller_elected", "controller_lost")
 CONSUMER_GROUP_EVENT_KINDS = ("group_epoch_bumped", "target_assignment_computed",
                               "member_revoking", "member_revoked", "member_caught_up",
                               "member_assigned", "consumer_group_state")
-DERIVED_EVENT_KINDS = QUORUM_EVENT_KINDS + CONSUMER_GROUP_EVENT_KINDS
+SHARE_GROUP_EVENT_KINDS = ("share_member_joined", "share_member_left",
+                           "share_records_returned", "share_records_archived")
+DERIVED_EVENT_KINDS = QUORUM_EVENT_KINDS + CONSUMER_GROUP_EVENT_KINDS + SHARE_GROUP_EVENT_KINDS
 QUORUM_EVENT_SOURCE = "view"  # the kernel saw it between two snapshots (as history.py's marks)
 CONSUMER_GROUP_TYPE = "consumer"  # a KIP-848 group (the admin endpoint's group_type)
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2  # a static member left and keeps its partitions (KIP-848)
@@ -140,10 +158,14 @@ def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
     partitions = _partitions(replicas, truth, states, previous, internal)
     _add_follower_lag(partitions, replicas, truth)
     _add_truncations(partitions, events, now_ms)
-    groups = _groups(cluster.groups(), replicas, truth)
+    claims = cluster.groups()
+    shares = (share_partition_claims(cluster)
+              if any(g.get("group_type") == SHARE_GROUP_TYPE for g in claims) else {})
+    groups = _groups(claims, replicas, truth, shares)
     derived = [e for e in previous.get("events", []) if e["kind"] in DERIVED_EVENT_KINDS]
     derived += _quorum_events(previous, controllers, active, now_ms)
     derived += _consumer_group_events(previous, groups, now_ms)
+    derived += _share_group_events(previous, groups, now_ms)
     return {
         "brokers": _brokers(views, fenced, previous, now_ms,
                             None if previous_ms is None else now_ms - previous_ms),
@@ -419,12 +441,16 @@ def _broker_of(source: str) -> int | None:
     return int(broker_id) if head == "broker" and broker_id.isdigit() else None
 
 
-def _groups(groups: list[dict], replicas: dict[int, list[dict]], truth: Authority) -> list[dict]:
+def _groups(groups: list[dict], replicas: dict[int, list[dict]], truth: Authority,
+            share_claims: dict[int, list[dict]] | None = None) -> list[dict]:
     """Per group (one row, however many brokers claim it): its type, state, members, the
     coordinator and any stale claims, and per committed partition the offset and lag to the HW.
     A consumer group (KIP-848) adds its group and assignment epochs, its assignor and, per
-    member, its epoch, state and partitions (``_consumer_member``)."""
+    member, its epoch, state and partitions (``_consumer_member``); a share group (KIP-932) its
+    epochs, members and share partitions (``_share_partition``) from ``share_claims``
+    (``GET /v1/share_partitions`` per broker)."""
     high_watermarks = _leader_high_watermarks(replicas, truth)
+    shares = merge_share_partitions(share_claims or {}, replicas, truth)
     rows = []
     for g in merge_groups(groups, truth, replicas):
         row = {"group": g["group"], "group_type": g.get("group_type", "classic"),
@@ -440,8 +466,193 @@ def _groups(groups: list[dict], replicas: dict[int, list[dict]], truth: Authorit
             row |= {"group_epoch": g["group_epoch"], "assignment_epoch": g["assignment_epoch"],
                     "assignor": g["assignor"],
                     "consumer_members": [_consumer_member(m) for m in g["members"]]}
+        elif row["group_type"] == SHARE_GROUP_TYPE:
+            leaders = _leader_rows(replicas, truth)
+            row |= {"group_epoch": g["group_epoch"], "assignment_epoch": g["assignment_epoch"],
+                    "assignor": g["assignor"],
+                    "share_members": [_share_member(m) for m in g["members"]],
+                    "share_partitions": [_share_partition(p, leaders) for p in shares
+                                         if p["group"] == g["group"]]}
         rows.append(row)
     return rows
+
+
+def _share_member(member: dict) -> dict:
+    """A share group's member: who it is, its epoch and the partitions it reads."""
+    return {"member_id": member["member_id"], "client_id": member["client_id"],
+            "client_host": member["client_host"], "member_epoch": member["member_epoch"],
+            "assignment": _pairs(member["assignment"]),
+            "subscribed_topic_names": member["subscribed_topic_names"]}
+
+
+def _share_partition(share: dict, leaders: dict[tuple[str, int], dict]) -> dict:
+    """A share partition as the view draws it: where it starts and ends on its partition's
+    offset axis (the leader replica's log start, HW and LEO beside), its limits and counts, and
+    its first in-flight records as ``[offset, state, delivery count, member id, lock deadline
+    ms]``."""
+    leader = leaders.get((share["topic"], share["partition"]), {})
+    return {"topic": share["topic"], "partition": share["partition"], "leader": share["leader"],
+            "start_offset": share["start_offset"], "end_offset": share["end_offset"],
+            "log_start_offset": leader.get("log_start_offset"),
+            "high_watermark": share["high_watermark"],
+            "log_end_offset": leader.get("log_end_offset"), "lag": share["lag"],
+            "delivery_count_limit": share["delivery_count_limit"],
+            "record_lock_duration_ms": share["record_lock_duration_ms"],
+            "in_flight": share["in_flight_records"], "counts": share["counts"],
+            "records": [[r["offset"], r["state"], r["delivery_count"], r["member_id"],
+                         r["lock_deadline_ms"]] for r in share["records"]],
+            "records_beyond": share["records_beyond"]}
+
+
+def _leader_rows(replicas: dict[int, list[dict]], truth: Authority) -> dict[tuple[str, int], dict]:
+    """Each partition's row on the replica the authority names leader, if it answers."""
+    return {(r["topic"], r["partition"]): r
+            for broker_id, rows in replicas.items() for r in rows
+            if (known := truth.partitions.get((r["topic"], r["partition"]))) is not None
+            and known.leader == broker_id and r["role"] == "leader"}
+
+
+def _share_group_events(previous: dict, groups: list[dict], now_ms: int) -> list[dict]:
+    """What happened in each share group between ``previous`` and now: members that joined or
+    left, acquired records that came back to the group (and why), records archived (and why).
+    Nothing on a first snapshot: no change seen."""
+    if "groups" not in previous:
+        return []
+    before = {g["group"]: g for g in previous["groups"]
+              if g.get("group_type") == SHARE_GROUP_TYPE}
+    steps: list[tuple[str, str, str]] = []
+    for group in groups:
+        if group["group_type"] == SHARE_GROUP_TYPE:
+            steps += _share_steps(before.get(group["group"]), group, now_ms)
+    return [{"now_ms": now_ms, "source": QUORUM_EVENT_SOURCE, "kind": kind,
+             "category": EVENT_CATEGORIES[kind], "topic": topic, "text": text}
+            for kind, topic, text in steps]
+
+
+def _share_steps(old: dict | None, new: dict, now_ms: int) -> list[tuple[str, str, str]]:
+    """(kind, topic, text) of each change of one share group (see ``_share_group_events``)."""
+    name = f"share group {new['group']}"
+    old = old or {"share_members": [], "share_partitions": []}
+    was = {m["member_id"]: m for m in old["share_members"]}
+    now = {m["member_id"]: m for m in new["share_members"]}
+    steps: list[tuple[str, str, str]] = []
+    for member_id, member in now.items():
+        if member_id not in was:
+            steps.append(("share_member_joined", "",
+                          f"{name}: {_member_name(member)} joined (group epoch "
+                          f"{new['group_epoch']}), reads {_partitions_text(member['assignment'])}"))
+    for member_id, member in was.items():
+        if member_id not in now:
+            steps.append(("share_member_left", "",
+                          f"{name}: {_member_name(member)} left (group epoch "
+                          f"{new['group_epoch']}); what it held goes back to the group"))
+    known = {**was, **now}
+    olds = {(p["topic"], p["partition"]): p for p in old["share_partitions"]}
+    for share in new["share_partitions"]:
+        earlier = olds.get((share["topic"], share["partition"]))
+        where = f"{name}, {share['topic']}-{share['partition']}"
+        for kind, cause, offsets in _record_changes(earlier, share, set(now), now_ms):
+            steps.append((kind, share["topic"], f"{where}: {_offsets_text(offsets)} "
+                          f"{_record_cause(kind, cause, known, share)}"))
+    return steps
+
+
+# Why a record came back or was archived, as far as two snapshots tell: (why, member id, how).
+# why: "left" (its member left the group), "expired" (its lock ran out), "released" (its member
+# released it, or rejected it at the limit), "rejected", "limit" (delivered as often as the
+# limit allows; how: left, expired or released, or None) or "unseen" (between two snapshots).
+Cause = tuple[str, str | None, str | None]
+RETURNED, ARCHIVED = "share_records_returned", "share_records_archived"
+
+
+def _record_changes(old: dict | None, new: dict, members: set[str], now_ms: int
+                    ) -> list[tuple[str, Cause, list[int]]]:
+    """The records of one share partition that came back to the group or were archived, by
+    (kind, cause), in offset order of their first record."""
+    limit = new["delivery_count_limit"]
+    before = {r[0]: r for r in (old or {}).get("records", [])}
+    old_end = (old or {}).get("end_offset", new["start_offset"])
+    now_records = {r[0]: r for r in new["records"]}
+    found: dict[tuple[str, Cause], list[int]] = {}
+
+    def back(record: list) -> Cause:
+        """Why an acquired record ``[offset, state, count, member, deadline]`` went back."""
+        member, deadline = record[3], record[4]
+        if member not in members:
+            return ("left", member, None)
+        if deadline is not None and deadline <= now_ms:
+            return ("expired", member, None)
+        return ("released", member, None)
+
+    for offset in sorted(set(before) | set(now_records)):
+        was, now = before.get(offset), now_records.get(offset)
+        if was is None and offset < old_end:
+            continue  # in flight before, past the records the broker listed then
+        change = _record_change(was, now, limit, back)
+        if change is not None:
+            found.setdefault(change, []).append(offset)
+    return [(kind, cause, offsets) for (kind, cause), offsets in found.items()]
+
+
+def _record_change(was: list | None, now: list | None, limit: int,
+                   back: Callable[[list], Cause]) -> tuple[str, Cause] | None:
+    """One record's change between two snapshots, or None when there is nothing the timeline
+    marks (acquired, accepted, or not known). ``was`` is None for a record not handed out then,
+    ``now`` None for one below the start offset now (settled, its state dropped)."""
+    held = was if was is not None and was[1] == "acquired" else None  # acquired then
+    old_count = was[2] if was is not None else 0
+    if now is None:  # accepted or archived: certain only when it went back at the limit
+        if held is not None and old_count >= limit and (cause := back(held))[0] != "released":
+            return ARCHIVED, ("limit", cause[1], cause[0])
+        return None
+    state, count = now[1], now[2]
+    if state == "archived":
+        if was is not None and was[1] == "archived":
+            return None
+        if held is not None and count == old_count:
+            if count < limit:
+                return ARCHIVED, ("rejected", held[3], None)
+            cause = back(held)
+            return ARCHIVED, ("limit", cause[1], cause[0])
+        return ARCHIVED, ("limit" if count >= limit else "rejected", None, None)
+    if held is not None and (count > old_count or (state == "available"
+                                                   and count == old_count)):
+        return RETURNED, back(held)  # and, with a higher count, delivered again since
+    handed = count - old_count  # deliveries since the last snapshot
+    if state in ("available", "acquired") and handed > (state == "acquired"):
+        return RETURNED, ("unseen", None, None)
+    return None
+
+
+def _record_cause(kind: str, cause: Cause, members: dict[str, dict], share: dict) -> str:
+    """What became of the records, for one line of the timeline."""
+    why, member_id, how = cause
+    who = (_member_name(members[member_id]) if member_id in members
+           else f"member {member_id[:MEMBER_ID_SHOWN]}" if member_id else "")
+    if kind == ARCHIVED:
+        if why == "rejected":
+            return f"archived: rejected{f' by {who}' if who else ''}"
+        last = {"left": f", then {who} left", "expired": f", then the lock of {who} ran out",
+                "released": f", then {who} released or rejected it"}.get(how or "", "")
+        return (f"archived: delivered {share['delivery_count_limit']} times, the delivery "
+                f"limit{last}")
+    return {"left": f"came back to the group: {who} left holding it",
+            "expired": f"came back to the group: the lock of {who} ran out",
+            "released": f"came back to the group: released by {who}",
+            }.get(why, "came back to the group (released, or its lock ran out, between two "
+                       "snapshots)")
+
+
+def _offsets_text(offsets: list[int]) -> str:
+    """[3, 4, 5, 9] as "records 3-5, 9"; [7] as "record 7"."""
+    runs: list[list[int]] = []
+    for offset in offsets:
+        if runs and runs[-1][1] == offset - 1:
+            runs[-1][1] = offset
+        else:
+            runs.append([offset, offset])
+    text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
+    return f"record{'s' if len(offsets) > 1 else ''} {text}"
 
 
 def _consumer_member(member: dict) -> dict:

@@ -53,6 +53,29 @@ leader epoch, segments), so each broker answers:
                          for), "rack_id", "rebalance_timeout_ms" and "revocation_deadline_ms"
                          (while it revokes). Assignments are {topic: [partitions]} by topic
                          name; a topic the metadata no longer has is named by its topic id.
+                         A share group (KIP-932, ShareGroupHeartbeat; group_type "share",
+                         protocol_type "share", assignor "simple") has "group_epoch",
+                         "assignment_epoch" and per member "member_epoch", "assignment" (what
+                         it reads; several members may share a partition),
+                         "subscribed_topic_names" and "rack_id"; no offsets (its progress is
+                         per share partition, below).
+    GET /v1/share_partitions
+                         [{"group", "topic", "partition", "leader_epoch", "start_offset" (SPSO:
+                           below it every record is done with), "end_offset" (exclusive SPEO:
+                           from it on nothing was handed out), "state_epoch",
+                           "delivery_count_limit", "record_lock_duration_ms",
+                           "in_flight_records" (SPEO - SPSO), "counts": {"available",
+                           "acquired", "acknowledged", "archived"} (of every in-flight record),
+                           "records": [{"offset", "state": "available" | "acquired" |
+                           "acknowledged" | "archived", "delivery_count", "member_id",
+                           "lock_deadline_ms"}] (the first SHARE_RECORDS_SHOWN_MAX in-flight
+                           records from the SPSO; member and deadline only while acquired),
+                           "records_beyond" (in-flight records past those),
+                           "members_with_sessions": [member ids whose share session here
+                           includes the partition]}]
+                         the share partitions this broker leads (one per share group reading a
+                         partition), by group, topic, partition; lock deadlines on the broker's
+                         wall clock (ms)
     POST /v1/faults/isolate, /v1/faults/heal   cut the broker off from its peers and the
                          controller (clients still reach it), or reconnect it
 
@@ -70,12 +93,18 @@ from collections.abc import Callable, Iterable, Mapping
 
 from ..group.consumer_group import ConsumerGroup
 from ..group.records import assigned_partitions
+from ..group.share_groups import ShareGroup
+from ..share.persisted import RecordState
 from .node import CLUSTER_ID, BrokerNode
 
 log = logging.getLogger("pylog.broker")
 
 REQUEST_HEAD_BYTES_MAX = 8 * 1024
 REQUEST_READ_TIMEOUT_S = 5.0
+# In-flight records of one share partition listed in /v1/share_partitions: a view's row of cells
+# (Kafka's group.share.partition.max.record.locks lets 2000 be in flight); the rest are counted.
+SHARE_RECORDS_SHOWN_MAX = 200
+SHARE_ASSIGNOR = "simple"  # Kafka's share-group assignor (ShareGroupDescribe's AssignorName)
 
 
 def partitions_view(node: BrokerNode) -> list[dict]:
@@ -151,15 +180,19 @@ def events_view(node: BrokerNode) -> list[dict]:
 
 
 def groups_view(node: BrokerNode) -> list[dict]:
-    """The groups this broker coordinates, classic and consumer (KIP-848) alike, by
-    ``__consumer_offsets`` partition then group id, with members, assignments and offsets."""
+    """The groups this broker coordinates, classic, consumer (KIP-848) and share (KIP-932)
+    alike, by ``__consumer_offsets`` partition then group id, with members, assignments and
+    offsets."""
     names = {str(topic.uuid): name for name, topic in node.image.topics.items()}
     rows = []
     for partition, core in sorted(node.groups.cores.items()):
         classic = [(g.group_id, _group_row(partition, g)) for g in core.groups.values()]
         consumer = [(g.group_id, _consumer_group_row(partition, g, names))
                     for g in core.consumer_groups.values()]
-        rows += [row for _group_id, row in sorted(classic + consumer, key=lambda r: r[0])]
+        share = [(g.group_id, _share_group_row(partition, g, names))
+                 for g in core.share_groups.values()]
+        rows += [row for _group_id, row in sorted(classic + consumer + share,
+                                                   key=lambda r: r[0])]
     return rows
 
 
@@ -200,12 +233,7 @@ def _consumer_group_row(partition: int, group: ConsumerGroup, names: Mapping[str
               for owned in member.owned()}
 
     def named(assignment: Mapping[str, Iterable[int]]) -> dict[str, list[int]]:
-        by_name: dict[str, list[int]] = {}
-        for topic_id, partitions in assignment.items():
-            if partitions:
-                name = names.get(topic_id, topic_id)
-                by_name[name] = sorted({*by_name.get(name, []), *partitions})
-        return dict(sorted(by_name.items()))
+        return _named(assignment, names)
 
     def member_row(member_id: str) -> dict:
         member = group.members[member_id]
@@ -247,6 +275,81 @@ def _consumer_group_row(partition: int, group: ConsumerGroup, names: Mapping[str
     }
 
 
+def _named(assignment: Mapping[str, Iterable[int]], names: Mapping[str, str]
+           ) -> dict[str, list[int]]:
+    """{topic id: partitions} as {topic name: sorted partitions} (an unknown id stays an id)."""
+    by_name: dict[str, list[int]] = {}
+    for topic_id, partitions in assignment.items():
+        if partitions:
+            name = names.get(topic_id, topic_id)
+            by_name[name] = sorted({*by_name.get(name, []), *partitions})
+    return dict(sorted(by_name.items()))
+
+
+def _share_group_row(partition: int, group: ShareGroup, names: Mapping[str, str]) -> dict:
+    """A KIP-932 share group as ShareGroupDescribe has it: its epochs, and each member's epoch
+    and the partitions it reads (a partition may be any number of members')."""
+    return {
+        "group": group.group_id,
+        "coordinator_partition": partition,
+        "group_type": group.GROUP_TYPE,
+        "state": group.state.value,
+        "generation": None,
+        "protocol_type": group.PROTOCOL_TYPE,
+        "protocol": SHARE_ASSIGNOR,
+        "leader": None,
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "assignor": SHARE_ASSIGNOR,
+        "members": [
+            {"member_id": member_id, "group_instance_id": None,
+             "client_id": member.client_id, "client_host": member.client_host,
+             "assignment": _named(member.assigned, names),
+             "member_epoch": member.member_epoch,
+             "subscribed_topic_names": list(member.subscribed_topic_names),
+             "rack_id": member.rack_id}
+            for member_id, member in sorted(group.members.items())
+        ],
+        "offsets": [],
+    }
+
+
+def share_partitions_view(node: BrokerNode) -> list[dict]:
+    """The share partitions this broker leads: where each starts and ends, its limits, how many
+    records are in each state, and its first ``SHARE_RECORDS_SHOWN_MAX`` in-flight records."""
+    shares = node.core.shares
+    sessions: dict[tuple[str, tuple[str, int]], list[str]] = {}
+    for (group_id, member_id), session in sorted(shares.sessions.items()):
+        for topic_partition in session.partitions:
+            sessions.setdefault((group_id, topic_partition), []).append(member_id)
+    rows = []
+    for (group_id, (topic, index)), share in sorted(shares.partitions.items()):
+        counts = dict.fromkeys(_STATE_NAMES.values(), 0)
+        for record in share.records_view():
+            counts[_STATE_NAMES[record.state]] += 1
+        shown = share.records_view(SHARE_RECORDS_SHOWN_MAX)
+        replica = node.replicas.partitions.get((topic, index))
+        rows.append({
+            "group": group_id, "topic": topic, "partition": index,
+            "leader_epoch": None if replica is None else replica.leader_epoch,
+            "start_offset": share.start_offset, "end_offset": share.end_offset,
+            "state_epoch": share.state_epoch,
+            "delivery_count_limit": share.config.delivery_count_limit,
+            "record_lock_duration_ms": share.config.record_lock_duration_ms,
+            "in_flight_records": share.in_flight_records,
+            "counts": counts,
+            "records": [{"offset": r.offset, "state": _STATE_NAMES[r.state],
+                         "delivery_count": r.delivery_count, "member_id": r.member_id,
+                         "lock_deadline_ms": r.lock_deadline_ms} for r in shown],
+            "records_beyond": share.in_flight_records - len(shown),
+            "members_with_sessions": sessions.get((group_id, (topic, index)), []),
+        })
+    return rows
+
+
+_STATE_NAMES = {state: state.name.lower() for state in RecordState}
+
+
 def _set_isolated(isolated: bool) -> Callable[[BrokerNode], object]:
     def apply(node: BrokerNode) -> dict:
         node.isolated = isolated
@@ -260,6 +363,7 @@ ROUTES: dict[str, Callable[[BrokerNode], object]] = {
     "/v1/broker": broker_view,
     "/v1/events": events_view,
     "/v1/groups": groups_view,
+    "/v1/share_partitions": share_partitions_view,
 }
 FAULT_ROUTES: dict[str, Callable[[BrokerNode], object]] = {
     "/v1/faults/isolate": _set_isolated(True),
