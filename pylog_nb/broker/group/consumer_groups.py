@@ -240,14 +240,18 @@ class ConsumerGroups:
         if previous.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             raise _Refused(Errors.UNRELEASED_INSTANCE_ID,
                            f"instance {previous.instance_id} is still held by {previous_id}")
+        target = dict(group.target.get(previous_id, {}))  # read before remove() drops it
         group.remove(previous_id)
         records.extend(member_tombstones(group.group_id, previous_id))
+        # Where the predecessor stood, reconciliation included (the -2 kept its epoch aside).
         member.member_epoch = member.previous_member_epoch = previous.previous_member_epoch
-        member.assigned, member.state = previous.assigned, MemberState.STABLE
-        if previous_id in group.target or previous.assigned:
-            group.target[member.member_id] = dict(group.target.get(previous_id, previous.assigned))
-            records.append(target_record(group.group_id, member.member_id,
-                                         group.target[member.member_id]))
+        member.state, member.assigned = previous.state, previous.assigned
+        member.pending_revocation = previous.pending_revocation
+        member.revocation_deadline_ms = previous.revocation_deadline_ms
+        group.target[member.member_id] = target
+        records.append(target_record(group.group_id, member.member_id, target))
+        # The heartbeat compares the member with itself after this: write it down here.
+        records.append(current_assignment_record(group.group_id, member))
 
     def _update_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
                        request: HeartbeatRequest, topics: Mapping[str, TopicMetadata],

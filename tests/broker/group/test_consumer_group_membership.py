@@ -225,3 +225,26 @@ def test_a_new_coordinator_rebuilds_the_group_from_its_records(assignor: str) ->
     driver.core = successor
     revoked = driver.beat("m1", 1, owned={TOPIC_ID: kept})
     assert (revoked.error_code, revoked.member_epoch) == (Errors.NONE, 2)
+
+
+def test_a_static_member_back_while_waiting_for_partitions_keeps_its_target() -> None:
+    driver = Driver()
+    first = driver.beat("b1", 0)
+    driver.beat("b1", 1, owned={TOPIC_ID: parts(first)})
+    waiting = driver.beat("a1", 0, instance_id="box-1")  # its partitions are still b1's
+    assert (waiting.member_epoch, parts(waiting)) == (2, frozenset())
+    assert driver.beat("a1", -2, instance_id="box-1").member_epoch == -2
+    back = driver.beat("a2", 0, instance_id="box-1")
+    assert back.error_code == Errors.NONE
+    group = driver.core.consumer_groups["g"]
+    wanted = group.target["a2"][TOPIC_ID]  # the predecessor's target, not lost
+    assert len(wanted) == 2
+    kept = parts(driver.beat("b1", 1))
+    driver.beat("b1", 1, owned={TOPIC_ID: kept})  # b1 revokes what a2 should get
+    successor = GroupCoordinator(0, consumer_session_timeout_ms=SESSION_MS, loading=True)
+    successor.load(driver.log, driver.now_ms)  # the takeover was written down
+    assert successor.consumer_groups["g"].members["a2"].member_epoch == (
+        group.members["a2"].member_epoch)
+    driver.core = successor
+    got = driver.beat("a2", back.member_epoch, owned={})
+    assert parts(got) == wanted and kept | wanted == frozenset(range(4))
