@@ -30,14 +30,14 @@ from IPython.core.interactiveshell import InteractiveShell
 from support import view_page
 from support.clients import wait_for
 from support.lab import CHROMIUM, missing_browser
+from support.view_recorder import Recorder
 
 from pylog_nb import LocalCluster
 from pylog_nb.client import groups_frame, members_frame
 from pylog_nb.client.groups import GROUP_COLUMNS, MEMBER_COLUMNS
 from pylog_nb.client.io import CLIENT_LOG, create_topic, produce
-from pylog_nb.widgets.history import SnapshotHistory
 from pylog_nb.widgets.render import render_groups
-from pylog_nb.widgets.snapshot import _rebalance_steps, take_snapshot
+from pylog_nb.widgets.snapshot import _rebalance_steps
 
 try:
     from playwright.sync_api import expect, sync_playwright
@@ -305,7 +305,7 @@ def test_each_step_of_an_incremental_rebalance_is_marked_on_the_timeline(own_clu
     create_topic(cluster.bootstrap_servers, topic, partitions=PARTITIONS)
     produce(cluster.bootstrap_servers, topic, [(f"order-{n}", "paid") for n in range(40)])
     group = "billing"
-    recorder = Recorder(cluster)
+    recorder = Recorder(cluster, wait_s=WAIT_S, poll_s=0.2)
     first = Member(cluster.bootstrap_servers, group, topic, "c0")
     second = None
     try:
@@ -386,39 +386,6 @@ def rebalance_marked(recorder, first: Member, group: str, topic: str, browser, s
         page.screenshot(path=str(shots / "consumer-group-stable.png"), full_page=True)
     finally:
         page.close()
-
-
-class Recorder:
-    """Snapshots of the real cluster, each taken with the last (as ClusterView takes them),
-    recorded in a SnapshotHistory whose marks the timeline draws."""
-
-    def __init__(self, cluster) -> None:
-        self.cluster = cluster
-        self.history = SnapshotHistory()
-        self.last: dict | None = None
-        self.taken_ms: dict[int, int] = {}  # id of a snapshot -> when it was taken
-
-    def take(self) -> dict:
-        now_ms = int(time.time() * 1000)
-        previous_ms = self.taken_ms.get(id(self.last))
-        self.last = take_snapshot(self.cluster, previous=self.last, now_ms=now_ms,
-                                  previous_ms=previous_ms)
-        self.history.record(self.last, now_ms)
-        self.taken_ms[id(self.last)] = now_ms
-        return self.last
-
-    def until(self, condition, what: str) -> dict:
-        def taken() -> dict | None:
-            snapshot = self.take()
-            return snapshot if condition(snapshot) else None
-
-        return wait_for(taken, what, WAIT_S, poll_s=0.2)
-
-    def show(self, browser, shown: dict):
-        """A bare page drawing ``shown`` live, with every mark recorded so far."""
-        return view_page.show(browser, shown, marks=self.history.timeline()["marks"],
-                              taken_ms=self.taken_ms[id(shown)],
-                              viewport={"width": 1400, "height": 1100})
 
 
 def panel_of(snapshot: dict, group: str) -> dict | None:

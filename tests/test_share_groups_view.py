@@ -34,6 +34,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from support import view_page
 from support.clients import wait_for
 from support.lab import CHROMIUM, missing_browser
+from support.view_recorder import Recorder
 
 from pylog_nb import LocalCluster
 from pylog_nb.client import (
@@ -51,9 +52,8 @@ from pylog_nb.client.shares import (
     SHARE_PARTITION_COLUMNS,
     SHARE_RECORD_COLUMNS,
 )
-from pylog_nb.widgets.history import SnapshotHistory
 from pylog_nb.widgets.render import render_groups
-from pylog_nb.widgets.snapshot import _share_steps, take_snapshot
+from pylog_nb.widgets.snapshot import _share_steps
 
 try:
     from playwright.sync_api import expect, sync_playwright
@@ -354,7 +354,7 @@ def test_the_view_draws_each_record_by_state_and_marks_what_happened(own_cluster
     topic, group = "jobs", "workers"
     create_topic(boot, topic, partitions=1)
     produce(boot, topic, [(f"job-{n}", f"payload {n}") for n in range(30)], partition=0)
-    recorder = Recorder(cluster)
+    recorder = Recorder(cluster, wait_s=WAIT_S, poll_s=0.1)
     recorder.take()
     started: list[ShareConsumer] = []
 
@@ -504,39 +504,6 @@ def view_checks(page, group: str, shown: dict) -> None:
     expect(page.locator(".pylog-section-shares")).to_be_visible()
     expect(page.locator(".pylog-section-groups")).to_contain_text("no consumer groups")
     assert page.locator(".pylog-view").evaluate(view_page.MISSING_GLYPHS_JS) == []
-
-
-class Recorder:
-    """Snapshots of the real cluster, each taken with the last (as ClusterView takes them),
-    recorded in a SnapshotHistory whose marks the timeline draws."""
-
-    def __init__(self, cluster) -> None:
-        self.cluster = cluster
-        self.history = SnapshotHistory()
-        self.last: dict | None = None
-        self.taken_ms: dict[int, int] = {}  # id of a snapshot -> when it was taken
-
-    def take(self) -> dict:
-        now_ms = int(time.time() * 1000)
-        previous_ms = self.taken_ms.get(id(self.last))
-        self.last = take_snapshot(self.cluster, previous=self.last, now_ms=now_ms,
-                                  previous_ms=previous_ms)
-        self.history.record(self.last, now_ms)
-        self.taken_ms[id(self.last)] = now_ms
-        return self.last
-
-    def until(self, condition, what: str) -> dict:
-        def taken() -> dict | None:
-            snapshot = self.take()
-            return snapshot if condition(snapshot) else None
-
-        return wait_for(taken, what, WAIT_S, poll_s=0.1)
-
-    def show(self, browser, shown: dict):
-        """A bare page drawing ``shown`` live, with every mark recorded so far."""
-        return view_page.show(browser, shown, marks=self.history.timeline()["marks"],
-                              taken_ms=self.taken_ms[id(shown)],
-                              viewport={"width": 1400, "height": 1100})
 
 
 def group_of(snapshot: dict, group: str) -> dict:
