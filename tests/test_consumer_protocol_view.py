@@ -29,7 +29,7 @@ from confluent_kafka import Consumer
 from IPython.core.interactiveshell import InteractiveShell
 from support import view_page
 from support.clients import wait_for
-from support.lab import CHROMIUM, missing_browser
+from support.lab import headless_chromium
 from support.view_recorder import Recorder
 
 from pylog_nb import LocalCluster
@@ -40,9 +40,9 @@ from pylog_nb.widgets.render import render_groups
 from pylog_nb.widgets.snapshot import _rebalance_steps
 
 try:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 except ImportError:  # the browser fixture fails with how to install it (lab.missing_browser)
-    expect = sync_playwright = None
+    expect = None
 
 PARTITIONS = 4
 POLL_S = 0.1
@@ -520,15 +520,9 @@ def hostile_snapshot(*groups: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def browser():
-    """Debian's Chromium, headless, for the module (or a failure saying where it comes from)."""
-    if why := missing_browser():
-        pytest.fail(why)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    """Debian's Chromium, headless, for the module."""
+    with headless_chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from support import view_page
 from support.clients import wait_for
-from support.lab import CHROMIUM, missing_browser
+from support.lab import headless_chromium
 from support.view_recorder import Recorder
 
 from pylog_nb import LocalCluster
@@ -56,9 +56,9 @@ from pylog_nb.widgets.render import render_groups
 from pylog_nb.widgets.snapshot import _share_steps
 
 try:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 except ImportError:  # the browser fixture fails with how to install it (lab.missing_browser)
-    expect = sync_playwright = None
+    expect = None
 
 LOCK_MS = 3_000  # group.share.record.lock.duration.ms (Kafka's 30 s would slow every test)
 VIEW_LOCK_MS = 5_000  # the view test's: a member holds the head while the others act
@@ -677,15 +677,9 @@ def test_the_share_frames_sum_what_every_broker_reports():
 
 @pytest.fixture(scope="module")
 def browser():
-    """Debian's Chromium, headless, for the module (or a failure saying where it comes from)."""
-    if why := missing_browser():
-        pytest.fail(why)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    """Debian's Chromium, headless, for the module."""
+    with headless_chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")

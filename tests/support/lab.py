@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from pylog_nb.cluster.local import CLUSTER_FILE
@@ -208,6 +209,19 @@ def missing_browser() -> str | None:
     if not CHROMIUM.exists():
         return f"{CHROMIUM} is missing: scripts/setup.sh installs Debian's chromium"
     return None
+
+
+@contextmanager
+def headless_chromium() -> Iterator:
+    """Debian's Chromium, headless, driven by Playwright (or a test failure saying why not)."""
+    if why := missing_browser():
+        pytest.fail(why)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
 
 
 def run_all_cells(page) -> None:
