@@ -11,6 +11,8 @@ validation, waiting and answering are the broker's.
 from __future__ import annotations
 
 import os
+import uuid
+from dataclasses import dataclass
 
 from pylog_nb.broker.group import CommitAnswer, JoinAnswer, SyncAnswer
 from pylog_nb.broker.group.actions import JoinedMember
@@ -18,7 +20,9 @@ from pylog_nb.broker.protocol import versions as v
 from pylog_nb.broker.protocol.codec import (
     Request,
     decode_response,
+    duration_ms,
     encode_request,
+    encode_response,
     parse_request,
 )
 from pylog_nb.broker.protocol.fetch_response import FileRange
@@ -41,6 +45,8 @@ JOIN_GROUP_VERSION = 5
 SYNC_GROUP_VERSION = 5
 HEARTBEAT_VERSION = 4
 OFFSET_COMMIT_VERSION = 8
+CONSUMER_GROUP_HEARTBEAT_VERSION = 1  # KIP-1082: the client chooses its member id
+OFFSET_COMMIT_MEMBER_EPOCH_VERSION = 9  # a KIP-848 member commits with its member epoch
 OFFSET_FETCH_VERSION = 7
 INIT_PRODUCER_ID_VERSION = 4
 ADD_PARTITIONS_VERSION = 3
@@ -168,6 +174,69 @@ def offset_commit(group: str, member_id: str, generation: int, topic: str,
         "topics": [{"name": topic, "partitions": [
             {"partition_index": p, "committed_offset": o, "committed_leader_epoch": NO_EPOCH,
              "committed_metadata": ""} for p, o in offsets.items()]}]})
+
+
+# == KIP-848 consumer groups (a consumer of group.protocol=consumer) =============================
+
+TopicPartition848 = tuple[str, int]  # (topic id as the coordinator writes it, partition)
+
+
+def consumer_group_heartbeat(group: str, member_id: str, member_epoch: int, *,
+                             instance_id: str | None, rebalance_timeout_ms: int,
+                             topics: tuple[str, ...] | None, server_assignor: str | None,
+                             owned: frozenset[TopicPartition848] | None,
+                             client_id: str) -> Request:
+    """ConsumerGroupHeartbeat v1 as librdkafka sends it: the subscription, the rebalance
+    timeout and the assignor on a join or a full request (None/-1: unchanged), the instance id
+    always, the partitions owned when they changed (None: unchanged)."""
+    by_topic: dict[str, list[int]] = {}
+    for topic_id, partition in sorted(owned or ()):
+        by_topic.setdefault(topic_id, []).append(partition)
+    return kafka_request(v.CONSUMER_GROUP_HEARTBEAT_KEY, CONSUMER_GROUP_HEARTBEAT_VERSION,
+                         client_id, {
+        "group_id": group, "member_id": member_id, "member_epoch": member_epoch,
+        "instance_id": instance_id, "rack_id": None, "rebalance_timeout": rebalance_timeout_ms,
+        "subscribed_topic_names": None if topics is None else list(topics),
+        "subscribed_topic_regex": None, "server_assignor": server_assignor,
+        "topic_partitions": None if owned is None else [
+            {"topic_id": uuid.UUID(topic_id), "partitions": partitions}
+            for topic_id, partitions in by_topic.items()]})
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatAnswer:
+    error_code: int
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: frozenset[TopicPartition848] | None  # None: unchanged
+
+
+def consumer_group_heartbeat_answer(request: Request, response: dict) -> ConsumerHeartbeatAnswer:
+    """The handler's response, encoded for the request's version and read back as the client
+    reads it off the wire."""
+    frame = bytes(encode_response(request.header, response))
+    _correlation_id, body = decode_response(v.CONSUMER_GROUP_HEARTBEAT_KEY,
+                                            request.header.api_version, frame[4:])
+    assignment = None
+    if body.assignment is not None:
+        assignment = frozenset((str(t.topic_id), int(p))
+                               for t in body.assignment.topic_partitions for p in t.partitions)
+    return ConsumerHeartbeatAnswer(int(body.error_code), body.member_id, int(body.member_epoch),
+                                   duration_ms(body.heartbeat_interval), assignment)
+
+
+def offset_commit_by_member(group: str, member_id: str, member_epoch: int,
+                            instance_id: str | None,
+                            offsets: dict[str, dict[int, int]]) -> Request:
+    """OffsetCommit v9 of a KIP-848 member: ``generation_id_or_member_epoch`` is its epoch."""
+    return kafka_request(v.OFFSET_COMMIT_KEY, OFFSET_COMMIT_MEMBER_EPOCH_VERSION, "sim-consumer", {
+        "group_id": group, "generation_id_or_member_epoch": member_epoch, "member_id": member_id,
+        "group_instance_id": instance_id,
+        "topics": [{"name": topic, "partitions": [
+            {"partition_index": p, "committed_offset": o, "committed_leader_epoch": NO_EPOCH,
+             "committed_metadata": ""} for p, o in sorted(partitions.items())]}
+            for topic, partitions in sorted(offsets.items())]})
 
 
 def txn_offset_commit(transactional_id: str, group: str, producer_id: int, producer_epoch: int,

@@ -96,7 +96,17 @@ from pylog_nb.broker.server.txn_runtime import MarkerSend
 from pylog_nb.broker.storage import Log
 from pylog_nb.broker.types import ACKS_ALL
 
+from . import sim_consumer_groups
 from . import sim_wire as wire
+from .sim_consumer_groups import (
+    CG_GROUP,
+    CG_HEARTBEAT_MS,
+    CG_SESSION_MS,
+    CG_TOPIC,
+    CG_TOPIC_PARTITIONS,
+    ConsumerWorkload,
+    is_consumer_client,
+)
 from .sim_groups import (
     GROUP,
     GROUP_CLIENT_BASE,
@@ -246,13 +256,18 @@ class SimBroker:
         config = BrokerConfig(broker_id, data_dir, group_min_session_timeout_ms=MIN_SESSION_MS,
                               offsets_topic_num_partitions=OFFSETS_PARTITIONS,
                               transaction_state_num_partitions=TXN_STATE_PARTITIONS,
-                              transaction_partition_verification_enable=False)
+                              transaction_partition_verification_enable=False,
+                              group_consumer_session_timeout_ms=CG_SESSION_MS,
+                              group_consumer_heartbeat_interval_ms=CG_HEARTBEAT_MS)
         self.core = BrokerCore(broker_id, data_dir, self, now_ms=sim.clock,
                                incarnation_id=f"b{broker_id}-{incarnation}",
                                session_timeout_ms=sim.session_timeout_ms,
                                replica_lag_time_max_ms=LAG_MS, events=SimEvents(sim.stats),
                                config=config,
                                rng=random.Random(f"{sim.seed}:b{broker_id}:{incarnation}"))
+        if sim.with_consumers and sim_consumer_groups.REVERT_FAILED_APPENDS:
+            sim_consumer_groups.revert_failed_appends(
+                self, partition_for(CG_GROUP, OFFSETS_PARTITIONS))
         self.marker_sends: dict[int, MarkerSend] = {}  # WriteTxnMarkers on their way
         self.pending: dict[int, InFlight] = {}
         self.paused_until = -1
@@ -565,6 +580,14 @@ class SimBroker:
             checker.on_commit(body["offsets"], answer)
             self.answer_group(message, code, errors=errors)
 
+    def on_cg_heartbeat(self, message: Message) -> None:
+        """A KIP-848 consumer's ConsumerGroupHeartbeat (sim_consumer_groups.py)."""
+        self.sim.consumers.serve_heartbeat(self, message)
+
+    def on_cg_commit(self, message: Message) -> None:
+        """A KIP-848 consumer's OffsetCommit v9, with its member epoch."""
+        self.sim.consumers.serve_commit(self, message)
+
     def on_group_heartbeat(self, message: Message) -> None:
         body = message.body
         self.serve(wire.heartbeat(GROUP, body["member_id"], body["generation"]),
@@ -731,13 +754,16 @@ def not_controller(error: NotControllerError) -> tuple[str, dict]:
 class Sim:
     def __init__(self, seed: int, root: Path,
                  session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS, controllers: int = 1,
-                 groups: bool = True, txns: bool = True) -> None:
+                 groups: bool = True, txns: bool = True, consumers: bool | None = None) -> None:
         self.seed = seed
         self.session_timeout_ms = session_timeout_ms
         self.rng = random.Random(seed)
         self.group_rng = random.Random(f"{seed}:groups")
         self.with_groups = groups
         self.with_txns = txns
+        self.with_consumers = (groups and sim_consumer_groups.runs_in(seed)
+                               if consumers is None else consumers)
+        self.consumer_rng = random.Random(f"{seed}:consumers")
         self._producer_ids = 1000  # the controller's producer id blocks, as one counter
         self.next_value_count = 0  # transactional records' values
         self.root = root
@@ -777,7 +803,12 @@ class Sim:
             TOPIC, self.partition_count, 3, configs={"min.insync.replicas": str(MIN_INSYNC)},
             now_ms=self.now_ms))
         assert result.ok, result
-        if groups or txns:
+        if self.with_consumers:  # the KIP-848 group's own topic: its partitions, no records
+            result = self.decide_before_start(
+                lambda c: ControllerResult() if CG_TOPIC in c.image.topics
+                else c.create_topic(CG_TOPIC, CG_TOPIC_PARTITIONS, 1, now_ms=self.now_ms))
+            assert result.ok, result
+        if groups or txns or self.with_consumers:
             result = self.decide_before_start(
                 lambda c: ControllerResult() if OFFSETS_TOPIC in c.image.topics
                 else c.create_topic(OFFSETS_TOPIC, OFFSETS_PARTITIONS, 3,
@@ -791,6 +822,8 @@ class Sim:
             assert result.ok, result
         self.groups = GroupWorkload(self, self.group_rng)
         self.txns = TxnWorkload(self, random.Random(f"{seed}:txns"))
+        self.consumers = ConsumerWorkload(self, self.consumer_rng) if self.with_consumers \
+            else None
         self._last_image = ClusterImage.empty()  # the most advanced committed image seen
         self._last_applied = 0
         self.observe_controller()
@@ -907,6 +940,8 @@ class Sim:
         # schedule stays the same whatever they do (regression seeds stay put).
         rng = self.group_rng if is_client(src) and src != CLIENT or (
             is_client(dst) and dst != CLIENT) else self.rng
+        if is_consumer_client(src) or is_consumer_client(dst):
+            rng = self.consumer_rng  # and the KIP-848 clients' have one of their own
         roll = rng.random()
         if roll < 0.005:
             self.stats["lost_messages"] += 1
@@ -923,7 +958,9 @@ class Sim:
         heapq.heappush(self.queue, message)
 
     def deliver(self, message: Message) -> None:
-        if is_group_client(message.dst):
+        if is_consumer_client(message.dst):
+            self.consumers.receive(message)
+        elif is_group_client(message.dst):
             self.groups.receive(message)
         elif is_txn_client(message.dst):
             self.txns.receive(message)
@@ -1130,9 +1167,9 @@ class Sim:
         self._producer_ids += 1
         return self._producer_ids
 
-    def coordinator_of(self, group: str) -> int | None:
+    def coordinator_of(self, group: str, rng: random.Random | None = None) -> int | None:
         """The group's coordinator, as a client learns it from a random broker's metadata."""
-        via = self.brokers[self.group_rng.choice(BROKERS)]
+        via = self.brokers[(rng or self.group_rng).choice(BROKERS)]
         topic = via.image.topics.get(OFFSETS_TOPIC) if via is not None else None
         if topic is None:
             return None
@@ -1158,15 +1195,19 @@ class Sim:
             candidates.append(self.groups.next_ms())
         if self.with_txns and not self.healing:
             candidates.append(self.txns.next_ms())
+        if self.with_consumers:  # through the settle too: members heartbeat until Stable
+            candidates.append(self.consumers.next_ms())
         if self.queue:
             candidates.append(self.queue[0].deliver_ms)
         for broker in self.brokers.values():
             if broker is not None:
                 candidates.append(max(broker.next_tick_ms, broker.paused_until))
         self.now_ms = max(self.now_ms, min(candidates))
-        self.events += 1
+        counted = True  # the KIP-848 clients' own steps do not bring the heavy check sooner
         if self.queue and self.queue[0].deliver_ms <= self.now_ms:
-            self.deliver(heapq.heappop(self.queue))
+            message = heapq.heappop(self.queue)
+            counted = not (is_consumer_client(message.src) or is_consumer_client(message.dst))
+            self.deliver(message)
         elif self.now_ms >= self.next_controller_tick_ms:
             self.controller_tick()
         elif not self.healing and self.now_ms >= self.next_fault_ms:
@@ -1179,10 +1220,17 @@ class Sim:
             self.groups.tick()
         elif self.with_txns and not self.healing and self.now_ms >= self.txns.next_ms():
             self.txns.tick()
+        elif self.with_consumers and self.now_ms >= self.consumers.next_ms():
+            self.consumers.tick()
+            counted = False
         else:
             self.tick_brokers()
-        if self.events % HEAVY_CHECK_EVERY == 0:
-            self.check_logs()
+        if self.with_consumers:
+            self.consumers.check()
+        if counted:
+            self.events += 1
+            if self.events % HEAVY_CHECK_EVERY == 0:
+                self.check_logs()
 
     def tick_brokers(self) -> None:
         for broker in self.brokers.values():
@@ -1368,6 +1416,8 @@ class Sim:
         """Heal every fault, let replication settle, then check the final state."""
         self.healing = True
         self.next_fault_ms = self.next_produce_ms = 1 << 62
+        if self.with_consumers:
+            self.consumers.heal()
         self.trace.append(f"t={self.now_ms} heal and settle")
         for controller in self.controllers.values():
             controller.down_until_ms = min(controller.down_until_ms, self.now_ms)
@@ -1381,10 +1431,12 @@ class Sim:
         while not self.settled():
             if self.now_ms >= deadline_ms:  # (the message is costly: built only then)
                 undecided = self.txns.undecided() if self.with_txns else []
+                consumers = self.consumers.settled() if self.with_consumers else True
                 raise InvariantViolation(
                     f"replication did not settle in {SETTLE_MS_MAX} ms; stale replicas: "
                     f"{self.stale_replicas() or 'none'}; transactions undecided: "
-                    f"{undecided or 'none'}\n{self.describe()}")
+                    f"{undecided or 'none'}; consumer group settled: {consumers}\n"
+                    f"{self.describe()}")
             self.step()
         self.check_logs()
         check(not self.stale_replicas(), f"stale replicas after settling: {self.stale_replicas()}")
@@ -1397,6 +1449,8 @@ class Sim:
                           f"b{broker_id}: {values.get(offset)!r}")
         if self.with_txns:
             self.check_transactions()
+        if self.with_consumers:
+            self.consumers.check_settled()
 
     def settled(self) -> bool:
         active = self.active_controller()
@@ -1418,6 +1472,8 @@ class Sim:
                 return False  # a transaction is still to be decided
         if self.with_txns and (not self.offsets_settled(active.quorum.image)
                                or self.txns.undecided()):
+            return False
+        if self.with_consumers and not self.consumers.settled():
             return False
         for index, p in partitions:  # the costly check last: every replica holds the same
             leader_values = log_values(self.log_of(p.leader, index))
@@ -1475,6 +1531,8 @@ class Sim:
                     f"  p{index} {p.role} of b{p.state.leader} e{p.leader_epoch} "
                     f"leo={p.log.log_end_offset} hw={p.log.high_watermark} "
                     f"epochs={[tuple(e) for e in p.log.leader_epoch_cache.entries]}")
+        if self.with_consumers:
+            lines.append(self.consumers.describe())
         return "\n".join(lines)
 
     def close(self) -> None:
@@ -1487,14 +1545,18 @@ class Sim:
 
 
 def run_schedule(seed: int, root: Path, session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
-                 controllers: int = 1, groups: bool = True, txns: bool = True) -> Sim:
+                 controllers: int = 1, groups: bool = True, txns: bool = True,
+                 consumers: bool | None = None) -> Sim:
     """Run one schedule; raise InvariantViolation (with the trace tail) on a broken invariant.
     The brokers' session timeout is the shipped one unless a test needs another; the controller
     is a quorum of ``controllers`` voters; ``groups``: a consumer group runs beside the
-    producers (sim_groups.py); ``txns``: so do transactional producers (sim_txns.py)."""
-    sim = Sim(seed, root, session_timeout_ms, controllers, groups, txns)
+    producers (sim_groups.py); ``txns``: so do transactional producers (sim_txns.py);
+    ``consumers``: so do KIP-848 consumers (sim_consumer_groups.py; by default, with ``groups``
+    in three schedules of four)."""
+    sim = Sim(seed, root, session_timeout_ms, controllers, groups, txns, consumers)
     try:
-        sim.run()
+        with sim_consumer_groups.stand_in_fixes():
+            sim.run()
     except Exception as error:
         tail = "\n".join(sim.trace[-25:])
         raise InvariantViolation(

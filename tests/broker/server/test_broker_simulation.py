@@ -19,12 +19,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from support import simulation
+from support import sim_consumer_groups, simulation
 from support.simulation import InvariantViolation, fast_tmp_root, run_schedule
 
 from pylog_nb.broker.controller import controller as controller_module
 from pylog_nb.broker.controller.errors import INELIGIBLE_REPLICA
-from pylog_nb.broker.group import GroupCoordinator
+from pylog_nb.broker.group import GroupCoordinator, consumer_group, consumer_groups
 from pylog_nb.broker.metadata import follower as metadata_follower
 from pylog_nb.broker.replication import follower as follower_module
 from pylog_nb.broker.replication.log_protocol import truncate_to
@@ -38,6 +38,10 @@ CHUNK = 100  # schedules per test item, so progress shows
 DEFAULT_REPLAY_SEED = 1234
 REGRESSION_SEEDS = range(60)  # each old behaviour below is caught within these
 HARNESS_ERRORS = (TypeError, AttributeError, NameError)  # a broken patch, not a caught bug
+# Seeds at which the shipped group coordinator breaks a KIP-848 invariant without one of the
+# simulation's stand-in fixes (sim_consumer_groups: REVERT_FAILED_APPENDS,
+# DEFER_UNCOMMITTED_ANSWERS, FIX_STATIC_TAKEOVER): the strict xfails at the end of this module.
+KNOWN_BUG_SEEDS = {"revert": 27, "defer": 44, "static target": 116, "static record": 95}
 
 
 def replay_command(seed: int, controllers: int = 1) -> str:
@@ -119,7 +123,8 @@ def test_schedules_exercise_the_interesting_paths() -> None:
     for seed in range(40):
         sim = run(seed)
         for key, value in [*sim.stats.items(), *sim.groups.checker.stats.items(),
-                           *sim.txns.stats.items()]:
+                           *sim.txns.stats.items(),
+                           *(sim.consumers.stats.items() if sim.consumers else ())]:
             totals[key] = totals.get(key, 0) + value
     for key in ("acked", "failed", "refused", "crashes", "elections", "truncations", "pauses",
                 "long_pauses", "stalls", "isolations", "controller_restarts", "lost_messages",
@@ -131,7 +136,16 @@ def test_schedules_exercise_the_interesting_paths() -> None:
                 # transactions: committed, aborted on purpose and when a write failed, producers
                 # fenced and started afresh, the group's offsets checked against the markers
                 "committed", "aborted", "abortable", "new_producers", "reinits",
-                "group_offsets_checked"):
+                "group_offsets_checked",
+                # KIP-848 consumers: joins, assignments revoked and handed over, members fenced,
+                # leaving (-1, static -2), stalled and crashed, a static member's successor
+                # waiting, commits with the member epoch (stale ones refused), the coordinator
+                # moving and a successor loading members, answers held until committed
+                "cg_joins", "cg_assignments", "cg_revocations", "cg_handoffs", "cg_fenced",
+                "cg_leaves", "cg_static_leaves", "cg_client_pauses", "cg_client_crashes",
+                "cg_unreleased_instance", "cg_commits_acked", "cg_commits_stale",
+                "cg_coordinator_moves", "cg_coordinators_loaded_members",
+                "cg_deferred_answers"):
         assert totals.get(key, 0) > 0, (key, totals)
 
 
@@ -285,3 +299,92 @@ def test_catches_a_transaction_coordinator_that_leaves_a_loaded_decision_unfinis
     assert "PrepareCommit on" in message or "PrepareAbort on" in message, message
     monkeypatch.undo()
     run_or_fail(seed)
+
+
+def test_catches_a_partition_given_to_a_member_before_its_owner_revoked_it(monkeypatch) -> None:
+    """KIP-848's rule for a consumer group: ``reconcile`` gives a member only partitions no
+    other member still owns (``is_owned_by_other``: assigned, or pending revocation until the
+    owner's heartbeat says it let them go). Put back as a coordinator that ignores it, a member
+    that joins takes its target at once, and the partition is owned twice at the coordinator
+    (and held by two consumers). The same seed passes with the shipped code."""
+    reconcile = consumer_groups.reconcile
+
+    def greedy(member, target_epoch, target, owned, is_owned_by_other):
+        return reconcile(member, target_epoch, target, owned, lambda topic_id, partition: False)
+
+    monkeypatch.setattr(consumer_groups, "reconcile", greedy)
+    found = first_violation(range(20))
+    assert found is not None, "a partition handed over before its revocation was not caught"
+    seed, message = found
+    assert "is owned by" in message, message
+    monkeypatch.undo()
+    run_or_fail(seed)
+
+
+def test_catches_a_member_moved_on_while_it_still_owns_what_it_must_revoke(monkeypatch) -> None:
+    """The other half of the rule, which the coordinator's own state cannot show: a member
+    whose new target drops partitions stays at its epoch (UNREVOKED_PARTITIONS) until a
+    heartbeat of it no longer reports them. A coordinator that takes any heartbeat as the
+    revocation gives the partitions away while the consumer, whose answer is still on its
+    way, consumes them: only the clients' view catches it. The same seed passes with the
+    shipped code."""
+    monkeypatch.setattr(consumer_group, "_still_owns", lambda owned, revoking: False)
+    found = first_violation(range(20))
+    assert found is not None, "a member that moved on before revoking was not caught"
+    seed, message = found
+    assert any(clue in message for clue in (
+        "does not own at the coordinator", "both current members", "neither revoked nor fenced"
+    )), message
+    monkeypatch.undo()
+    run_or_fail(seed)
+
+
+class KnownProductBug(Exception):
+    """A violation the simulation finds in the shipped group coordinator (a strict xfail
+    below): once the bug is fixed the test passes, and its xfail and the simulation's stand-in
+    fix (sim_consumer_groups.py) must go."""
+
+
+def _known_bug_at(seed: int, clues: tuple[str, ...]) -> None:
+    found = first_violation([seed])
+    if found is not None and any(clue in found[1] for clue in clues):
+        raise KnownProductBug(f"{found[1]}\nreplay: {replay_command(seed)}")
+    assert found is None, found[1]  # another violation: a real failure, not this bug
+
+
+@pytest.mark.xfail(strict=True, raises=KnownProductBug, reason=(
+    "group coordinator bug: a consumer-group change whose __consumer_offsets append failed is "
+    "kept in memory (Kafka's runtime reverts it), so later records build on it and a successor "
+    "loads a state that no member was answered"))
+def test_catches_a_consumer_group_change_kept_after_its_append_failed(monkeypatch) -> None:
+    monkeypatch.setattr(sim_consumer_groups, "REVERT_FAILED_APPENDS", False)
+    _known_bug_at(KNOWN_BUG_SEEDS["revert"], ("is owned by", "below the epoch"))
+
+
+@pytest.mark.xfail(strict=True, raises=KnownProductBug, reason=(
+    "group coordinator bug: a ConsumerGroupHeartbeat that needs no records is answered at once "
+    "while the coordinator's earlier records are not committed (Kafka's runtime holds it until "
+    "they are), so a member is told an epoch and partitions its next coordinator never knew"))
+def test_catches_a_heartbeat_answered_before_the_coordinators_writes_commit(monkeypatch) -> None:
+    monkeypatch.setattr(sim_consumer_groups, "DEFER_UNCOMMITTED_ANSWERS", False)
+    _known_bug_at(KNOWN_BUG_SEEDS["defer"], (
+        "below the epoch", "does not own at the coordinator", "both current members",
+        "neither revoked nor fenced"))
+
+
+@pytest.mark.xfail(strict=True, raises=KnownProductBug, reason=(
+    "group coordinator bug: ConsumerGroups._replace_static reads the predecessor's target after "
+    "group.remove dropped it and makes the newcomer STABLE, so when a static member comes back "
+    "in the middle of a reconciliation, the partitions still on their way stay unassigned"))
+def test_catches_a_static_member_taking_over_an_unfinished_reconciliation(monkeypatch) -> None:
+    monkeypatch.setattr(sim_consumer_groups, "FIX_STATIC_TAKEOVER", False)
+    _known_bug_at(KNOWN_BUG_SEEDS["static target"], ("settled without assigning",))
+
+
+@pytest.mark.xfail(strict=True, raises=KnownProductBug, reason=(
+    "group coordinator bug: a static member's takeover writes no "
+    "ConsumerGroupCurrentMemberAssignment record (ConsumerGroups._heartbeat compares with a state "
+    "taken after the takeover), so the next coordinator loads it at epoch 0 owning nothing"))
+def test_catches_a_static_member_whose_takeover_is_not_written(monkeypatch) -> None:
+    monkeypatch.setattr(sim_consumer_groups, "FIX_STATIC_TAKEOVER", False)
+    _known_bug_at(KNOWN_BUG_SEEDS["static record"], ("at epoch 0, below the epoch",))
