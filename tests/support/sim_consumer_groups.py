@@ -46,24 +46,20 @@ the classic group's and the transactions' schedules do not depend on them. Check
 Also: an OffsetCommit v9 is refused with STALE_MEMBER_EPOCH only when the epoch it carries is
 not the member's current one at the coordinator, and accepted only when it is.
 
-The schedules found bugs in the shipped coordinator (see "known product bugs" below). Until
-they are fixed the simulation stands in for Kafka's behaviour, one switch per bug, so that the
-schedules keep checking everything else; a strict xfail per bug runs its seed without the
-stand-in (test_broker_simulation.py, KNOWN_BUG_SEEDS).
+The schedules found four bugs in the coordinator, all fixed: a static member's takeover
+(d812d6a), a change kept in memory after its append failed (``RevertToLog``), and an answer
+given before the records its state came from were committed (``PendingAppends.defer``). The
+last two have a regression test each in test_broker_simulation.py.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pylog_nb.broker.errors import Errors
 from pylog_nb.broker.group import partition_for
 from pylog_nb.broker.group.consumer_group import ConsumerGroup, ConsumerGroupState
-from pylog_nb.broker.group.consumer_groups import ConsumerGroups
-from pylog_nb.broker.group.consumer_storage import current_assignment_record, target_record
 from pylog_nb.broker.metadata.topics import OFFSETS_TOPIC
 from pylog_nb.broker.protocol.codec import Request
 
@@ -207,7 +203,6 @@ class ConsumerWorkload:
         self.last_holder: dict[TopicPartition, int] = {}
         self.named_core: object | None = None  # the coordinator core the checks last read
         self.stats: dict[str, int] = {}
-        self.deferred: list[Deferred] = []  # (DEFER_UNCOMMITTED_ANSWERS)
 
     def count(self, key: str, n: int = 1) -> None:
         self.stats[key] = self.stats.get(key, 0) + n
@@ -435,16 +430,7 @@ class ConsumerWorkload:
         request: Request = message.body["request"]
 
         def answered(response: dict) -> None:
-            answer = wire.consumer_group_heartbeat_answer(request, response)
-            runtime = broker.core.groups
-            core = runtime.cores.get(self.index)
-            if DEFER_UNCOMMITTED_ANSWERS and core is not None and not core.loading:
-                log = runtime.writes.partition(OFFSETS_TOPIC, self.index).log
-                if log.high_watermark < log.log_end_offset:  # wait as Kafka's runtime waits
-                    self.deferred.append(Deferred(broker, core, log.log_end_offset, message,
-                                                  answer))
-                    return
-            self._answer(broker, message, answer)
+            self._answer(broker, message, wire.consumer_group_heartbeat_answer(request, response))
 
         broker.serve(request, answered)
 
@@ -454,31 +440,6 @@ class ConsumerWorkload:
             self._check_handed_over(broker, message.src, answer)
         broker.sim.post(broker, message.src, "cg_answer",
                         {"answer": answer, "client_request": message.body["client_request"]})
-
-    def release_deferred(self) -> None:
-        """Answers held back until what their coordinator wrote before them is committed:
-        sent once it is, NOT_COORDINATOR once that coordinator is gone, lost with a crash."""
-        waiting = []
-        for deferred in self.deferred:
-            broker = deferred.broker
-            if self.sim.brokers.get(broker.broker_id) is not broker:
-                continue  # crashed: the connection is gone
-            if not broker.running(self.sim.now_ms):
-                waiting.append(deferred)
-                continue
-            runtime = broker.core.groups
-            answer = deferred.answer
-            if runtime.cores.get(self.index) is not deferred.core:
-                answer = wire.ConsumerHeartbeatAnswer(int(Errors.NOT_COORDINATOR),
-                                                      answer.member_id, answer.member_epoch,
-                                                      0, None)
-            elif runtime.writes.partition(OFFSETS_TOPIC, self.index).log.high_watermark < (
-                    deferred.written):
-                waiting.append(deferred)
-                continue
-            self.count("cg_deferred_answers")
-            self._answer(broker, deferred.message, answer)
-        self.deferred = waiting
 
     def serve_commit(self, broker, message) -> None:
         request: Request = message.body["request"]
@@ -560,8 +521,6 @@ class ConsumerWorkload:
 
     def check(self) -> None:
         """The invariants checked after every step of the simulation."""
-        if self.deferred:
-            self.release_deferred()
         for broker in self.sim.brokers.values():  # 1: each coordinator's own group
             core = broker.core.groups.cores.get(self.index) if broker is not None else None
             if core is None or core.loading:
@@ -681,104 +640,6 @@ class ConsumerWorkload:
             lines.append(f"  at b{broker.broker_id}" + (" (loading)" if core.loading else "")
                          + (":\n" + _describe_group(group, self.names) if group else ""))
         return "\n".join(lines)
-
-
-# == known product bugs, and the fixes the simulation stands in for them =======================
-
-# The coordinator changes a consumer group in memory before its records are appended, and keeps
-# the change when the append fails (a leader not serving yet after a pause answers
-# NOT_LEADER_OR_FOLLOWER, an append times out): the log then lacks, say, the tombstones of a
-# fenced member while later records give its partitions to another, and the next coordinator
-# loads both owning them (``partition_epochs`` then asserts on every heartbeat). Kafka's
-# CoordinatorRuntime reverts its in-memory state to the last written offset when a write fails.
-# Until the group coordinator does, the simulation stands in for that fix: a coordinator whose
-# append of the consumer group's partition failed is replaced by one loaded from its log (what
-# a revert gives), and appends of the replaced one are dropped.
-# test_catches_a_consumer_group_change_kept_after_its_append_failed runs without it.
-REVERT_FAILED_APPENDS = True
-# A second one: a heartbeat that needs no records is answered at once, from the in-memory state,
-# even while records the coordinator appended before it are not committed yet (and may never
-# be: a deposed leader that does not know it yet, an append that fails). The member is then
-# told an epoch and partitions that the next coordinator does not know. Kafka's runtime holds
-# such an answer until the last written offset is committed (CoordinatorRuntime's deferred
-# event queue) and fails it if the write fails. The simulation stands in for that too: the
-# answer waits until the partition's high watermark reaches the log end it saw, and becomes
-# NOT_COORDINATOR if the coordinator is replaced meanwhile.
-# test_catches_a_heartbeat_answered_before_the_coordinators_writes_commit runs without it.
-DEFER_UNCOMMITTED_ANSWERS = True
-
-
-@dataclass
-class Deferred:
-    broker: object
-    core: object
-    written: int  # the log end offset when it was answered
-    message: object
-    answer: wire.ConsumerHeartbeatAnswer
-
-
-def revert_failed_appends(broker, index: int) -> None:
-    """Stand in for the missing revert on ``broker``'s group runtime, for ``__consumer_offsets``
-    partition ``index`` (the consumer group's; the classic groups' partition is left as it
-    ships)."""
-    runtime = broker.core.groups
-    appended, append = runtime._appended, runtime._append
-
-    def reverting_appended(coordinator, append_id: int, error_code: int, base_offset: int
-                           ) -> None:
-        appended(coordinator, append_id, error_code, base_offset)
-        if (error_code != NONE and coordinator.partition == index
-                and runtime.cores.get(index) is coordinator.core):
-            broker.sim.consumers.count("cg_reverted_appends")
-            runtime.on_role_change(index, runtime.writes.partition(OFFSETS_TOPIC, index))
-
-    def replaced_append(coordinator, action) -> None:
-        if runtime.cores.get(coordinator.partition) is coordinator.core:
-            append(coordinator, action)
-
-    runtime._appended, runtime._append = reverting_appended, replaced_append
-
-
-# More, all in ConsumerGroups._replace_static (a static member coming back under a new member
-# id takes its predecessor's place): it reads the predecessor's target after ``group.remove``
-# dropped it, so the newcomer's target is the predecessor's current assignment, and it makes the
-# newcomer STABLE whatever state the predecessor was in; either way the partitions still on
-# their way to the predecessor (unreleased) are assigned to nobody until the next rebalance,
-# which a settled group never has. And ``_heartbeat`` compares the member with a ``before``
-# taken after the takeover, so no ConsumerGroupCurrentMemberAssignment record is written for the
-# newcomer and the next coordinator loads it at epoch 0 with nothing assigned (its consumer then
-# holds partitions the coordinator may give to another). Kafka's newcomer takes the old member's
-# target, state and partitions, and the record is written. The simulation stands in for that
-# while a schedule runs. test_catches_a_static_member_taking_over_an_unfinished_reconciliation
-# and test_catches_a_static_member_whose_takeover_is_not_written run without it.
-FIX_STATIC_TAKEOVER = True
-
-
-@contextmanager
-def stand_in_fixes() -> Iterator[None]:
-    """While a schedule runs: the static takeover as Kafka does it (FIX_STATIC_TAKEOVER)."""
-    replace_static = ConsumerGroups._replace_static
-    if not FIX_STATIC_TAKEOVER:
-        yield
-        return
-
-    def kafkas_replace_static(self, group, previous_id, member, records) -> None:
-        target, previous = group.target.get(previous_id), group.members.get(previous_id)
-        replace_static(self, group, previous_id, member, records)
-        member.state = previous.state  # a reconciliation under way goes on
-        member.pending_revocation = dict(previous.pending_revocation)
-        if target is not None:
-            group.target[member.member_id] = dict(target)
-            key = target_record(group.group_id, member.member_id, {})[0]
-            records[:] = [record for record in records if record[0] != key]
-            records.append(target_record(group.group_id, member.member_id, target))
-        records.append(current_assignment_record(group.group_id, member))
-
-    ConsumerGroups._replace_static = kafkas_replace_static  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        ConsumerGroups._replace_static = replace_static  # type: ignore[method-assign]
 
 
 def _flat(assignment) -> frozenset[TopicPartition]:

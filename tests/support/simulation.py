@@ -99,7 +99,6 @@ from pylog_nb.broker.types import ACKS_ALL
 from . import sim_consumer_groups
 from . import sim_wire as wire
 from .sim_consumer_groups import (
-    CG_GROUP,
     CG_HEARTBEAT_MS,
     CG_SESSION_MS,
     CG_TOPIC,
@@ -265,9 +264,6 @@ class SimBroker:
                                replica_lag_time_max_ms=LAG_MS, events=SimEvents(sim.stats),
                                config=config,
                                rng=random.Random(f"{sim.seed}:b{broker_id}:{incarnation}"))
-        if sim.with_consumers and sim_consumer_groups.REVERT_FAILED_APPENDS:
-            sim_consumer_groups.revert_failed_appends(
-                self, partition_for(CG_GROUP, OFFSETS_PARTITIONS))
         self.marker_sends: dict[int, MarkerSend] = {}  # WriteTxnMarkers on their way
         self.pending: dict[int, InFlight] = {}
         self.paused_until = -1
@@ -1555,8 +1551,7 @@ def run_schedule(seed: int, root: Path, session_timeout_ms: int = BROKER_SESSION
     in three schedules of four)."""
     sim = Sim(seed, root, session_timeout_ms, controllers, groups, txns, consumers)
     try:
-        with sim_consumer_groups.stand_in_fixes():
-            sim.run()
+        sim.run()
     except Exception as error:
         tail = "\n".join(sim.trace[-25:])
         raise InvariantViolation(

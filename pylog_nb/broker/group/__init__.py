@@ -20,6 +20,7 @@ from .actions import (
     JoinAnswer,
     JoinedMember,
     MemberRemoved,
+    RevertToLog,
     SyncAnswer,
 )
 from .coordinator import GroupCoordinator, LeaveResult
@@ -43,6 +44,7 @@ __all__ = [
     "Member",
     "MemberDescription",
     "MemberRemoved",
+    "RevertToLog",
     "SyncAnswer",
     "java_string_hash",
     "partition_for",

@@ -24,6 +24,7 @@ __all__ = [
     "JoinAnswer",
     "JoinedMember",
     "MemberRemoved",
+    "RevertToLog",
     "SyncAnswer",
 ]
 
@@ -109,6 +110,18 @@ class AppendRecords(Action):
     records: tuple[tuple[bytes, bytes | None], ...]
     producer_id: int = -1
     producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RevertToLog(Action):
+    """An append of group state failed: the coordinator's memory holds a change its log lacks.
+
+    The shell drops this coordinator and loads ``partition`` again from its log (what Kafka's
+    runtime does by reverting to its last written offset); requests it parked are answered
+    NOT_COORDINATOR, and their clients retry.
+    """
+
+    partition: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,6 +11,10 @@ Theory of operation (the write path of Kafka's CoordinatorRuntime, reduced to bo
 - Ids come from one counter shared by every manager of the partition, so they never collide and
   a replay under the same inputs numbers them the same way. ``clear`` forgets every completion
   (a reload: the batches in flight belong to the previous term's state).
+- An answer that writes nothing but was computed from state whose records are still in flight
+  is ``defer``-red until every append made before it has completed (Kafka's runtime holds such a
+  response until the high watermark passes the last written offset): a member is never told an
+  epoch or partitions that a successor loading the log would not know.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class PendingAppends:
         self.partition = partition
         self._pending: dict[int, PendingAppend] = {}
         self._append_id_next = 0
+        self._deferred: list[tuple[int, Action]] = []  # (last append id before it, answer)
 
     def append(
         self,
@@ -79,9 +84,32 @@ class PendingAppends:
         """The completion kept for ``append_id``; the shell reports each append exactly once."""
         return self._pending.pop(append_id)
 
+    def defer(self, answer: Action, actions: list[Action]) -> None:
+        """Give ``answer`` once every append made so far has completed (now if none is left)."""
+        if not self._pending:
+            actions.append(answer)
+            return
+        self._deferred.append((self._append_id_next - 1, answer))
+
+    def released(self) -> list[Action]:
+        """The deferred answers whose earlier appends have all completed, oldest first."""
+        oldest_pending = min(self._pending, default=self._append_id_next)
+        ready = [answer for last, answer in self._deferred if last < oldest_pending]
+        self._deferred = [(last, a) for last, a in self._deferred if last >= oldest_pending]
+        return ready
+
+    def hold(self, group_id: str = "") -> int:
+        """An id that holds back deferred answers like an append in flight until ``complete``
+        (records loaded from the log that are not committed yet)."""
+        append_id = self._append_id_next
+        self._append_id_next += 1
+        self._pending[append_id] = Untracked(group_id)
+        return append_id
+
     def in_flight(self) -> Iterable[PendingAppend]:
         """Every completion still waiting, oldest first."""
         return self._pending.values()
 
     def clear(self) -> None:
         self._pending = {}
+        self._deferred = []

@@ -135,8 +135,10 @@ class ConsumerGroups:
         if records:
             store = HeartbeatStore(request.group_id, request_id, answer)
             self._appends.append(store, records, now_ms, actions)
-        else:
+        elif answer.error_code != Errors.NONE:
             actions.append(answer)
+        else:  # told only once the records its state came from are in the log
+            self._appends.defer(answer, actions)
         return actions
 
     def on_stored(self, store: HeartbeatStore, error_code: int, now_ms: int,

@@ -27,13 +27,13 @@ from collections.abc import Iterable, Mapping
 
 from ..types import TopicPartition
 from . import offsets as offset_rules
-from .actions import Action, HeartbeatAnswer, JoinAnswer, SyncAnswer
-from .appends import PendingAppends, Untracked
+from .actions import Action, HeartbeatAnswer, JoinAnswer, RevertToLog, SyncAnswer
+from .appends import PendingAppend, PendingAppends, Untracked
 from .assignors import TopicMetadata
 from .classic_groups import PROTOCOLS_PER_MEMBER_MAX, LeaveResult, Protocols
 from .classic_rebalance import NEW_MEMBER_JOIN_TIMEOUT_MS
 from .consumer_group import ConsumerGroup
-from .consumer_groups import HeartbeatRequest
+from .consumer_groups import HeartbeatRequest, HeartbeatStore
 from .describe import GroupDescription, ListedGroup, dead_group
 from .errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -437,7 +437,29 @@ class GroupCoordinator:
             self._offsets.on_appended(pending, error_code, now_ms, base_offset, actions)
         else:
             self._groups.on_appended(pending, error_code, now_ms, actions)
+            if error_code != NONE and self._kept_in_memory(pending):
+                actions.append(RevertToLog(group_id=pending.group_id, now_ms=now_ms,
+                                           partition=self.partition))
+        actions.extend(self._appends.released())
         return actions
+
+    def _kept_in_memory(self, pending: PendingAppend) -> bool:
+        """Whether a failed append leaves memory ahead of the log: a KIP-848 heartbeat or
+        fencing changes its group before the records are written (a classic SyncGroup or static
+        rejoin undoes its own change on failure, and a failed commit never reached memory)."""
+        return isinstance(pending, HeartbeatStore) or (
+            isinstance(pending, Untracked)
+            and self._groups.group_type(pending.group_id) == "consumer")
+
+    def hold_uncommitted_tail(self) -> int:
+        """The log was loaded past its high watermark: answers that write nothing wait, as
+        after an append, until ``tail_committed`` with the id returned."""
+        return self._appends.hold()
+
+    def tail_committed(self, hold_id: int) -> list[Action]:
+        """The high watermark reached the end of the log as loaded: the answers it held."""
+        self._appends.complete(hold_id)
+        return self._appends.released()
 
     def begin_load(self) -> None:
         """The partition is being read: answer COORDINATOR_LOAD_IN_PROGRESS until ``load``."""
@@ -460,3 +482,4 @@ class GroupCoordinator:
         completed, self._completed_while_loading = self._completed_while_loading, []
         for producer_id, committed in completed:
             self.complete_txn(producer_id, committed)
+

@@ -19,6 +19,11 @@ Theory of operation (Kafka's ``CoordinatorRuntime`` for the group coordinator, w
   partition's LSO and aborted-transactions index count them in the transaction); the
   WriteTxnMarkers handler calls ``complete_txn`` once the marker on a partition is committed,
   and a loading coordinator reads the markers from the log itself.
+- A failed append of group state (``RevertToLog``) reloads the partition from its log, so the
+  coordinator never builds on a change its log lacks (Kafka's runtime reverts to its last
+  written offset). An answer that writes nothing waits for the appends before it and, after a
+  load, for the log read to be committed (Kafka's deferred events wait for the high watermark
+  to pass the last written offset), so no member is told what a successor would not load.
 - ``tick`` applies session, rebalance and join timeouts and, less often, expires the offsets of
   groups empty longer than ``offsets.retention``; ``route`` applies a group's due deadlines
   before each request about it, so expiry is exact, not up to a tick late.
@@ -40,6 +45,7 @@ from ..group import (
     GroupCoordinator,
     HeartbeatAnswer,
     JoinAnswer,
+    RevertToLog,
     SyncAnswer,
     partition_for,
 )
@@ -100,6 +106,7 @@ class GroupCoordinatorRuntime:
         self.cores: dict[int, GroupCoordinator] = {}
         self.loading: dict[int, Iterator[None]] = {}
         self._parked: dict[int, tuple[int, Pending[Answer | None]]] = {}  # id -> partition
+        self._tails: dict[int, tuple[int, int]] = {}  # partition -> (hold id, loaded log end)
         self._request_ids = itertools.count()
         self._next_expiry_ms = 0
 
@@ -162,6 +169,7 @@ class GroupCoordinatorRuntime:
 
     def _resign(self, index: int) -> None:
         self.loading.pop(index, None)
+        self._tails.pop(index, None)
         if self.cores.pop(index, None) is None:
             return
         for request_id, (parked_index, answer) in list(self._parked.items()):
@@ -193,6 +201,8 @@ class GroupCoordinatorRuntime:
                 offset = header.next_offset
             yield
         core.load(batches, self.now_ms())
+        if partition.log.high_watermark < end:  # answers wait until what was read commits
+            self._tails[partition.index] = (core.hold_uncommitted_tail(), end)
         log.info("group coordinator of %s-%d loaded %d batches (%d groups) in %d ms",
                  OFFSETS_TOPIC, partition.index, len(batches), len(core.groups),
                  self.now_ms() - started_ms)
@@ -224,7 +234,19 @@ class GroupCoordinatorRuntime:
             elif isinstance(action, HeartbeatAnswer):
                 self._answer(action.request_id, action)
             elif isinstance(action, AppendRecords):
-                self._append(coordinator, action)
+                if self.cores.get(coordinator.partition) is coordinator.core:
+                    self._append(coordinator, action)  # not a reverted core's
+            elif isinstance(action, RevertToLog):
+                self._revert(action.partition)
+
+    def _revert(self, index: int) -> None:
+        """Load partition ``index`` again from its log: an append of group state failed and
+        the coordinator's memory is ahead of its log."""
+        if index not in self.cores:
+            return
+        log.info("an append to %s-%d failed: reloading its group coordinator from the log",
+                 OFFSETS_TOPIC, index)
+        self.on_role_change(index, self.writes.partition(OFFSETS_TOPIC, index))
 
     def _answer(self, request_id: int, answer: Answer) -> None:
         parked = self._parked.pop(request_id, None)
@@ -269,8 +291,19 @@ class GroupCoordinatorRuntime:
                   base_offset: int) -> None:
         if self.cores.get(coordinator.partition) is not coordinator.core:
             return  # a successor reloads the log; this core's parked requests were answered
+        self._tail_step(coordinator.partition)
         self.run(coordinator, coordinator.core.on_appended(append_id, error_code,
                                                            self.now_ms(), base_offset))
+
+    def _tail_step(self, index: int) -> None:
+        """Release the answers held behind the log tail a load read, once it is committed."""
+        tail = self._tails.get(index)
+        partition = self.writes.partition(OFFSETS_TOPIC, index)
+        if tail is None or partition is None or partition.log.high_watermark < tail[1]:
+            return
+        del self._tails[index]
+        core = self.cores[index]
+        self.run(Coordinator(index, core), core.tail_committed(tail[0]))
 
     # == timers ==================================================================================
 
@@ -278,6 +311,8 @@ class GroupCoordinatorRuntime:
         """Load on; expire sessions and rebalances; now and then old offsets of empty groups."""
         for index in list(self.loading):
             self._load_step(index)
+        for index in list(self._tails):
+            self._tail_step(index)
         expire = now_ms >= self._next_expiry_ms
         if expire:
             self._next_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms

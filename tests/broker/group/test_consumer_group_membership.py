@@ -9,7 +9,7 @@ import pytest
 
 from pylog_nb.broker.errors import Errors
 from pylog_nb.broker.group import AppendRecords, GroupCoordinator, HeartbeatAnswer, JoinAnswer
-from pylog_nb.broker.group.actions import Action, CommitAnswer
+from pylog_nb.broker.group.actions import Action, CommitAnswer, RevertToLog
 from pylog_nb.broker.group.assignors import TopicMetadata
 from pylog_nb.broker.group.consumer_group import ConsumerGroupState, MemberState
 from pylog_nb.broker.group.consumer_groups import HeartbeatRequest
@@ -248,3 +248,41 @@ def test_a_static_member_back_while_waiting_for_partitions_keeps_its_target() ->
     driver.core = successor
     got = driver.beat("a2", back.member_epoch, owned={})
     assert parts(got) == wanted and kept | wanted == frozenset(range(4))
+
+
+def _request(member_id: str, epoch: int) -> HeartbeatRequest:
+    return HeartbeatRequest(
+        group_id="g", member_id=member_id, member_epoch=epoch, instance_id=None,
+        rebalance_timeout_ms=REBALANCE_MS if epoch == 0 else -1,
+        subscribed_topic_names=("orders",) if epoch == 0 else None, server_assignor=None,
+        owned=None)
+
+
+def test_an_answer_without_records_waits_for_the_appends_made_before_it() -> None:
+    """Kafka's runtime holds a response until what was written before it is committed: a
+    member is never told state a successor loading the log would not have."""
+    driver = Driver()
+    driver.beat("m1", 0)
+    commit = driver.core.commit_offsets("g", "m1", 1, {("orders", 0): (42, -1, "")},
+                                        driver.now_ms, 100)
+    (append,) = [a for a in commit if isinstance(a, AppendRecords)]
+    held = driver.core.consumer_group_heartbeat(_request("m1", 1), TOPICS, driver.now_ms, 101)
+    assert held == []  # nothing changed, but the commit before it is not in the log yet
+    answers = driver.core.on_appended(append.append_id, Errors.NONE, driver.now_ms, 1)
+    commit_answer, heartbeat_answer = answers
+    assert isinstance(commit_answer, CommitAnswer) and commit_answer.commit_id == 100
+    assert isinstance(heartbeat_answer, HeartbeatAnswer) and heartbeat_answer.request_id == 101
+
+
+def test_a_failed_append_of_group_state_asks_for_a_reload_from_the_log() -> None:
+    """The heartbeat changed the group before its records were written: once they fail, memory
+    is ahead of the log, and the shell reloads the partition (Kafka reverts to its last
+    written offset)."""
+    driver = Driver()
+    actions = driver.core.consumer_group_heartbeat(_request("m1", 0), TOPICS, driver.now_ms, 7)
+    (append,) = [a for a in actions if isinstance(a, AppendRecords)]
+    after = driver.core.on_appended(append.append_id, Errors.NOT_LEADER_OR_FOLLOWER,
+                                    driver.now_ms)
+    (answer,) = [a for a in after if isinstance(a, HeartbeatAnswer)]
+    assert answer.error_code == Errors.NOT_COORDINATOR
+    assert [a.partition for a in after if isinstance(a, RevertToLog)] == [0]

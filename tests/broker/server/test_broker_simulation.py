@@ -19,12 +19,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from support import sim_consumer_groups, simulation
+from support import simulation
 from support.simulation import InvariantViolation, fast_tmp_root, run_schedule
 
 from pylog_nb.broker.controller import controller as controller_module
 from pylog_nb.broker.controller.errors import INELIGIBLE_REPLICA
 from pylog_nb.broker.group import GroupCoordinator, consumer_group, consumer_groups
+from pylog_nb.broker.group.appends import PendingAppends
 from pylog_nb.broker.metadata import follower as metadata_follower
 from pylog_nb.broker.replication import follower as follower_module
 from pylog_nb.broker.replication.log_protocol import truncate_to
@@ -38,10 +39,6 @@ CHUNK = 100  # schedules per test item, so progress shows
 DEFAULT_REPLAY_SEED = 1234
 REGRESSION_SEEDS = range(60)  # each old behaviour below is caught within these
 HARNESS_ERRORS = (TypeError, AttributeError, NameError)  # a broken patch, not a caught bug
-# Seeds at which the shipped group coordinator breaks a KIP-848 invariant without one of the
-# simulation's stand-in fixes (sim_consumer_groups: REVERT_FAILED_APPENDS,
-# DEFER_UNCOMMITTED_ANSWERS, FIX_STATIC_TAKEOVER): the strict xfails at the end of this module.
-KNOWN_BUG_SEEDS = {"revert": 27, "defer": 44, "static target": 116, "static record": 95}
 
 
 def replay_command(seed: int, controllers: int = 1) -> str:
@@ -339,52 +336,41 @@ def test_catches_a_member_moved_on_while_it_still_owns_what_it_must_revoke(monke
     run_or_fail(seed)
 
 
-class KnownProductBug(Exception):
-    """A violation the simulation finds in the shipped group coordinator (a strict xfail
-    below): once the bug is fixed the test passes, and its xfail and the simulation's stand-in
-    fix (sim_consumer_groups.py) must go."""
-
-
-def _known_bug_at(seed: int, clues: tuple[str, ...]) -> None:
-    found = first_violation([seed])
-    if found is not None and any(clue in found[1] for clue in clues):
-        raise KnownProductBug(f"{found[1]}\nreplay: {replay_command(seed)}")
-    assert found is None, found[1]  # another violation: a real failure, not this bug
-
-
-@pytest.mark.xfail(strict=True, raises=KnownProductBug, reason=(
-    "group coordinator bug: a consumer-group change whose __consumer_offsets append failed is "
-    "kept in memory (Kafka's runtime reverts it), so later records build on it and a successor "
-    "loads a state that no member was answered"))
 def test_catches_a_consumer_group_change_kept_after_its_append_failed(monkeypatch) -> None:
-    monkeypatch.setattr(sim_consumer_groups, "REVERT_FAILED_APPENDS", False)
-    _known_bug_at(KNOWN_BUG_SEEDS["revert"], ("is owned by", "below the epoch"))
+    """Found by these schedules (seed 27): the coordinator changes a consumer group in memory
+    before its records are written, and kept the change when the append failed (a leader not
+    serving yet after a pause, an append timing out). The log then lacked, say, a fenced
+    member's tombstones while later records gave its partitions to another, and the next
+    coordinator loaded both owning them. Now a failed append of group state reloads the
+    partition from its log (``RevertToLog``, Kafka's revert to the last written offset); put
+    back the old behaviour and a seed fails. The same seed passes with the shipped code."""
+    monkeypatch.setattr(GroupCoordinator, "_kept_in_memory", lambda self, pending: False)
+    found = first_violation(range(27, 60))
+    assert found is not None, "a change kept after its failed append was not caught"
+    seed, message = found
+    assert any(clue in message for clue in ("is owned by", "below the epoch", "does not own")
+               ), message
+    monkeypatch.undo()
+    run_or_fail(seed)
 
 
-@pytest.mark.xfail(strict=True, raises=KnownProductBug, reason=(
-    "group coordinator bug: a ConsumerGroupHeartbeat that needs no records is answered at once "
-    "while the coordinator's earlier records are not committed (Kafka's runtime holds it until "
-    "they are), so a member is told an epoch and partitions its next coordinator never knew"))
 def test_catches_a_heartbeat_answered_before_the_coordinators_writes_commit(monkeypatch) -> None:
-    monkeypatch.setattr(sim_consumer_groups, "DEFER_UNCOMMITTED_ANSWERS", False)
-    _known_bug_at(KNOWN_BUG_SEEDS["defer"], (
+    """Found by these schedules (seed 44): a ConsumerGroupHeartbeat that needs no records was
+    answered at once from memory while records the coordinator had appended before it were not
+    committed (and might never be: a deposed leader that does not know it yet), so a member was
+    told an epoch and partitions its next coordinator never knew. Now such an answer waits for
+    every earlier append (``PendingAppends.defer``, Kafka's deferred event queue); put back the
+    answer at once and a seed fails. The same seed passes with the shipped code."""
+
+    def at_once(self, answer, actions) -> None:
+        actions.append(answer)
+
+    monkeypatch.setattr(PendingAppends, "defer", at_once)
+    found = first_violation(range(44, 80))
+    assert found is not None, "an answer given before its state was written was not caught"
+    seed, message = found
+    assert any(clue in message for clue in (
         "below the epoch", "does not own at the coordinator", "both current members",
-        "neither revoked nor fenced"))
-
-
-@pytest.mark.xfail(strict=True, raises=KnownProductBug, reason=(
-    "group coordinator bug: ConsumerGroups._replace_static reads the predecessor's target after "
-    "group.remove dropped it and makes the newcomer STABLE, so when a static member comes back "
-    "in the middle of a reconciliation, the partitions still on their way stay unassigned"))
-def test_catches_a_static_member_taking_over_an_unfinished_reconciliation(monkeypatch) -> None:
-    monkeypatch.setattr(sim_consumer_groups, "FIX_STATIC_TAKEOVER", False)
-    _known_bug_at(KNOWN_BUG_SEEDS["static target"], ("settled without assigning",))
-
-
-@pytest.mark.xfail(strict=True, raises=KnownProductBug, reason=(
-    "group coordinator bug: a static member's takeover writes no "
-    "ConsumerGroupCurrentMemberAssignment record (ConsumerGroups._heartbeat compares with a state "
-    "taken after the takeover), so the next coordinator loads it at epoch 0 owning nothing"))
-def test_catches_a_static_member_whose_takeover_is_not_written(monkeypatch) -> None:
-    monkeypatch.setattr(sim_consumer_groups, "FIX_STATIC_TAKEOVER", False)
-    _known_bug_at(KNOWN_BUG_SEEDS["static record"], ("at epoch 0, below the epoch",))
+        "neither revoked nor fenced")), message
+    monkeypatch.undo()
+    run_or_fail(seed)
