@@ -45,6 +45,7 @@ from ..metadata.records import (
 from . import errors
 from .election import changes_for_fence, changes_for_offline, changes_for_preferred
 from .errors import ControllerError
+from .group_control import plan_alter_group_configs
 from .partition_control import check_alter_partition
 from .topic_control import (
     DEFAULT_FROM_BROKER,
@@ -374,6 +375,23 @@ class Controller:
             return plan_alter_configs(self.image, name, configs)
 
         return self._maybe_validate(plan, lambda image: image.topics[name], validate_only)
+
+    def alter_group_configs(
+        self,
+        group: str,
+        configs: Mapping[str, str | None],
+        validate_only: bool = False,
+        *,
+        now_ms: int | None = None,
+    ) -> ControllerResult:
+        """Replace a group's config overrides (none left: an empty mapping); value: the
+        overrides now."""
+        self._clock(now_ms)
+        def plan():
+            return plan_alter_group_configs(group, configs)
+
+        return self._maybe_validate(
+            plan, lambda image: dict(image.group_configs.get(group, {})), validate_only)
 
     # -- partitions ----------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from ..metadata.records import (
     CreateTopic,
     DeleteTopic,
     FenceBroker,
+    GroupConfigChange,
     MetadataRecord,
     PartitionChange,
     ProducerIdsBlock,
@@ -114,6 +115,8 @@ def describe(before: ClusterImage, record: MetadataRecord) -> list[Described]:
             return [("topic_deleted", f"topic {_topic_name(before, topic_id)} deleted")]
         case ConfigChange(topic=topic, configs=configs):
             return [("config_changed", f"topic {topic} configs now {dict(configs)}")]
+        case GroupConfigChange(group=group, configs=configs):
+            return [("config_changed", f"group {group} configs now {dict(configs)}")]
         case ProducerIdsBlock(first_id=first, size=size, broker_id=b):
             text = f"producer ids {first}..{first + size - 1} allocated to broker {b}"
             return [("producer_ids", text)]

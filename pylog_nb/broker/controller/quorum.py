@@ -50,6 +50,7 @@ from ..metadata.image import ClusterImage, apply
 from ..metadata.records import (
     CreatePartition,
     CreateTopic,
+    GroupConfigChange,
     MetadataRecord,
     ProducerIdsBlock,
     RegisterBroker,
@@ -99,7 +100,8 @@ class CommittedRecords:
 
 def image_records(image: ClusterImage) -> list[MetadataRecord]:
     """Records whose fold with ``apply`` from the empty image is ``image``: brokers, then
-    topics with their partitions (in name order), then the producer ids handed out."""
+    topics with their partitions (in name order), then the producer ids handed out, then the
+    groups' config overrides."""
     records: list[MetadataRecord] = []
     for broker_id in sorted(image.brokers):
         broker = image.brokers[broker_id]
@@ -117,6 +119,8 @@ def image_records(image: ClusterImage) -> list[MetadataRecord]:
             for index, p in enumerate(topic.partitions))
     if image.next_producer_id > 0:  # one block standing for all those handed out (owner 0)
         records.append(ProducerIdsBlock(first_id=0, size=image.next_producer_id, broker_id=0))
+    records.extend(GroupConfigChange(group=group, configs=configs)
+                   for group, configs in sorted(image.group_configs.items()))
     return records
 
 

@@ -42,6 +42,8 @@ Methods (params with defaults are optional; results are JSON objects):
 - delete_topic(name) -> {topic_id}
 - create_partitions(name, count, assignments=[], validate_only=false) -> topic
 - alter_configs(name, configs, validate_only=false) -> topic (configs replace the overrides)
+- alter_group_configs(group, configs, validate_only=false) -> {configs} (replace a group's
+  overrides; {} removes them)
 - alter_partition(broker_id, topic_id, partition, leader_epoch, new_isr, partition_epoch)
   -> {leader, leader_epoch, partition_epoch, isr}
 - elect_preferred_leaders(partitions=null) -> {elected: [{topic, partition, leader,
@@ -188,6 +190,11 @@ METHODS: dict[str, dict[str, tuple[str, Any]]] = {
     },
     "alter_configs": {
         "name": ("str", _REQUIRED),
+        "configs": ("configs", _REQUIRED),
+        "validate_only": ("bool", False),
+    },
+    "alter_group_configs": {
+        "group": ("str", _REQUIRED),
         "configs": ("configs", _REQUIRED),
         "validate_only": ("bool", False),
     },
@@ -609,6 +616,14 @@ class ControllerServer:
             lambda ctl, now_ms: ctl.alter_configs(name, configs, validate_only, now_ms=now_ms)
         )
         return _reply(result, _topic_json)
+
+    async def _rpc_alter_group_configs(
+        self, group: str, configs: dict[str, str | None], validate_only: bool
+    ) -> Reply:
+        result, _ = await self._decide(
+            lambda ctl, now_ms: ctl.alter_group_configs(group, configs, validate_only,
+                                                        now_ms=now_ms))
+        return _reply(result, lambda overrides: {"configs": overrides})
 
     async def _rpc_alter_partition(
         self,

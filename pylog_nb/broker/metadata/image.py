@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -30,6 +30,7 @@ from .records import (
     CreateTopic,
     DeleteTopic,
     FenceBroker,
+    GroupConfigChange,
     MetadataRecord,
     MetadataRecordError,
     PartitionChange,
@@ -110,6 +111,8 @@ class ClusterImage:
     topics: Mapping[str, TopicImage]  # by name
     topic_names: Mapping[str, str]  # topic id -> name
     next_producer_id: int = 0
+    group_configs: Mapping[str, Mapping[str, str]] = field(  # group -> its overrides
+        default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def empty(cls) -> ClusterImage:
@@ -154,6 +157,7 @@ class ClusterImage:
                 for t in (self.topics[n] for n in sorted(self.topics))
             ],
             "next_producer_id": self.next_producer_id,
+            "group_configs": {g: dict(c) for g, c in sorted(self.group_configs.items())},
         }
 
 
@@ -247,6 +251,12 @@ def _config_change(image: ClusterImage, r: ConfigChange) -> ClusterImage:
     return replace(image, topics=_with(image.topics, r.topic, replace(topic, configs=r.configs)))
 
 
+def _group_config_change(image: ClusterImage, r: GroupConfigChange) -> ClusterImage:
+    if not r.configs:
+        return replace(image, group_configs=_without(image.group_configs, r.group))
+    return replace(image, group_configs=_with(image.group_configs, r.group, r.configs))
+
+
 def _producer_ids(image: ClusterImage, r: ProducerIdsBlock) -> ClusterImage:
     _require(r.first_id == image.next_producer_id, f"producer id block at {r.first_id} skips")
     return replace(image, next_producer_id=r.first_id + r.size)
@@ -261,6 +271,7 @@ _APPLY: dict[type[MetadataRecord], Callable[[ClusterImage, Any], ClusterImage]] 
     PartitionChange: _partition_change,
     DeleteTopic: _delete_topic,
     ConfigChange: _config_change,
+    GroupConfigChange: _group_config_change,
     ProducerIdsBlock: _producer_ids,
 }
 

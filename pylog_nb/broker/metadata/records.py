@@ -11,7 +11,8 @@ Each record is a frozen dataclass and travels as one JSON object with a ``type``
 
 ``to_json`` is canonical (sorted keys, no spaces), so the same log is the same bytes.
 The names follow Kafka's ``metadata/*.json`` records (RegisterBrokerRecord, FenceBrokerRecord,
-TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord, ConfigRecord,
+TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord, ConfigRecord (for
+topics: ConfigChange; for groups: GroupConfigChange),
 ProducerIdsRecord) shortened where ours carry less.
 """
 
@@ -30,6 +31,7 @@ __all__ = [
     "CreateTopic",
     "DeleteTopic",
     "FenceBroker",
+    "GroupConfigChange",
     "MetadataRecord",
     "MetadataRecordError",
     "PartitionChange",
@@ -237,6 +239,19 @@ class ConfigChange(MetadataRecord):
     configs: Mapping[str, str]
 
     def __post_init__(self) -> None:
+        _frozen_configs(self, self.configs)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupConfigChange(MetadataRecord):
+    """A group's config overrides are now exactly ``configs`` (Kafka's ConfigRecord with
+    resource type GROUP); empty: none left."""
+
+    group: str
+    configs: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.group, str) and self.group != "", "a group needs an id")
         _frozen_configs(self, self.configs)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..metadata import group_config as g
+
 MIB = 1024 * 1024
 REPLICA_LAG_TIME_MAX_MS = 10_000  # Kafka: 30 s; a lab wants to see ISR shrink sooner
 # Kafka: 50 partitions; ten keep a laptop cluster light and still spread groups over brokers.
@@ -112,3 +114,19 @@ class BrokerConfig:
             "transaction.partition.verification.enable":
                 str(self.transaction_partition_verification_enable).lower(),
         }
+
+
+def group_config_defaults(config: BrokerConfig) -> dict[str, str]:
+    """The broker-wide default of every group config (metadata/group_config.py): what a group
+    without overrides gets, as DescribeConfigs reports it."""
+    return {
+        g.CONSUMER_SESSION_TIMEOUT_MS: str(config.group_consumer_session_timeout_ms),
+        g.CONSUMER_HEARTBEAT_INTERVAL_MS: str(config.group_consumer_heartbeat_interval_ms),
+        # Share groups time out and heartbeat as consumer groups do here (Kafka has
+        # group.share.session.timeout.ms / heartbeat.interval.ms, with the same defaults).
+        g.SHARE_SESSION_TIMEOUT_MS: str(config.group_consumer_session_timeout_ms),
+        g.SHARE_HEARTBEAT_INTERVAL_MS: str(config.group_consumer_heartbeat_interval_ms),
+        g.SHARE_RECORD_LOCK_DURATION_MS: str(config.group_share_record_lock_duration_ms),
+        g.SHARE_AUTO_OFFSET_RESET: config.share_auto_offset_reset,
+        g.SHARE_ISOLATION_LEVEL: "read_uncommitted",  # Kafka's default
+    }

@@ -1,4 +1,4 @@
-"""Topic administration: every change is decided by the active controller.
+"""Topic and group-config administration: every change is decided by the active controller.
 
 Each method forwards to the controller and returns once this broker has applied the metadata
 records the decision wrote, so the client's next Metadata request already sees the change. A
@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from .. import errors
 from ..controller.rpc import ControllerRpcError
-from ..metadata import topic_config
+from ..metadata import group_config, topic_config
 from ..metadata.image import PartitionImage, TopicImage
 from .ports import ControllerLink
 
@@ -102,6 +102,49 @@ class ControllerAdmin:
             raise AdminError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist")
         overrides = apply_incremental(topic.configs, changes)
         await self.alter_configs(name, overrides, validate_only)
+
+
+    def group_configs(self, group: str) -> Mapping[str, str]:
+        """A group's config overrides, as this broker's metadata has them."""
+        return self.link.node.image.group_configs.get(group, MappingProxyType({}))
+
+    async def incremental_alter_group_configs(
+        self, group: str, changes: Sequence[tuple[str, int, str | None]],
+        defaults: Mapping[str, str], validate_only: bool = False
+    ) -> None:
+        """SET / DELETE a group's configs (resource type GROUP). The merged overrides are
+        checked against this broker's ``defaults`` (a session timeout above its heartbeat
+        interval) before the controller checks each name and value and decides."""
+        overrides = apply_group_incremental(self.group_configs(group), changes)
+        try:
+            group_config.validate(overrides, defaults)
+        except group_config.InvalidGroupConfigError as error:
+            raise AdminError(errors.INVALID_CONFIG, str(error)) from None
+        await self._call("alter_group_configs", group=group, configs=overrides,
+                         validate_only=validate_only)
+
+
+def apply_group_incremental(
+    configs: Mapping[str, str], changes: Sequence[tuple[str, int, str | None]]
+) -> dict[str, str | None]:
+    """IncrementalAlterConfigs on a group's overrides: SET and DELETE (no group config is a
+    list, so APPEND and SUBTRACT are refused, as Kafka refuses them)."""
+    overrides: dict[str, str | None] = dict(configs)
+    for key, operation, value in changes:
+        if key not in group_config.DEFINITIONS:
+            raise AdminError(errors.INVALID_CONFIG, f"Unknown group config name: {key}")
+        if operation == OP_SET:
+            overrides[key] = value
+        elif operation == OP_DELETE:
+            overrides.pop(key, None)
+        elif operation in (OP_APPEND, OP_SUBTRACT):
+            raise AdminError(errors.INVALID_CONFIG,
+                             f"Config {key} is not a list: it cannot be appended to or "
+                             "subtracted from")
+        else:
+            raise AdminError(
+                errors.INVALID_REQUEST, f"Unknown config operation {operation} for key {key}")
+    return overrides
 
 
 def _topic_from(result: dict) -> TopicImage:

@@ -212,7 +212,7 @@ class BrokerCore:
         self.config = config
         self.groups = GroupCoordinatorRuntime(
             config, self, metadata=lambda: self.image, events=self.events, now_ms=now_ms,
-            rng=rng)
+            rng=rng, serving=self.lifecycle.serving)
         self.shares = SharePartitionManager(
             SharePartitionConfig(
                 record_lock_duration_ms=config.group_share_record_lock_duration_ms,

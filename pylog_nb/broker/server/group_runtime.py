@@ -96,8 +96,10 @@ class GroupCoordinatorRuntime:
 
     def __init__(self, config: BrokerConfig, writes: GroupWrites, *,
                  metadata: Callable[[], ClusterImage], events, now_ms: Clock,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 serving: Callable[[int], bool] = lambda now_ms: True) -> None:
         self.config = config
+        self.serving = serving  # False while the broker may have lost leaderships it holds
         self.writes = writes
         self.metadata = metadata
         self.events = events
@@ -122,8 +124,8 @@ class GroupCoordinatorRuntime:
         Deadlines of the group due by now are applied first, so a request sees a member whose
         session ended as gone even before the next ``tick`` (exact expiry, as Kafka's)."""
         count = self.partition_count()
-        if count is None:
-            return None
+        if count is None or not self.serving(self.now_ms()):
+            return None  # a broker back from a pause may be a deposed leader: not from it
         partition = partition_for(group_id, count)
         core = self.cores.get(partition)
         if core is None:

@@ -1,5 +1,6 @@
 """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs (plain and
-incremental): thin translations between requests and ``ControllerAdmin``."""
+incremental): thin translations between requests and ``ControllerAdmin``. Configs of topics,
+of the broker (read-only) and of groups (KIP-848 / KIP-932 group configs, incremental only)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import logging
 from collections.abc import Mapping
 
 from ... import errors
-from ...metadata import topic_config
+from ...metadata import group_config, topic_config
 from ...protocol.codec import ZERO_UUID, Request
+from ..config import group_config_defaults
 from ..controller_admin import AdminError
 from ..node import BrokerNode
 
@@ -16,10 +18,12 @@ log = logging.getLogger("pylog.broker")
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32  # Kafka's ConfigResource.Type.GROUP
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
-CONFIG_TYPE_STRING, CONFIG_TYPE_LONG, CONFIG_TYPE_LIST = 2, 5, 7
+SOURCE_GROUP = 8  # Kafka's ConfigSource.GROUP_CONFIG
+CONFIG_TYPE_STRING, CONFIG_TYPE_INT, CONFIG_TYPE_LONG, CONFIG_TYPE_LIST = 2, 3, 5, 7
 
 
 def _failure(error: Exception) -> dict:
@@ -115,6 +119,9 @@ def _describe(node: BrokerNode, resource) -> dict:
             for k, v in node.config.config_rows.items() if keys is None or k in keys
         ]
         return {**result, "error_code": errors.NONE, "configs": rows}
+    if resource.resource_type == RESOURCE_GROUP:
+        return {**result, "error_code": errors.NONE,
+                "configs": _group_config_rows(node, resource.resource_name, keys)}
     if resource.resource_type != RESOURCE_TOPIC:
         return {**result, "error_code": errors.INVALID_REQUEST,
                 "error_message": f"resource type {resource.resource_type} is not supported"}
@@ -145,6 +152,29 @@ def _topic_config_rows(overrides: Mapping[str, str], keys) -> list[dict]:
     return rows
 
 
+def _group_config_rows(node: BrokerNode, group: str, keys) -> list[dict]:
+    """Every group config of ``group``: its override, else the broker's default (a group
+    need not exist to have configs, as in Kafka)."""
+    overrides = node.image.group_configs.get(group, {})
+    defaults = group_config_defaults(node.config)
+    rows = []
+    for name, definition in group_config.DEFINITIONS.items():
+        if keys is not None and name not in keys:
+            continue
+        overridden = name in overrides
+        rows.append({
+            "name": name,
+            "value": overrides.get(name, defaults[name]),
+            "read_only": False,
+            "config_source": SOURCE_GROUP if overridden else SOURCE_DEFAULT,
+            "is_default": not overridden,
+            "is_sensitive": False,
+            "config_type": CONFIG_TYPE_INT if name.endswith(".ms") else CONFIG_TYPE_STRING,
+            "documentation": definition.doc,
+        })
+    return rows
+
+
 async def handle_alter_configs(node: BrokerNode, request: Request) -> dict:
     body = request.body
     responses = []
@@ -161,6 +191,9 @@ async def handle_incremental_alter_configs(node: BrokerNode, request: Request) -
     responses = []
     for resource in body.resources:
         changes = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        if resource.resource_type == RESOURCE_GROUP:
+            responses.append(await _alter_group(node, resource, changes, body.validate_only))
+            continue
         responses.append(
             await _alter(
                 resource, node.topic_admin().incremental_alter_configs, changes,
@@ -169,11 +202,22 @@ async def handle_incremental_alter_configs(node: BrokerNode, request: Request) -
     return {"responses": responses}
 
 
+async def _alter_group(node: BrokerNode, resource, changes, validate_only: bool) -> dict:
+    result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
+    try:
+        await node.topic_admin().incremental_alter_group_configs(
+            resource.resource_name, changes, group_config_defaults(node.config), validate_only)
+    except AdminError as error:
+        return {**result, **_failure(error)}
+    return {**result, "error_code": errors.NONE}
+
+
 async def _alter(resource, apply, changes, validate_only: bool) -> dict:
     result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
     if resource.resource_type != RESOURCE_TOPIC:
         return {**result, "error_code": errors.INVALID_REQUEST,
-                "error_message": "only topic configs can be altered"}
+                "error_message": "only topic configs can be altered (group configs: with "
+                                 "IncrementalAlterConfigs)"}
     try:
         await apply(resource.resource_name, changes, validate_only)
     except AdminError as error:
