@@ -228,7 +228,8 @@ class BrokerCore:
         self.txns = TxnCoordinatorRuntime(
             config, self, send_markers=shell.send_markers,
             refill_producer_ids=shell.refill_producer_ids,
-            complete_group_txn=self.groups.complete_txn, events=self.events, now_ms=now_ms)
+            complete_group_txn=self.groups.complete_txn, events=self.events, now_ms=now_ms,
+            serving=self.lifecycle.serving)
 
     @property
     def incarnation_id(self) -> str:

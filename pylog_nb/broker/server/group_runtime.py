@@ -251,9 +251,11 @@ class GroupCoordinatorRuntime:
         self.on_role_change(index, self.writes.partition(OFFSETS_TOPIC, index))
 
     def _answer(self, request_id: int, answer: Answer) -> None:
+        """Resolve a parked request; NOT_COORDINATOR (None) from a broker that does not serve,
+        whose state may be a deposed leader's (its client asks the new coordinator)."""
         parked = self._parked.pop(request_id, None)
         if parked is not None:
-            parked[1].resolve(answer)
+            parked[1].resolve(answer if self.serving(self.now_ms()) else None)
 
     def _append(self, coordinator: Coordinator, action: AppendRecords) -> None:
         assert action.partition == coordinator.partition, action

@@ -89,8 +89,10 @@ class TxnCoordinatorRuntime:
                  send_markers: Callable[[WriteTxnMarkers], None],
                  refill_producer_ids: Callable[[], None],
                  complete_group_txn: Callable[[int, int, bool], None],
-                 events, now_ms: Clock) -> None:
+                 events, now_ms: Clock,
+                 serving: Callable[[int], bool] = lambda now_ms: True) -> None:
         self.config = config
+        self.serving = serving  # False while the broker may have lost leaderships it holds
         self.writes = writes
         self.send_markers = send_markers
         self.refill_producer_ids = refill_producer_ids
@@ -148,7 +150,10 @@ class TxnCoordinatorRuntime:
 
     def ask(self, call: Callable[[int], list[Action]]) -> Pending[TxnAnswer | None]:
         """Run ``call(request_id)`` on the core; the answer action carrying that id resolves
-        the Pending (None: the coordinator is closing)."""
+        the Pending (None: the coordinator is closing, or the broker does not serve: back from
+        a pause, it may be a deposed leader whose state is stale)."""
+        if not self.serving(self.now_ms()):
+            return Pending.of(None)
         request_id = next(self._request_ids)
         answer: Pending[TxnAnswer | None] = Pending()
         self._parked[request_id] = answer
@@ -217,8 +222,8 @@ class TxnCoordinatorRuntime:
                 self.events.append(action)
             if isinstance(action, TxnAnswer):
                 answer = self._parked.pop(action.request_id, None)
-                if answer is not None:
-                    answer.resolve(action)
+                if answer is not None:  # from a broker that does not serve: NOT_COORDINATOR
+                    answer.resolve(action if self.serving(self.now_ms()) else None)
             elif isinstance(action, AppendRecords):
                 self._append(action)
             elif isinstance(action, WriteTxnMarkers):

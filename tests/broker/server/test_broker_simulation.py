@@ -30,6 +30,7 @@ from pylog_nb.broker.metadata import follower as metadata_follower
 from pylog_nb.broker.replication import follower as follower_module
 from pylog_nb.broker.replication.log_protocol import truncate_to
 from pylog_nb.broker.server import alter_partition_manager, group_runtime, lifecycle_manager
+from pylog_nb.broker.server.txn_runtime import TxnCoordinatorRuntime
 from pylog_nb.broker.txn import TransactionCoordinator
 
 SCHEDULE_COUNT = int(os.environ.get("SIM_SCHEDULES", "1000"))
@@ -372,5 +373,27 @@ def test_catches_a_heartbeat_answered_before_the_coordinators_writes_commit(monk
     assert any(clue in message for clue in (
         "below the epoch", "does not own at the coordinator", "both current members",
         "neither revoked nor fenced")), message
+    monkeypatch.undo()
+    run_or_fail(seed)
+
+
+def test_catches_a_transaction_coordinator_answering_while_its_broker_does_not_serve(
+        monkeypatch) -> None:
+    """Found by these schedules (seed 264): an AddPartitionsToTxn parked on a broker that was
+    then paused for 20 s was answered success when it came back, after another coordinator
+    had bumped the producer's epoch: the client heard "accepted" for an epoch already fenced.
+    Now a transaction coordinator whose broker does not serve answers NOT_COORDINATOR, to new
+    requests and to those parked before; put back one that ignores it and a seed fails. The
+    same seed passes with the shipped code."""
+    init = TxnCoordinatorRuntime.__init__
+
+    def always_serving(self, *args, **kwargs) -> None:
+        init(self, *args, **{**kwargs, "serving": lambda now_ms: True})
+
+    monkeypatch.setattr(TxnCoordinatorRuntime, "__init__", always_serving)
+    found = first_violation(range(264, 300))
+    assert found is not None, "a transaction coordinator answering unserved was not caught"
+    seed, message = found
+    assert "accepted for" in message, message
     monkeypatch.undo()
     run_or_fail(seed)
