@@ -99,8 +99,10 @@ class GroupMetadataValue:
 
 RecordKey = OffsetCommitKey | GroupMetadataKey  # classic groups and offsets
 RecordValue = OffsetCommitValue | GroupMetadataValue
-# decode_key also returns the KIP-848 keys of consumer_records.py (ConsumerRecordKey, types 3-8);
-# encode_key / encode_value stay classic: those records are written with encode_consumer_*.
+# decode_key also returns the KIP-848 keys of consumer_records.py (ConsumerRecordKey, types 3-8)
+# and the KIP-932 keys of share_records.py (ShareRecordKey, types 10-15);
+# encode_key / encode_value stay classic: those records are written with encode_consumer_* and
+# encode_share_*.
 
 
 def java_string_hash(text: str) -> int:

@@ -40,11 +40,11 @@ from .consumer_records import (
     TOPICS_DECODE_MAX,
     UUID_BYTES,
     TopicPartitions,
+    array_count,
+    read_topic_partitions,
+    skip_tagged_fields,
+    write_topic_partitions,
 )
-from .consumer_records import _count as count_of
-from .consumer_records import _read_topic_partitions as read_topic_partitions
-from .consumer_records import _skip_tagged_fields as skip_tagged_fields
-from .consumer_records import _write_topic_partitions as write_topic_partitions
 from .decode_errors import RecordDecodeError
 
 __all__ = [
@@ -324,7 +324,7 @@ def _decode_fields(key: ShareRecordKey, reader: SchemaReader) -> ShareRecordValu
         client_id = reader.string(compact=True)
         client_host = reader.string(compact=True)
         names = tuple(reader.string(compact=True) for _ in range(
-            count_of(reader, TOPICS_DECODE_MAX, "SubscribedTopicNames")))
+            array_count(reader, TOPICS_DECODE_MAX, "SubscribedTopicNames")))
         return ShareGroupMemberMetadataValue(rack_id, client_id, client_host, names)
     if isinstance(key, ShareGroupMetadataKey):
         return ShareGroupMetadataValue(reader.int32(), reader.unpack(">q"))
@@ -345,10 +345,10 @@ def _decode_fields(key: ShareRecordKey, reader: SchemaReader) -> ShareRecordValu
 def _read_topic_partitions_info(reader: SchemaReader, field: str
                                 ) -> tuple[ShareTopicPartitionsInfo, ...]:
     topics = []
-    for _ in range(count_of(reader, TOPICS_DECODE_MAX, field)):
+    for _ in range(array_count(reader, TOPICS_DECODE_MAX, field)):
         topic_id = uuid.UUID(bytes=reader.take(UUID_BYTES))
         name = reader.string(compact=True)
-        count = count_of(reader, PARTITIONS_DECODE_MAX, "Partitions")
+        count = array_count(reader, PARTITIONS_DECODE_MAX, "Partitions")
         partitions = tuple(reader.int32() for _ in range(count))
         skip_tagged_fields(reader)
         topics.append(ShareTopicPartitionsInfo(topic_id, name, partitions))
@@ -357,7 +357,7 @@ def _read_topic_partitions_info(reader: SchemaReader, field: str
 
 def _read_topic_info(reader: SchemaReader) -> tuple[ShareTopicInfo, ...]:
     topics = []
-    for _ in range(count_of(reader, TOPICS_DECODE_MAX, "DeletingTopics")):
+    for _ in range(array_count(reader, TOPICS_DECODE_MAX, "DeletingTopics")):
         topic_id = uuid.UUID(bytes=reader.take(UUID_BYTES))
         topics.append(ShareTopicInfo(topic_id, reader.string(compact=True)))
         skip_tagged_fields(reader)

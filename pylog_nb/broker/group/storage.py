@@ -11,7 +11,9 @@ Theory of operation:
   Compaction keeps only the latest record per key, so the log always rebuilds the same state.
 - What a new coordinator reads: every batch of the partition, oldest first; the latest record
   per key wins and a tombstone deletes (``rebuild_groups``). Groups with members come back
-  Stable, their sessions restarting at the moment of the load.
+  Stable, their sessions restarting at the moment of the load. KIP-848 consumer groups and
+  KIP-932 share groups are rebuilt from their own records by ``consumer_storage`` and
+  ``share_storage``.
 - Transactions (KIP-98): a TxnOffsetCommit's records sit in a transactional batch of the
   producer; they count only once that producer's COMMIT marker follows (and only where no
   later record of the same key came first), never after an ABORT; without a marker yet they
