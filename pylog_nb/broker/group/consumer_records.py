@@ -21,7 +21,9 @@ writes one record per piece of group state, so a group is rebuilt from several k
   member epoch and previous member epoch, its reconciliation state (Kafka's MemberState) and
   the partitions it still has to revoke.
 
-Types 9-15 are share groups (KIP-932); ``records.decode_key`` leaves them undecoded.
+Types 10-15 are share groups (KIP-932), in ``share_records.py``, which shares this module's
+array, assignment and tagged-field helpers (``array_count``, ``read_topic_partitions``,
+``write_topic_partitions``, ``skip_tagged_fields``).
 
 Layout: keys are non-flexible - the int16 type, then int16-length UTF-8 strings. Values are
 Kafka's generated messages at version 0, which is flexible: an int16 version, then the fields
@@ -70,10 +72,14 @@ __all__ = [
     "ConsumerRecordKey",
     "ConsumerRecordValue",
     "TopicPartitions",
+    "array_count",
     "decode_consumer_key",
     "decode_consumer_value",
     "encode_consumer_key",
     "encode_consumer_value",
+    "read_topic_partitions",
+    "skip_tagged_fields",
+    "write_topic_partitions",
 ]
 
 CONSUMER_GROUP_METADATA_KEY_VERSION = 3
@@ -245,20 +251,20 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         writer.int32(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
-        _write_topic_partitions(writer, value.topic_partitions)
+        write_topic_partitions(writer, value.topic_partitions)
     elif isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
         writer.int32(value.member_epoch)
         writer.int32(value.previous_member_epoch)
         writer.pack(">b", value.state)
-        _write_topic_partitions(writer, value.assigned_partitions)
-        _write_topic_partitions(writer, value.partitions_pending_revocation)
+        write_topic_partitions(writer, value.assigned_partitions)
+        write_topic_partitions(writer, value.partitions_pending_revocation)
     else:
         raise ValueError(f"{type(value).__name__} is read only")
     writer.uvarint(0)  # the value's tagged fields: none
     return writer.done()
 
 
-def _write_topic_partitions(writer: SchemaWriter, topics: TopicPartitions) -> None:
+def write_topic_partitions(writer: SchemaWriter, topics: TopicPartitions) -> None:
     """A compact array of (uuid TopicId, compact []int32 Partitions, tagged fields)."""
     writer.count(len(topics), compact=True)
     for topic_id, partitions in topics:
@@ -337,7 +343,7 @@ def decode_consumer_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecord
         if version != CONSUMER_VALUE_VERSION:
             raise RecordDecodeError(f"unknown value version {version} for {key!r}")
         value = _decode_fields(key, reader)
-        _skip_tagged_fields(reader)
+        skip_tagged_fields(reader)
         reader.done()
     except UnicodeDecodeError as exc:
         raise RecordDecodeError(f"value of {key!r}: {exc}") from exc
@@ -357,7 +363,7 @@ def _decode_fields(key: ConsumerRecordKey, reader: SchemaReader) -> ConsumerReco
         client_host = reader.string(compact=True)
         names = tuple(
             reader.string(compact=True)
-            for _ in range(_count(reader, TOPICS_DECODE_MAX, "SubscribedTopicNames"))
+            for _ in range(array_count(reader, TOPICS_DECODE_MAX, "SubscribedTopicNames"))
         )
         return ConsumerGroupMemberMetadataValue(
             instance_id,
@@ -372,7 +378,7 @@ def _decode_fields(key: ConsumerRecordKey, reader: SchemaReader) -> ConsumerReco
     if isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
         return ConsumerGroupTargetAssignmentMetadataValue(reader.int32())
     if isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
-        return ConsumerGroupTargetAssignmentMemberValue(_read_topic_partitions(reader))
+        return ConsumerGroupTargetAssignmentMemberValue(read_topic_partitions(reader))
     if isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
         member_epoch = reader.int32()
         previous_member_epoch = reader.int32()
@@ -381,13 +387,13 @@ def _decode_fields(key: ConsumerRecordKey, reader: SchemaReader) -> ConsumerReco
             member_epoch,
             previous_member_epoch,
             state,
-            assigned_partitions=_read_topic_partitions(reader),
-            partitions_pending_revocation=_read_topic_partitions(reader),
+            assigned_partitions=read_topic_partitions(reader),
+            partitions_pending_revocation=read_topic_partitions(reader),
         )
     raise TypeError(f"{key!r} is not a consumer-group key")
 
 
-def _count(reader: SchemaReader, limit: int, field: str) -> int:
+def array_count(reader: SchemaReader, limit: int, field: str) -> int:
     """A compact array's element count; the arrays of these values are never null."""
     size = reader.uvarint() - 1
     if size == -1:
@@ -401,14 +407,14 @@ def _uuid(reader: SchemaReader) -> uuid.UUID:
     return uuid.UUID(bytes=reader.take(UUID_BYTES))
 
 
-def _read_topic_partitions(reader: SchemaReader) -> TopicPartitions:
+def read_topic_partitions(reader: SchemaReader) -> TopicPartitions:
     """A compact array of (TopicId, Partitions, tagged fields), sorted and deduplicated."""
     topics: dict[uuid.UUID, tuple[int, ...]] = {}
-    for _ in range(_count(reader, TOPICS_DECODE_MAX, "TopicPartitions")):
+    for _ in range(array_count(reader, TOPICS_DECODE_MAX, "TopicPartitions")):
         topic_id = _uuid(reader)
-        count = _count(reader, PARTITIONS_DECODE_MAX, "Partitions")
+        count = array_count(reader, PARTITIONS_DECODE_MAX, "Partitions")
         partitions = struct.unpack(f">{count}i", reader.take(4 * count))
-        _skip_tagged_fields(reader)
+        skip_tagged_fields(reader)
         if topic_id in topics:
             raise RecordDecodeError(f"topic id {topic_id} twice in one assignment")
         topics[topic_id] = tuple(sorted(set(partitions)))
@@ -418,21 +424,21 @@ def _read_topic_partitions(reader: SchemaReader) -> TopicPartitions:
 def _read_topic_metadata(reader: SchemaReader) -> tuple[tuple[uuid.UUID, str, int], ...]:
     """ConsumerGroupPartitionMetadataValue's Topics; each PartitionMetadata is checked, dropped."""
     topics = []
-    for _ in range(_count(reader, TOPICS_DECODE_MAX, "Topics")):
+    for _ in range(array_count(reader, TOPICS_DECODE_MAX, "Topics")):
         topic_id = _uuid(reader)
         name = reader.string(compact=True)
         num_partitions = reader.int32()
-        for _ in range(_count(reader, PARTITIONS_DECODE_MAX, "PartitionMetadata")):
+        for _ in range(array_count(reader, PARTITIONS_DECODE_MAX, "PartitionMetadata")):
             reader.int32()  # Partition
-            for _ in range(_count(reader, RACKS_DECODE_MAX, "Racks")):
+            for _ in range(array_count(reader, RACKS_DECODE_MAX, "Racks")):
                 reader.string(compact=True)
-            _skip_tagged_fields(reader)
-        _skip_tagged_fields(reader)
+            skip_tagged_fields(reader)
+        skip_tagged_fields(reader)
         topics.append((topic_id, name, num_partitions))
     return tuple(topics)
 
 
-def _skip_tagged_fields(reader: SchemaReader) -> None:
+def skip_tagged_fields(reader: SchemaReader) -> None:
     """A tagged-field section: uvarint count, then (uvarint tag, uvarint size, bytes) each."""
     count = reader.uvarint()
     if count > TAGGED_FIELDS_DECODE_MAX:

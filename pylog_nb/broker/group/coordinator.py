@@ -141,7 +141,8 @@ class GroupCoordinator:
         now_ms: int,
         request_id: int,
     ) -> list[Action]:
-        """ShareGroupHeartbeat (KIP-932): answered at once by a ``HeartbeatAnswer``."""
+        """ShareGroupHeartbeat (KIP-932): answered by a ``HeartbeatAnswer`` carrying
+        ``request_id``, once its records are in the log (as ConsumerGroupHeartbeat)."""
         refused = self._refuse_heartbeat(request.group_id, request.member_id,
                                          request.member_epoch, "share", now_ms, request_id)
         if refused is not None:
@@ -444,12 +445,13 @@ class GroupCoordinator:
         return actions
 
     def _kept_in_memory(self, pending: PendingAppend) -> bool:
-        """Whether a failed append leaves memory ahead of the log: a KIP-848 heartbeat or
-        fencing changes its group before the records are written (a classic SyncGroup or static
-        rejoin undoes its own change on failure, and a failed commit never reached memory)."""
+        """Whether a failed append leaves memory ahead of the log: a KIP-848 or KIP-932
+        heartbeat, fencing or expiry changes its group before the records are written (a classic
+        SyncGroup or static rejoin undoes its own change on failure, and a failed commit never
+        reached memory)."""
         return isinstance(pending, HeartbeatStore) or (
             isinstance(pending, Untracked)
-            and self._groups.group_type(pending.group_id) == "consumer")
+            and self._groups.group_type(pending.group_id) in ("consumer", "share"))
 
     def hold_uncommitted_tail(self) -> int:
         """The log was loaded past its high watermark: answers that write nothing wait, as
@@ -475,7 +477,7 @@ class GroupCoordinator:
         """
         rebuilt = rebuild_groups(batches, now_ms,
                                  consumer_session_timeout_ms=self.consumer_session_timeout_ms)
-        self._groups.replace(rebuilt.groups, rebuilt.consumer_groups)
+        self._groups.replace(rebuilt.groups, rebuilt.consumer_groups, rebuilt.share_groups)
         self._appends.clear()
         self._offsets.on_loaded()
         self.loading = False

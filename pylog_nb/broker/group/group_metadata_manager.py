@@ -33,7 +33,7 @@ from .consumer_groups import ConsumerGroups, HeartbeatStore
 from .describe import GroupDescription, ListedGroup, dead_group, describe_group, listed
 from .errors import GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NON_EMPTY_GROUP, NONE
 from .group import Group, GroupState
-from .share_groups import ShareGroup, ShareGroups, ShareGroupState
+from .share_groups import ShareGroup, ShareGroups
 from .storage import Record, group_tombstone
 
 __all__ = ["AnyGroup", "GroupMetadataManager"]
@@ -81,6 +81,7 @@ class GroupMetadataManager:
         )
         self.share = ShareGroups(
             self._share_groups,
+            appends,
             session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms,
             group_members_max=group_members_max,
@@ -126,13 +127,22 @@ class GroupMetadataManager:
         return group
 
     def replace(self, groups: Mapping[str, Group],
-                consumer_groups: Mapping[str, ConsumerGroup]) -> None:
-        """Take the groups as the whole state (a load); the handlers keep the same maps."""
+                consumer_groups: Mapping[str, ConsumerGroup],
+                share_groups: Mapping[str, ShareGroup] | None = None) -> None:
+        """Take the groups as the whole state (a load); the handlers keep the same maps.
+
+        A group id has one type: a share group's records under an id the log also has as
+        another type cannot come from one coordinator (Kafka refuses the heartbeat), so
+        such a share group is dropped."""
         assert not set(groups) & set(consumer_groups), set(groups) & set(consumer_groups)
         self._groups.clear()
         self._groups.update(groups)
         self._consumer_groups.clear()
         self._consumer_groups.update(consumer_groups)
+        self._share_groups.clear()
+        share_groups = share_groups or {}
+        self._share_groups.update({group_id: group for group_id, group in share_groups.items()
+                                   if group_id not in groups and group_id not in consumer_groups})
 
     # -- timers ----------------------------------------------------------------------------------
 
@@ -144,14 +154,17 @@ class GroupMetadataManager:
         for consumer_group in list(self._consumer_groups.values()):
             self.consumer.expire(consumer_group, now_ms, actions)
         for share_group in list(self._share_groups.values()):
-            self.share.expire(share_group, now_ms)
+            self.share.expire(share_group, now_ms, actions)
         return actions
 
     def expire(self, group_id: str, now_ms: int) -> list[Action]:
         """One group's deadlines due by ``now_ms`` (``GroupCoordinator.expire_due``)."""
         actions: list[Action] = []
         group = self.group(group_id)
-        if isinstance(group, ConsumerGroup):
+        share_group = self._share_groups.get(group_id)
+        if share_group is not None:
+            self.share.expire(share_group, now_ms, actions)
+        elif isinstance(group, ConsumerGroup):
             self.consumer.expire(group, now_ms, actions)
         elif group is not None:
             self.classic.rebalance.expire(group, now_ms, actions)
@@ -197,9 +210,9 @@ class GroupMetadataManager:
         """Delete a group ``validate_delete_group`` allowed: Dead, then its tombstone and
         ``offset_tombstones`` (the ``OffsetMetadataManager``'s) in one batch, then forgotten."""
         assert self.validate_delete_group(group_id) == NONE, group_id
-        share_group = self._share_groups.pop(group_id, None)
+        share_group = self._share_groups.get(group_id)
         if share_group is not None:
-            share_group.state = ShareGroupState.DEAD
+            self.share.delete(share_group, now_ms, actions)
             return
         if group_id in self._consumer_groups:
             consumer_group = self._consumer_groups[group_id]

@@ -25,6 +25,13 @@ from .consumer_records import (
     decode_consumer_value,
 )
 from .decode_errors import RecordDecodeError
+from .share_records import (
+    SHARE_KEY_VERSIONS,
+    ShareRecordKey,
+    ShareRecordValue,
+    decode_share_key,
+    decode_share_value,
+)
 
 __all__ = [
     "GroupMetadataKey",
@@ -92,8 +99,10 @@ class GroupMetadataValue:
 
 RecordKey = OffsetCommitKey | GroupMetadataKey  # classic groups and offsets
 RecordValue = OffsetCommitValue | GroupMetadataValue
-# decode_key also returns the KIP-848 keys of consumer_records.py (ConsumerRecordKey, types 3-8);
-# encode_key / encode_value stay classic: those records are written with encode_consumer_*.
+# decode_key also returns the KIP-848 keys of consumer_records.py (ConsumerRecordKey, types 3-8)
+# and the KIP-932 keys of share_records.py (ShareRecordKey, types 10-15);
+# encode_key / encode_value stay classic: those records are written with encode_consumer_* and
+# encode_share_*.
 
 
 def java_string_hash(text: str) -> int:
@@ -166,8 +175,9 @@ def _reader(data: bytes) -> SchemaReader:
     return SchemaReader(data, RecordDecodeError)
 
 
-def decode_key(data: bytes) -> RecordKey | ConsumerRecordKey | None:
-    """Parse a key; None for key versions not decoded here (share groups, 9-15, and newer)."""
+def decode_key(data: bytes) -> RecordKey | ConsumerRecordKey | ShareRecordKey | None:
+    """Parse a key; None for key versions not decoded here (9, preview share groups' partition
+    metadata, and types 16 and up: streams groups and newer)."""
     reader = _reader(data)
     version = reader.int16()
     if version in (0, 1):
@@ -177,6 +187,8 @@ def decode_key(data: bytes) -> RecordKey | ConsumerRecordKey | None:
 
     if version in CONSUMER_KEY_VERSIONS:
         return decode_consumer_key(version, reader)
+    if version in SHARE_KEY_VERSIONS:
+        return decode_share_key(version, reader)
     return None
 
 
@@ -184,14 +196,17 @@ def decode_key(data: bytes) -> RecordKey | ConsumerRecordKey | None:
 def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None: ...
 @overload
 def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordValue | None: ...
+@overload
+def decode_value(key: ShareRecordKey, data: bytes | None) -> ShareRecordValue | None: ...
 def decode_value(
-    key: RecordKey | ConsumerRecordKey, data: bytes | None
-) -> RecordValue | ConsumerRecordValue | None:
+    key: RecordKey | ConsumerRecordKey | ShareRecordKey, data: bytes | None
+) -> RecordValue | ConsumerRecordValue | ShareRecordValue | None:
     """Parse the value of ``key``; None for a tombstone."""
     if data is None:
         return None
+    if isinstance(key, ShareRecordKey):
+        return decode_share_value(key, data)
     if not isinstance(key, OffsetCommitKey | GroupMetadataKey):
-
         return decode_consumer_value(key, data)
     reader = _reader(data)
     version = reader.int16()

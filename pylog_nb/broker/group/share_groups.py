@@ -15,70 +15,52 @@ Theory of operation (Kafka's GroupMetadataManager.shareGroupHeartbeat and Simple
   one member); with more subscribers than partitions, subscriber i reads partition i mod p, so
   several members share each partition, which is what a queue is for.
 - Sessions end after ``group.share.session.timeout.ms`` without a heartbeat; the member is
-  removed and the group epoch bumped. Membership lives in memory: a new coordinator answers
-  UNKNOWN_MEMBER_ID and members join again (the records they held are released by their share
-  sessions at the partition leaders, which are what hold delivery state).
+  removed and the group epoch bumped.
+- Every change is written to ``__consumer_offsets`` (``share_storage.py``, Kafka's records
+  10-14) before it is told: a heartbeat's records go through ``PendingAppends`` and its answer
+  waits for them (``HeartbeatStore``); an answer that writes nothing is deferred until the
+  appends before it complete; a failed append leaves memory ahead of the log, so the
+  coordinator reloads the partition (``RevertToLog``). In Kafka's order: the member's metadata
+  when it joins or changes, the group epoch when bumped, the changed targets and the
+  assignment epoch when the target is recomputed, the member's current assignment when its
+  epoch or partitions move. A leaving or expired member's three keys get tombstones with the
+  bumped epoch; DeleteGroups on an empty group writes the group's tombstones.
+- So a coordinator that loads the log has the group with its epochs, target and members (their
+  sessions restarting); members it lost join again at epoch 0 and get a group epoch above the
+  persisted one, so no epoch goes backwards. Delivery state is not here: it is the share
+  coordinator's (``__share_group_state``) and the partition leaders'.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import Errors
 from .actions import Action, HeartbeatAnswer
+from .appends import PendingAppends, Untracked
 from .assignors import TopicMetadata
 from .consumer_group import Assignment
+from .consumer_groups import HeartbeatStore
+from .share_group import ShareGroup, ShareGroupMember, ShareGroupState
+from .share_storage import (
+    Record,
+    share_assignment_epoch_record,
+    share_current_assignment_record,
+    share_group_epoch_record,
+    share_group_tombstones,
+    share_member_record,
+    share_member_tombstones,
+    share_target_record,
+)
 
 __all__ = ["ShareGroup", "ShareGroupMember", "ShareGroupState", "ShareGroups",
            "share_assignment"]
 
 SHARE_LEAVE_GROUP_MEMBER_EPOCH = -1
 SUBSCRIBED_TOPICS_MAX = 10_000  # topic names in one subscription
-
-
-class ShareGroupState(enum.Enum):
-    EMPTY = "Empty"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-@dataclass(slots=True, kw_only=True)
-class ShareGroupMember:
-    member_id: str
-    member_epoch: int = 0
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: tuple[str, ...] = ()
-    assigned: Assignment = field(default_factory=dict)
-    session_deadline_ms: int = 0
-
-
-@dataclass(slots=True)
-class ShareGroup:
-    """A share group ("share" in ListGroups)."""
-
-    group_id: str
-    state: ShareGroupState = ShareGroupState.EMPTY
-    state_timestamp_ms: int = -1
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    members: dict[str, ShareGroupMember] = field(default_factory=dict)
-    subscribed_topics: dict[str, tuple[str, int]] = field(default_factory=dict)
-    target: dict[str, Assignment] = field(default_factory=dict)
-
-    GROUP_TYPE = "share"
-    PROTOCOL_TYPE = "share"
-
-    def is_(self, state: ShareGroupState) -> bool:
-        return self.state is state
-
-    def update_state(self, now_ms: int) -> None:
-        state = ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
-        if state is not self.state:
-            self.state, self.state_timestamp_ms = state, now_ms
+# What a ShareGroupMemberMetadata record holds: rack id, client id, client host, topic names.
+MemberDescription = tuple[str | None, str, str, tuple[str, ...]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,51 +99,90 @@ def share_assignment(members: Mapping[str, ShareGroupMember],
 class ShareGroups:
     """The handler of every share group of one ``__consumer_offsets`` partition."""
 
-    def __init__(self, groups: dict[str, ShareGroup], *, session_timeout_ms: int,
-                 heartbeat_interval_ms: int, group_members_max: int) -> None:
+    def __init__(self, groups: dict[str, ShareGroup], appends: PendingAppends, *,
+                 session_timeout_ms: int, heartbeat_interval_ms: int,
+                 group_members_max: int) -> None:
         self._groups = groups
+        self._appends = appends
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.group_members_max = group_members_max
 
     def heartbeat(self, request: ShareHeartbeatRequest, topics: Mapping[str, TopicMetadata],
                   now_ms: int, request_id: int) -> list[Action]:
-        """ShareGroupHeartbeat, answered at once by a ``HeartbeatAnswer``."""
+        """ShareGroupHeartbeat, answered by a ``HeartbeatAnswer`` once its records (if any)
+        are in the log, or once the appends before it are."""
+        actions: list[Action] = []
+        records: list[Record] = []
         try:
-            answer = self._heartbeat(request, topics, now_ms, request_id)
+            answer = self._heartbeat(request, topics, now_ms, request_id, records)
         except _Refused as refused:
             answer = HeartbeatAnswer(
                 group_id=request.group_id, now_ms=now_ms, request_id=request_id,
                 error_code=refused.error_code, error_message=refused.message,
                 member_id=request.member_id, member_epoch=request.member_epoch)
-        return [answer]
+        if records:
+            store = HeartbeatStore(request.group_id, request_id, answer)
+            self._appends.append(store, records, now_ms, actions)
+        elif answer.error_code != Errors.NONE:
+            actions.append(answer)
+        else:
+            self._appends.defer(answer, actions)
+        return actions
 
     def _heartbeat(self, request: ShareHeartbeatRequest, topics: Mapping[str, TopicMetadata],
-                   now_ms: int, request_id: int) -> HeartbeatAnswer:
+                   now_ms: int, request_id: int, records: list[Record]) -> HeartbeatAnswer:
         _validate(request)
         group = self._groups.get(request.group_id)
         if request.member_epoch == SHARE_LEAVE_GROUP_MEMBER_EPOCH:
             if group is not None and request.member_id in group.members:
-                self._remove(group, request.member_id, now_ms)
+                self._remove(group, request.member_id, now_ms, records)
             return self._answer(request, request_id, now_ms, request.member_epoch, None)
         if group is None:
             if request.member_epoch != 0:
                 raise _Refused(Errors.UNKNOWN_MEMBER_ID, f"group {request.group_id} is unknown")
             group = self._groups[request.group_id] = ShareGroup(request.group_id,
                                                                 state_timestamp_ms=now_ms)
+        epoch_before = group.group_epoch
+        described_before = _description(group.members.get(request.member_id))
         member = self._member(group, request)
         before = (member.member_epoch, member.assigned)
         self._update(group, member, request, topics)
+        if _description(member) != described_before:
+            records.append(share_member_record(group.group_id, member))
+        if group.group_epoch != epoch_before:
+            records.append(share_group_epoch_record(group))
         if group.group_epoch > group.assignment_epoch:
-            group.target = share_assignment(group.members, topics)
-            group.assignment_epoch = group.group_epoch
-        member.member_epoch = group.assignment_epoch
-        member.assigned = dict(group.target.get(member.member_id, {}))
+            self._assign(group, topics, records)
+        self._reconcile(group, member, records)
         member.session_deadline_ms = now_ms + self.session_timeout_ms
         group.update_state(now_ms)
         changed = (member.member_epoch, member.assigned) != before or request.member_epoch == 0
         return self._answer(request, request_id, now_ms, member.member_epoch,
                             dict(member.assigned) if changed else None)
+
+    def _assign(self, group: ShareGroup, topics: Mapping[str, TopicMetadata],
+                records: list[Record]) -> None:
+        """A new target at the group epoch; a record per member whose target changed (a new
+        member's too, even empty, as Kafka's TargetAssignmentBuilder), then the epoch's."""
+        target = share_assignment(group.members, topics)
+        for member_id, assignment in target.items():
+            if group.target.get(member_id) != assignment:
+                records.append(share_target_record(group.group_id, member_id, assignment))
+        group.target = target
+        group.assignment_epoch = group.group_epoch
+        records.append(share_assignment_epoch_record(group))
+
+    def _reconcile(self, group: ShareGroup, member: ShareGroupMember,
+                   records: list[Record]) -> None:
+        """The member takes its target at the assignment epoch at once (nothing to revoke)."""
+        assigned = dict(group.target.get(member.member_id, {}))
+        if (member.member_epoch, member.assigned) == (group.assignment_epoch, assigned):
+            return
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
+        member.member_epoch, member.assigned = group.assignment_epoch, assigned
+        records.append(share_current_assignment_record(group.group_id, member))
 
     def _answer(self, request: ShareHeartbeatRequest, request_id: int, now_ms: int,
                 member_epoch: int, assignment: Assignment | None) -> HeartbeatAnswer:
@@ -203,22 +224,47 @@ class ShareGroups:
         subscribed = {name: (topics[name].topic_id, topics[name].partitions)
                       for m in group.members.values() for name in m.subscribed_topic_names
                       if name in topics}
+        if group.subscribed_topics is None:
+            group.subscribed_topics = subscribed  # after a load: take the metadata as it is
         if subscribed != group.subscribed_topics:
             group.subscribed_topics = subscribed
             if group.group_epoch == group.assignment_epoch:  # not bumped by this heartbeat yet
                 group.group_epoch += 1
 
-    def _remove(self, group: ShareGroup, member_id: str, now_ms: int) -> None:
+    def _remove(self, group: ShareGroup, member_id: str, now_ms: int,
+                records: list[Record]) -> None:
+        """Kafka's share-group removeMember and epoch bump: three tombstones, the new epoch."""
         del group.members[member_id]
         group.target.pop(member_id, None)
         group.group_epoch += 1
         group.update_state(now_ms)
+        records += share_member_tombstones(group.group_id, member_id)
+        records.append(share_group_epoch_record(group))
 
-    def expire(self, group: ShareGroup, now_ms: int) -> None:
-        """Remove every member whose session ended by ``now_ms``."""
+    def expire(self, group: ShareGroup, now_ms: int, actions: list[Action]) -> None:
+        """Remove every member whose session ended by ``now_ms``, in one append."""
+        records: list[Record] = []
         for member in list(group.members.values()):
             if member.session_deadline_ms <= now_ms:
-                self._remove(group, member.member_id, now_ms)
+                self._remove(group, member.member_id, now_ms, records)
+        if records:
+            self._appends.append(Untracked(group.group_id), records, now_ms, actions)
+
+    def delete(self, group: ShareGroup, now_ms: int, actions: list[Action]) -> None:
+        """DeleteGroups of an empty group: Dead, forgotten, its tombstones appended."""
+        assert not group.members, group.group_id
+        group.state = ShareGroupState.DEAD
+        del self._groups[group.group_id]
+        self._appends.append(Untracked(group.group_id), share_group_tombstones(group.group_id),
+                             now_ms, actions)
+
+
+def _description(member: ShareGroupMember | None) -> MemberDescription | None:
+    """What the member's ShareGroupMemberMetadata record holds (None: no member yet)."""
+    if member is None:
+        return None
+    return (member.rack_id, member.client_id, member.client_host,
+            tuple(sorted(member.subscribed_topic_names)))
 
 
 class _Refused(Exception):

@@ -11,7 +11,9 @@ Theory of operation:
   Compaction keeps only the latest record per key, so the log always rebuilds the same state.
 - What a new coordinator reads: every batch of the partition, oldest first; the latest record
   per key wins and a tombstone deletes (``rebuild_groups``). Groups with members come back
-  Stable, their sessions restarting at the moment of the load.
+  Stable, their sessions restarting at the moment of the load. KIP-848 consumer groups and
+  KIP-932 share groups are rebuilt from their own records by ``consumer_storage`` and
+  ``share_storage``.
 - Transactions (KIP-98): a TxnOffsetCommit's records sit in a transactional batch of the
   producer; they count only once that producer's COMMIT marker follows (and only where no
   later record of the same key came first), never after an ABORT; without a marker yet they
@@ -44,6 +46,9 @@ from .records import (
     encode_key,
     encode_value,
 )
+from .share_group import ShareGroup
+from .share_records import ShareRecordKey, ShareRecordValue
+from .share_storage import SHARE_KEYS, restore_share_groups
 
 __all__ = [
     "OffsetsBatch",
@@ -133,15 +138,18 @@ def plain_batches(records: Iterable[Record]) -> list[OffsetsBatch]:
     return [OffsetsBatch(offset, (record,)) for offset, record in enumerate(records)]
 
 
-AnyKey = RecordKey | ConsumerRecordKey
-_Positioned = tuple[RecordValue | ConsumerRecordValue, int]  # a value, its batch's base offset
+AnyKey = RecordKey | ConsumerRecordKey | ShareRecordKey
+# a value, its batch's base offset
+_Positioned = tuple[RecordValue | ConsumerRecordValue | ShareRecordValue, int]
 
 
 class Rebuilt(NamedTuple):
-    """What a coordinator's log holds: its classic groups and its KIP-848 consumer groups."""
+    """What a coordinator's log holds: its classic groups, its KIP-848 consumer groups and its
+    KIP-932 share groups."""
 
     groups: dict[str, Group]
     consumer_groups: dict[str, ConsumerGroup]
+    share_groups: dict[str, ShareGroup]
 
 
 def rebuild_groups(batches: Iterable[OffsetsBatch], now_ms: int, *,
@@ -163,7 +171,7 @@ def rebuild_groups(batches: Iterable[OffsetsBatch], now_ms: int, *,
         for key_bytes, value_bytes in batch.records:
             key = decode_key(key_bytes)
             if key is None:
-                continue  # a share-group record (KIP-932): not loaded yet
+                continue  # a record type we do not load (preview share groups', streams')
             value = decode_value(key, value_bytes)
             positioned = None if value is None else (value, batch.base_offset)
             if batch.is_transactional and isinstance(key, OffsetCommitKey):
@@ -175,9 +183,12 @@ def rebuild_groups(batches: Iterable[OffsetsBatch], now_ms: int, *,
     consumer = restore_consumer_groups(
         ((key, value) for key, (value, _) in latest.items() if isinstance(key, CONSUMER_KEYS)),
         now_ms, consumer_session_timeout_ms)
+    share = restore_share_groups(
+        ((key, value) for key, (value, _) in latest.items() if isinstance(key, SHARE_KEYS)),
+        now_ms, consumer_session_timeout_ms)
     groups: dict[str, Group] = {}
     for key, (value, batch_offset) in latest.items():
-        if isinstance(key, CONSUMER_KEYS):
+        if isinstance(key, CONSUMER_KEYS + SHARE_KEYS):
             continue
         if isinstance(key, OffsetCommitKey):
             assert isinstance(value, OffsetCommitValue)
@@ -189,7 +200,7 @@ def rebuild_groups(batches: Iterable[OffsetsBatch], now_ms: int, *,
             group = groups.setdefault(key.group, Group(key.group, state_timestamp_ms=now_ms))
             _restore_group(group, value, now_ms)
     _restore_txn_offsets(groups, consumer, pending, now_ms)
-    return Rebuilt(groups, consumer)
+    return Rebuilt(groups, consumer, share)
 
 
 def _apply_committed(

@@ -136,9 +136,9 @@ def test_truncated_or_trailing_keys_raise(key: ConsumerRecordKey, data: bytes) -
         decode_key(data + b"\x00")
 
 
-def test_share_group_and_unknown_keys_are_not_decoded() -> None:
-    assert decode_key(i16(10) + key_str("g") + key_str("m")) is None  # ShareGroupMemberMetadata
-    for version in range(9, 16):
+def test_preview_share_and_unknown_keys_are_not_decoded() -> None:
+    assert decode_key(i16(9) + key_str("g")) is None  # ShareGroupPartitionMetadata (preview)
+    for version in (16, 17, 100):  # streams groups and newer
         assert decode_key(i16(version) + key_str("g")) is None
     assert decode_key(i16(2) + key_str("g")) == GroupMetadataKey("g")  # classic still classic
 
