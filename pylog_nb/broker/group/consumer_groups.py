@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..errors import Errors
@@ -59,6 +59,9 @@ SUBSCRIBED_TOPICS_MAX = 10_000  # topic names in one subscription
 REGEX_BYTES_MAX = 4_096  # a subscription's regular expression
 # A regular expression never matches Kafka's internal topics (Kafka: isInternal).
 INTERNAL_TOPICS = COORDINATOR_TOPICS
+
+# A group's (session timeout ms, heartbeat interval ms) from its group configs; None: defaults
+GroupTimeouts = Callable[[str], tuple[int, int] | None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,12 +104,15 @@ class ConsumerGroups:
         heartbeat_interval_ms: int,
         group_members_max: int,
         seed: int,
+        timeouts: GroupTimeouts | None = None,
     ) -> None:
         self._groups = groups
         self._classic = classic
         self._appends = appends
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        # A group's consumer.session.timeout.ms / heartbeat.interval.ms (group configs)
+        self._timeouts = timeouts or (lambda group_id: None)
         self.group_members_max = group_members_max
         self._rng = random.Random(seed)
 
@@ -169,13 +175,14 @@ class ConsumerGroups:
                   lambda topic_id, partition: (topic_id, partition) in epochs)
         if (member.member_epoch, member.state, member.assigned) != before:
             records.append(current_assignment_record(group.group_id, member))
-        self._deadlines(member, now_ms)
+        self._deadlines(group.group_id, member, now_ms)
         group.update_state(now_ms)
         send_assignment = full or (member.member_epoch, member.assigned) != before[::2]
         return HeartbeatAnswer(
             group_id=group.group_id, now_ms=now_ms, request_id=request_id,
             error_code=Errors.NONE, member_id=member.member_id,
-            member_epoch=member.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self._heartbeat_ms(group.group_id),
             assignment=dict(member.assigned) if send_assignment else None)
 
     def _group_for(self, request: HeartbeatRequest, now_ms: int,
@@ -304,8 +311,16 @@ class ConsumerGroups:
         group.assignment_epoch = group.group_epoch
         records.append(assignment_epoch_record(group))
 
-    def _deadlines(self, member: ConsumerGroupMember, now_ms: int) -> None:
-        member.session_deadline_ms = now_ms + self.session_timeout_ms
+    def _session_ms(self, group_id: str) -> int:
+        override = self._timeouts(group_id)
+        return self.session_timeout_ms if override is None else override[0]
+
+    def _heartbeat_ms(self, group_id: str) -> int:
+        override = self._timeouts(group_id)
+        return self.heartbeat_interval_ms if override is None else override[1]
+
+    def _deadlines(self, group_id: str, member: ConsumerGroupMember, now_ms: int) -> None:
+        member.session_deadline_ms = now_ms + self._session_ms(group_id)
         if member.state is not MemberState.UNREVOKED_PARTITIONS:
             member.revocation_deadline_ms = None
         elif member.revocation_deadline_ms is None:
@@ -324,7 +339,7 @@ class ConsumerGroups:
             # The static member keeps its partitions until it comes back or its session ends.
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
-            member.session_deadline_ms = now_ms + self.session_timeout_ms
+            member.session_deadline_ms = now_ms + self._session_ms(group.group_id)
             records.append(current_assignment_record(group.group_id, member))
         else:
             self.fence(group, member.member_id, now_ms, records)

@@ -33,7 +33,7 @@ from .assignors import TopicMetadata
 from .classic_groups import PROTOCOLS_PER_MEMBER_MAX, LeaveResult, Protocols
 from .classic_rebalance import NEW_MEMBER_JOIN_TIMEOUT_MS
 from .consumer_group import ConsumerGroup
-from .consumer_groups import HeartbeatRequest, HeartbeatStore
+from .consumer_groups import GroupTimeouts, HeartbeatRequest, HeartbeatStore
 from .describe import GroupDescription, ListedGroup, dead_group
 from .errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -80,6 +80,8 @@ class GroupCoordinator:
         consumer_heartbeat_interval_ms: int = 5_000,  # group.consumer.heartbeat.interval.ms
         loading: bool = False,
         seed: int = 0,
+        consumer_timeouts: GroupTimeouts | None = None,  # a group's overrides of the two
+        share_timeouts: GroupTimeouts | None = None,
     ) -> None:
         self.partition = partition
         self.loading = loading
@@ -94,6 +96,8 @@ class GroupCoordinator:
             seed=seed,
             consumer_session_timeout_ms=consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms=consumer_heartbeat_interval_ms,
+            consumer_timeouts=consumer_timeouts,
+            share_timeouts=share_timeouts,
         )
         self._offsets = OffsetMetadataManager(
             self._groups, self._appends, offset_metadata_bytes_max=offset_metadata_bytes_max

@@ -29,7 +29,7 @@ from .appends import PendingAppend, PendingAppends, Untracked
 from .classic_groups import ClassicGroups, StaticRejoinStore
 from .classic_rebalance import SyncStore, transition
 from .consumer_group import ConsumerGroup, ConsumerGroupState
-from .consumer_groups import ConsumerGroups, HeartbeatStore
+from .consumer_groups import ConsumerGroups, GroupTimeouts, HeartbeatStore
 from .describe import GroupDescription, ListedGroup, dead_group, describe_group, listed
 from .errors import GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NON_EMPTY_GROUP, NONE
 from .group import Group, GroupState
@@ -56,6 +56,8 @@ class GroupMetadataManager:
         seed: int,
         consumer_session_timeout_ms: int = 45_000,
         consumer_heartbeat_interval_ms: int = 5_000,
+        consumer_timeouts: GroupTimeouts | None = None,
+        share_timeouts: GroupTimeouts | None = None,
     ) -> None:
         self._appends = appends
         self._groups: dict[str, Group] = {}
@@ -78,6 +80,7 @@ class GroupMetadataManager:
             heartbeat_interval_ms=consumer_heartbeat_interval_ms,
             group_members_max=group_members_max,
             seed=seed + 1,
+            timeouts=consumer_timeouts,
         )
         self.share = ShareGroups(
             self._share_groups,
@@ -85,6 +88,7 @@ class GroupMetadataManager:
             session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms,
             group_members_max=group_members_max,
+            timeouts=share_timeouts,
         )
 
     # -- lookups ---------------------------------------------------------------------------------

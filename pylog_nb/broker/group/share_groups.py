@@ -41,7 +41,7 @@ from .actions import Action, HeartbeatAnswer
 from .appends import PendingAppends, Untracked
 from .assignors import TopicMetadata
 from .consumer_group import Assignment
-from .consumer_groups import HeartbeatStore
+from .consumer_groups import GroupTimeouts, HeartbeatStore
 from .share_group import ShareGroup, ShareGroupMember, ShareGroupState
 from .share_storage import (
     Record,
@@ -101,11 +101,13 @@ class ShareGroups:
 
     def __init__(self, groups: dict[str, ShareGroup], appends: PendingAppends, *,
                  session_timeout_ms: int, heartbeat_interval_ms: int,
-                 group_members_max: int) -> None:
+                 group_members_max: int, timeouts: GroupTimeouts | None = None) -> None:
         self._groups = groups
         self._appends = appends
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        # A group's share.session.timeout.ms / share.heartbeat.interval.ms (group configs)
+        self._timeouts = timeouts or (lambda group_id: None)
         self.group_members_max = group_members_max
 
     def heartbeat(self, request: ShareHeartbeatRequest, topics: Mapping[str, TopicMetadata],
@@ -155,7 +157,9 @@ class ShareGroups:
         if group.group_epoch > group.assignment_epoch:
             self._assign(group, topics, records)
         self._reconcile(group, member, records)
-        member.session_deadline_ms = now_ms + self.session_timeout_ms
+        override = self._timeouts(group.group_id)
+        member.session_deadline_ms = now_ms + (
+            self.session_timeout_ms if override is None else override[0])
         group.update_state(now_ms)
         changed = (member.member_epoch, member.assigned) != before or request.member_epoch == 0
         return self._answer(request, request_id, now_ms, member.member_epoch,
@@ -189,7 +193,11 @@ class ShareGroups:
         return HeartbeatAnswer(
             group_id=request.group_id, now_ms=now_ms, request_id=request_id,
             error_code=Errors.NONE, member_id=request.member_id, member_epoch=member_epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms, assignment=assignment)
+            heartbeat_interval_ms=self._heartbeat_ms(request.group_id), assignment=assignment)
+
+    def _heartbeat_ms(self, group_id: str) -> int:
+        override = self._timeouts(group_id)
+        return self.heartbeat_interval_ms if override is None else override[1]
 
     def _member(self, group: ShareGroup, request: ShareHeartbeatRequest) -> ShareGroupMember:
         member = group.members.get(request.member_id)

@@ -56,7 +56,7 @@ from ..records.batch import Record, encode_batch, iter_batches_decoded
 from ..records.header import BatchHeader
 from ..storage.txn_index import decode_marker
 from ..types import ACKS_ALL, Clock
-from .config import BrokerConfig
+from .config import BrokerConfig, group_config_defaults
 from .pending import Pending
 from .purgatory import ProduceDone
 from .replica_manager import AppendResult, Partition
@@ -164,10 +164,23 @@ class GroupCoordinatorRuntime:
             consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
             loading=True,
             seed=self.rng.getrandbits(64),  # member ids must not repeat a predecessor's
+            consumer_timeouts=lambda group_id: self._timeouts(group_id, "consumer"),
+            share_timeouts=lambda group_id: self._timeouts(group_id, "share"),
         )
         self.cores[index] = core
         self.loading[index] = self._load(partition, core)
         self._load_step(index)
+
+    def _timeouts(self, group_id: str, kind: str) -> tuple[int, int] | None:
+        """The group's ``<kind>.session.timeout.ms`` and ``<kind>.heartbeat.interval.ms``
+        group configs, if it overrides either (None: the broker's defaults)."""
+        overrides = self.metadata().group_configs.get(group_id)
+        if not overrides:
+            return None
+        defaults = group_config_defaults(self.config)
+        session, heartbeat = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
+        return (int(overrides.get(session, defaults[session])),
+                int(overrides.get(heartbeat, defaults[heartbeat])))
 
     def _resign(self, index: int) -> None:
         self.loading.pop(index, None)

@@ -286,3 +286,17 @@ def test_a_failed_append_of_group_state_asks_for_a_reload_from_the_log() -> None
     (answer,) = [a for a in after if isinstance(a, HeartbeatAnswer)]
     assert answer.error_code == Errors.NOT_COORDINATOR
     assert [a.partition for a in after if isinstance(a, RevertToLog)] == [0]
+
+
+def test_a_group_config_sets_that_groups_session_timeout_and_heartbeat_interval() -> None:
+    """consumer.session.timeout.ms / consumer.heartbeat.interval.ms of one group (its group
+    configs) replace the broker's defaults for that group only."""
+    driver = Driver(consumer_timeouts=lambda group_id: (8_000, 2_000) if group_id == "fast"
+                    else None)
+    assert driver.beat("m1", 0, group_id="fast").heartbeat_interval_ms == 2_000
+    assert driver.beat("m2", 0, group_id="g").heartbeat_interval_ms == Driver().beat(
+        "m", 0).heartbeat_interval_ms
+    driver.now_ms += 8_001
+    driver.run(driver.core.tick(driver.now_ms))
+    assert not driver.core.consumer_groups["fast"].members  # fenced after its own 8 s
+    assert set(driver.core.consumer_groups["g"].members) == {"m2"}  # 45 s for the others
