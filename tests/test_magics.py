@@ -99,6 +99,22 @@ def test_group_reads_commit_and_lag_shows_it(shell, topic_name):
     assert group in set(groups.group)
 
 
+def test_log_groups_sets_and_unsets_a_group_config(shell, topic_name):
+    group = f"cfg-{topic_name}"
+    configs = line(shell, "log_groups", f"{group} --set share.auto.offset.reset=earliest "
+                                        "--set share.record.lock.duration.ms=20000")
+    by_name = configs.set_index("name")
+    assert by_name.loc["share.auto.offset.reset", "value"] == "earliest"
+    assert by_name.loc["share.auto.offset.reset", "source"] == "group"
+    assert by_name.loc["share.isolation.level", "source"] == "default"
+    after = line(shell, "log_groups", f"{group} --unset share.auto.offset.reset").set_index("name")
+    assert (after.loc["share.auto.offset.reset", "value"],
+            after.loc["share.auto.offset.reset", "source"]) == ("latest", "default")
+    assert after.loc["share.record.lock.duration.ms", "value"] == "20000"
+    with pytest.raises(UsageError, match="INVALID_CONFIG.*share.isolation.level"):
+        line(shell, "log_groups", f"{group} --set share.isolation.level=sometimes")
+
+
 def test_errors_are_one_line(shell, topic_name):
     with pytest.raises(UsageError, match=r"^topic no-such-topic does not exist$"):
         line(shell, "log_consume", "no-such-topic")

@@ -29,7 +29,9 @@ from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..client import (
+    alter_group_configs,
     events_frame,
+    group_configs_frame,
     groups_frame,
     lag_frame,
     members_frame,
@@ -521,6 +523,13 @@ class LogMagics(Magics):
         return lag_frame(self._source(), line.strip() or None)
 
     @line_magic
+    @magic_arguments()
+    @argument("group", nargs="?")
+    @argument("--set", dest="set_configs", action="append", default=[], metavar="KEY=VALUE",
+              help="set a group config (repeatable), e.g. share.auto.offset.reset=earliest")
+    @argument("--unset", action="append", default=[], metavar="KEY",
+              help="a group config back to the broker's default (repeatable)")
+    @argument("--configs", action="store_true", help="show the group's configs")
     @_one_line_errors
     def log_groups(self, line: str):
         """%log_groups: every group, classic, consumer (KIP-848) or share (KIP-932; a local
@@ -532,10 +541,22 @@ class LogMagics(Magics):
         partitions it must still revoke (pending_revocation), those of its target another
         member has not released yet, and its target assignment. For a share group, its share
         partitions are shown between the two: start and end offsets, lag, and how many
-        in-flight records are available, acquired, acknowledged and archived."""
-        group_id = line.strip()
+        in-flight records are available, acquired, acknowledged and archived.
+
+        %log_groups GROUP --set KEY=VALUE [--unset KEY] [--configs]: change the group's configs
+        (Kafka's kafka-configs.sh --entity-type groups; a group need not exist yet), e.g.
+        --set share.auto.offset.reset=earliest so a new share group reads from the start;
+        returns all its configs."""
+        args = parse_argstring(self.log_groups, line)
+        group_id = args.group
         if not group_id:
+            if args.set_configs or args.unset or args.configs:
+                raise UsageError("--set, --unset and --configs need a GROUP")
             return groups_frame(self._source())
+        if args.set_configs or args.unset or args.configs:
+            alter_group_configs(self._source(), group_id, _configs(args.set_configs),
+                                args.unset)
+            return group_configs_frame(self._source(), group_id)
         from IPython.display import display
 
         group = groups_frame(self._source(), group_id)
