@@ -118,6 +118,11 @@ class SharePartitionManager:
         for key in [k for k in self.partitions if k[1] == topic_partition]:
             del self.partitions[key]
 
+    def forget_group_partition(self, group_id: str, topic_partition: TopicPartition) -> None:
+        """The group's state for ``topic_partition`` was altered or deleted at its share
+        coordinator: the next fetch loads it again."""
+        self.partitions.pop((group_id, topic_partition), None)
+
     def expire(self, now_ms: int) -> None:
         """Acquisition locks that ran out by ``now_ms`` release their records."""
         for partition in self.partitions.values():
