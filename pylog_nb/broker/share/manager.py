@@ -14,6 +14,10 @@ Theory of operation (KIP-932):
   epoch -1 closes it. Closing a session releases every record the member holds here, as does
   its acquisition locks running out (``expire``). An epoch out of order is
   INVALID_SHARE_SESSION_EPOCH, a session this broker does not know SHARE_SESSION_NOT_FOUND.
+- A session belongs to the client connection that last used it (Kafka's ShareSession
+  connection id). The connection closing ends its sessions as epoch -1 would
+  (``sessions_of``; Kafka's ShareSessionCache connection-disconnect listener), so a consumer
+  that dies without closing gives its records back at once, not when their locks run out.
 - This broker stops leading a partition: its share partitions go (``forget_partition``); the
   next leader loads them from the share coordinator.
 """
@@ -33,6 +37,7 @@ INITIAL_SHARE_SESSION_EPOCH = 0
 FINAL_SHARE_SESSION_EPOCH = -1
 SHARE_SESSIONS_MAX = 1_000  # Kafka's group.share.max.share.sessions default
 EPOCHS_COUNT = 2**31  # a session epoch wraps past int32 to 1, as Kafka's does
+NO_CONNECTION = ""  # a request that came through no client connection (the simulation's)
 
 
 @dataclass(slots=True)
@@ -41,6 +46,7 @@ class ShareSession:
     member_id: str
     epoch: int
     partitions: set[TopicPartition] = field(default_factory=set)
+    connection_id: str = NO_CONNECTION
 
 
 class SharePartitionManager:
@@ -57,8 +63,10 @@ class SharePartitionManager:
 
     def open_session(self, group_id: str, member_id: str, epoch: int,
                      added: set[TopicPartition], forgotten: set[TopicPartition],
-                     now_ms: int) -> tuple[int, ShareSession | None]:
-        """The session a request with ``epoch`` continues: (error code, session)."""
+                     now_ms: int, connection_id: str = NO_CONNECTION
+                     ) -> tuple[int, ShareSession | None]:
+        """The session a request with ``epoch`` continues, now bound to the request's
+        connection: (error code, session)."""
         key = (group_id, member_id)
         session = self.sessions.get(key)
         if epoch == INITIAL_SHARE_SESSION_EPOCH:
@@ -75,7 +83,16 @@ class SharePartitionManager:
             session.epoch = epoch
         session.partitions |= added
         session.partitions -= forgotten
+        if connection_id != NO_CONNECTION:
+            session.connection_id = connection_id
         return Errors.NONE, session
+
+    def sessions_of(self, connection_id: str) -> list[tuple[str, str]]:
+        """The (group, member) of every session the connection ``connection_id`` holds."""
+        if connection_id == NO_CONNECTION:
+            return []
+        return [key for key, session in self.sessions.items()
+                if session.connection_id == connection_id]
 
     def close_session(self, group_id: str, member_id: str, now_ms: int) -> None:
         """Epoch -1 answered: the session ends and the member's records go back."""

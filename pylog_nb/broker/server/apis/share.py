@@ -11,11 +11,14 @@ A share partition is loaded from its share coordinator on its group's first fetc
 every acknowledgement is persisted there before it is answered (``share_runtime.py``).
 With nothing acquired the request waits, up to ``max_wait``, for an append to move a high
 watermark. ShareAcknowledge settles acknowledgements alone. Epoch -1 closes the session after
-its acknowledgements, releasing what the member still holds.
+its acknowledgements, releasing what the member still holds; so does the client's connection
+closing (``close_connection_sessions``, which the asyncio shell calls with the id it put in
+``CONNECTION_ID`` for that connection's requests).
 """
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Mapping
 
@@ -37,6 +40,8 @@ from .fetch import wait_for_data
 
 SHARE_ASSIGNOR = "simple"  # Kafka's share-group assignor name
 ACKS_PER_REQUEST_MAX = 10_000  # acknowledgement batches one request may carry
+# The client connection a request came on, set by the asyncio shell per connection ("": none)
+CONNECTION_ID: contextvars.ContextVar[str] = contextvars.ContextVar("connection_id", default="")
 
 
 # == the group coordinator's =====================================================================
@@ -119,7 +124,7 @@ async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
     error, session = core.shares.open_session(
         group_id, member_id, body.share_session_epoch,
         {tp for tp in wanted.values() if tp is not None},
-        {tp for tp in forgotten.values() if tp is not None}, now_ms)
+        {tp for tp in forgotten.values() if tp is not None}, now_ms, CONNECTION_ID.get())
     if error != Errors.NONE or session is None:
         return _share_fetch_response(core, error)
     ack_errors = await _acknowledge_all(core, group_id, member_id, [
@@ -147,7 +152,7 @@ async def handle_share_acknowledge(core: BrokerCore, request: Request) -> dict:
     group_id, member_id = body.group_id or "", body.member_id or ""
     now_ms = core.now_ms()
     error, _ = core.shares.open_session(group_id, member_id, body.share_session_epoch, set(),
-                                        set(), now_ms)
+                                        set(), now_ms, CONNECTION_ID.get())
     if error != Errors.NONE:
         return {"error_code": error, "responses": [], "node_endpoints": []}
     ack_errors = await _acknowledge_all(core, group_id, member_id, [
@@ -168,6 +173,18 @@ def _named(core: BrokerCore, items) -> dict[tuple, TopicPartition | None]:
         topic = core.image.topic_by_id(str(topic_id))
         named[(topic_id, index)] = None if topic is None else (topic.name, index)
     return named
+
+
+async def close_connection_sessions(core: BrokerCore, connection_id: str) -> int:
+    """A client connection closed: its share sessions end as with epoch -1, the records
+    their members hold go back, persisted. The number of sessions closed."""
+    closed = 0
+    for group_id, member_id in core.shares.sessions_of(connection_id):
+        session = core.shares.sessions.get((group_id, member_id))
+        if session is not None and session.connection_id == connection_id:  # not reopened
+            await _close_session(core, group_id, member_id)
+            closed += 1
+    return closed
 
 
 async def _close_session(core: BrokerCore, group_id: str, member_id: str) -> None:
