@@ -4,9 +4,12 @@ coordinator's), ShareFetch and ShareAcknowledge (the partition leaders'), run in
 ShareFetch, per request: continue the member's share session (``share/manager.py``), settle the
 piggy-backed acknowledgements, then for each partition of the session that this broker leads
 read from the share partition's next fetch offset (its first available record, else its end)
-and acquire what the read covers, below the high watermark, up to ``max_records`` in all. The
-response carries the batches read and the acquired offset ranges with their delivery counts;
-the client hands out only records in those ranges (and acknowledges the other offsets as GAP).
+and acquire what the read covers, below the high watermark, up to ``max_records`` in all.
+Under ``--share-isolation-level read_committed`` (Kafka's share.isolation.level) the read is a
+read_committed one: below the LSO, and the records of the aborted transactions it returns are
+archived instead of acquired (``share_partition.aborted_ranges``). The response carries the
+batches read and the acquired offset ranges with their delivery counts; the client hands out
+only records in those ranges (and acknowledges the other offsets as GAP).
 A share partition is loaded from its share coordinator on its group's first fetch here, and
 every acknowledgement is persisted there before it is answered (``share_runtime.py``).
 With nothing acquired the request waits, up to ``max_wait``, for an append to move a high
@@ -29,17 +32,25 @@ from ...protocol.codec import Request, duration_ms
 from ...records.header import HEADER_BYTES, read_header
 from ...share.manager import FINAL_SHARE_SESSION_EPOCH
 from ...share.persisted import ShareSnapshot
-from ...share.share_partition import SharePartition
+from ...share.share_partition import BatchSpan, SharePartition, aborted_ranges
 from ...types import NO_EPOCH, TopicPartition
 from ..core import BrokerCore
 from ..node import CLIENT_HOST
-from ..replica_manager import CONSUMER_REPLICA_ID, READ_UNCOMMITTED, FetchTarget, Partition
+from ..replica_manager import (
+    CONSUMER_REPLICA_ID,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchTarget,
+    Partition,
+)
 from ..share_runtime import UNINITIALIZED_START_OFFSET, share_key
 from .consumer_groups import AUTHORIZED_OPERATIONS_UNKNOWN, _topics, _wire_assignment
 from .fetch import wait_for_data
 
 SHARE_ASSIGNOR = "simple"  # Kafka's share-group assignor name
 ACKS_PER_REQUEST_MAX = 10_000  # acknowledgement batches one request may carry
+READ_COMMITTED_LEVEL = "read_committed"  # share.isolation.level's value
+ABORTED_READS_MAX = 16  # reads in a row one fetch makes past wholly aborted transactions
 # The client connection a request came on, set by the asyncio shell per connection ("": none)
 CONNECTION_ID: contextvars.ContextVar[str] = contextvars.ContextVar("connection_id", default="")
 
@@ -284,7 +295,7 @@ async def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
             answers[tp] = data
             continue
         got, size_bytes = _acquire_one(core, tp, share, member_id, records_left, bytes_left,
-                                       partition.log.high_watermark, data)
+                                       _fetch_end(core, partition), data)
         if got:
             records_left -= got
             bytes_left -= size_bytes
@@ -292,31 +303,71 @@ async def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
     return answers, records_left < max_records
 
 
+def _read_committed(core: BrokerCore) -> bool:
+    return core.config.share_isolation_level == READ_COMMITTED_LEVEL
+
+
+def _fetch_end(core: BrokerCore, partition: Partition) -> int:
+    """Where share groups stop reading: the high watermark, or the LSO under read_committed."""
+    log = partition.log
+    return log.last_stable_offset if _read_committed(core) else log.high_watermark
+
+
 def _acquire_one(core: BrokerCore, tp: TopicPartition, share: SharePartition, member_id: str,
-                 max_records: int, max_bytes: int, high_watermark: int, data: dict
+                 max_records: int, max_bytes: int, fetch_end: int, data: dict
                  ) -> tuple[int, int]:
-    """Read from the share partition's next fetch offset and acquire what the read covers."""
+    """Read from the share partition's next fetch offset and acquire what the read covers;
+    a read whose records were all archived (aborted transactions) is followed by the next."""
+    for _ in range(ABORTED_READS_MAX):
+        start = share.next_fetch_offset()
+        got = _acquire_read(core, tp, share, member_id, max_records, max_bytes, fetch_end,
+                            data)
+        if got != (0, 0) or share.next_fetch_offset() == start:
+            return got
+    return 0, 0
+
+
+def _acquire_read(core: BrokerCore, tp: TopicPartition, share: SharePartition, member_id: str,
+                  max_records: int, max_bytes: int, fetch_end: int, data: dict
+                  ) -> tuple[int, int]:
     now_ms = core.now_ms()
     share.expire_locks(now_ms)
     start = share.next_fetch_offset()
-    if start >= high_watermark or not share.can_acquire():
+    if start >= fetch_end or not share.can_acquire():
         return 0, 0
+    committed = _read_committed(core)
     read = core.read_for_fetch(FetchTarget(tp[0], tp[1], start, NO_EPOCH, NO_EPOCH,
-                                           CONSUMER_REPLICA_ID, READ_UNCOMMITTED),
+                                           CONSUMER_REPLICA_ID,
+                                           READ_COMMITTED if committed else READ_UNCOMMITTED),
                                max_bytes, True)
     records = read.get("records")
     if read["error_code"] != Errors.NONE or records is None or records.size_bytes == 0:
         return 0, 0
     raw = records.read_bytes()
-    covered_end = min(high_watermark, _end_of_batches(raw))
+    covered_end = min(fetch_end, _end_of_batches(raw))
+    archive = aborted_ranges(_spans(raw), [(t["producer_id"], t["first_offset"]) for t in
+                                           read.get("aborted_transactions") or ()])
     acquired = share.acquire(member_id, max_records=max_records, fetch_end_offset=covered_end,
-                             now_ms=now_ms)
+                             now_ms=now_ms, archive=archive)
     if not acquired:
         return 0, 0
     data["records"] = raw
     data["acquired_records"] = [{"first_offset": a.first_offset, "last_offset": a.last_offset,
                                  "delivery_count": a.delivery_count} for a in acquired]
     return sum(a.last_offset - a.first_offset + 1 for a in acquired), len(raw)
+
+
+def _spans(raw: bytes) -> list[BatchSpan]:
+    """The whole record batches in ``raw``, as ``aborted_ranges`` reads them."""
+    spans, pos = [], 0
+    while pos + HEADER_BYTES <= len(raw):
+        header = read_header(raw, pos)
+        if pos + header.size_bytes > len(raw):
+            break
+        spans.append(BatchSpan(header.base_offset, header.last_offset, header.producer_id,
+                               header.is_transactional, header.is_control))
+        pos += header.size_bytes
+    return spans
 
 
 def _end_of_batches(raw: bytes) -> int:
