@@ -171,3 +171,55 @@ def test_the_offset_apis_are_advertised(cluster) -> None:
     assert ranges[v.DESCRIBE_SHARE_GROUP_OFFSETS_KEY] == (0, 1)
     assert ranges[v.ALTER_SHARE_GROUP_OFFSETS_KEY] == (0, 0)
     assert ranges[v.DELETE_SHARE_GROUP_OFFSETS_KEY] == (0, 0)
+
+
+# == three brokers: the group's coordinator does not lead the partition ========================
+
+
+@pytest.fixture(scope="module")
+def three_brokers(tmp_path_factory):
+    with LocalCluster(brokers=3, data_dir=tmp_path_factory.mktemp("shareoffs3"),
+                      broker_args=BROKER_ARGS) as running:
+        yield running
+
+
+def _leader(boot: str, topic: str) -> int:
+    with wire.connect(boot) as sock:
+        answer = wire.call(sock, v.METADATA_KEY, 12, {
+            "topics": [{"name": topic, "topic_id": None}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    return answer.topics[0].partitions[0].leader_id
+
+
+def _coordinator(boot: str, group_id: str) -> tuple[int, str]:
+    """(node id, "host:port") of the group's coordinator, once there is one."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        with wire.connect(boot) as sock:
+            [found] = wire.call(sock, v.FIND_COORDINATOR_KEY, 4, {
+                "key_type": 0, "coordinator_keys": [group_id]}).coordinators
+        if found.error_code == Errors.NONE:
+            return found.node_id, f"{found.host}:{found.port}"
+        assert time.monotonic() < deadline, found
+        time.sleep(POLL_S)
+
+
+def test_alter_reaches_a_partition_led_by_another_broker(three_brokers) -> None:
+    boot = three_brokers.bootstrap_servers
+    topic = _topic(boot)
+    leader = _leader(boot, topic)
+    group_id, coordinator = _name("sg"), ""
+    while not coordinator:  # a group whose coordinator is not the partition's leader
+        node, address = _coordinator(boot, group_id)
+        if node == leader:
+            group_id = _name("sg")
+        else:
+            coordinator = address
+    values = [b"r-%d" % i for i in range(RECORDS)]
+    produce(boot, topic, [(None, value) for value in values], partition=0)
+    assert sorted(_read_all(boot, group_id, topic, RECORDS)) == sorted(values)
+    assert _until_start_offset(coordinator, group_id, topic, RECORDS) == 0  # lag via ListOffsets
+    assert _alter(coordinator, group_id, topic, 0).responses[0].partitions[0].error_code \
+        == Errors.NONE
+    assert _start_offset(coordinator, group_id, topic) == (0, RECORDS)
+    assert sorted(_read_all(boot, group_id, topic, RECORDS)) == sorted(values)  # again

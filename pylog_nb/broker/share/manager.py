@@ -19,7 +19,10 @@ Theory of operation (KIP-932):
   (``sessions_of``; Kafka's ShareSessionCache connection-disconnect listener), so a consumer
   that dies without closing gives its records back at once, not when their locks run out.
 - This broker stops leading a partition: its share partitions go (``forget_partition``); the
-  next leader loads them from the share coordinator.
+  next leader loads them from the share coordinator. So do a group's share partitions here
+  once its last session here closes (``idle_group_partitions``, after they are persisted):
+  an admin may alter or delete an empty group's state at its share coordinator
+  (AlterShareGroupOffsets, DeleteShareGroupOffsets), and the next fetch must load that.
 """
 
 from __future__ import annotations
@@ -134,6 +137,14 @@ class SharePartitionManager:
         """This broker no longer leads ``topic_partition``."""
         for key in [k for k in self.partitions if k[1] == topic_partition]:
             del self.partitions[key]
+
+    def idle_group_partitions(self, group_id: str) -> list[TopicPartition]:
+        """The group's share partitions here, if none of its members has a session here and
+        nothing is acquired in them (Kafka drops them when the group becomes empty)."""
+        if any(group == group_id for group, _ in self.sessions):
+            return []
+        return sorted(tp for (group, tp), partition in self.partitions.items()
+                      if group == group_id and not partition.acquired_records)
 
     def forget_group_partition(self, group_id: str, topic_partition: TopicPartition) -> None:
         """The group's state for ``topic_partition`` was altered or deleted at its share

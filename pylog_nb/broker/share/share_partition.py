@@ -253,6 +253,11 @@ class SharePartition:
         """Whether ``acquire`` could hand out anything given records (Kafka's canAcquireRecords)."""
         return self._available > 0 or len(self._records) < self.config.partition_max_record_locks
 
+    @property
+    def acquired_records(self) -> int:
+        """How many records are ACQUIRED now."""
+        return len(self._acquired)
+
     def holds(self, member_id: str) -> bool:
         """Whether ``member_id`` has records acquired here."""
         return any(r.member_id == member_id for r in self._acquired.values())

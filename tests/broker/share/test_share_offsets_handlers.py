@@ -89,6 +89,24 @@ def test_describe_answers_start_offsets_and_the_lag_of_a_partition_led_here() ->
         (10, 3, 20 - 10 - 4), (-1, 0, -1)]  # partition 1: never initialized
 
 
+def test_the_lag_of_a_partition_led_elsewhere_takes_its_leaders_end_offset() -> None:
+    core = fake_core(empty_group())
+    core.broker_id = 1
+    core.image.topics[TOPIC].partitions = [SimpleNamespace(leader=2)] * PARTITIONS
+    core.share_persister.states[0] = StateSummary(Errors.NONE, 1, 3, 10, 4)
+    asked = []
+
+    async def call_broker(broker_id, api_key, version, body):
+        asked.append((broker_id, body["topics"][0]["partitions"][0]["timestamp"]))
+        return SimpleNamespace(topics=[SimpleNamespace(partitions=[
+            SimpleNamespace(error_code=Errors.NONE, offset=30)])])
+
+    core.share_persister.call_broker = call_broker
+    [topic] = describe(core, [{"topic_name": TOPIC, "partitions": [0]}])["topics"]
+    assert [p["lag"] for p in topic["partitions"]] == [30 - 10 - 4]
+    assert asked == [(2, -1)]  # ListOffsets LATEST of the leader
+
+
 def test_describe_v0_has_no_lag_and_all_topics_means_those_with_state() -> None:
     core = fake_core(empty_group(), high_watermark=20)
     core.share_persister.states[1] = StateSummary(Errors.NONE, 1, 3, 5, 0)

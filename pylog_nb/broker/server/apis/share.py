@@ -205,6 +205,16 @@ async def _close_session(core: BrokerCore, group_id: str, member_id: str) -> Non
     core.shares.close_session(group_id, member_id, core.now_ms())
     for tp in sorted(held):
         await _persist(core, group_id, tp)
+    await _forget_idle(core, group_id)
+
+
+async def _forget_idle(core: BrokerCore, group_id: str) -> None:
+    """The group's last session here closed: its share partitions here are persisted and
+    dropped, so a fetch after an admin altered or deleted their state loads it again."""
+    for tp in core.shares.idle_group_partitions(group_id):
+        if await _persist(core, group_id, tp) == Errors.NONE \
+                and tp in core.shares.idle_group_partitions(group_id):  # still, after the write
+            core.shares.forget_group_partition(group_id, tp)
 
 
 async def _persist(core: BrokerCore, group_id: str, tp: TopicPartition) -> int:

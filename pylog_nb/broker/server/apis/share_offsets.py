@@ -13,9 +13,9 @@ alterShareGroupOffsets and deleteShareGroupOffsets):
 - Describe reads each partition's state summary. A partition never initialized, or one whose
   read failed, answers start offset -1; a topic not in the metadata answers -1 for every
   partition asked (an absence, as OffsetFetch has it, not an error). Version 1 adds the lag:
-  end offset - start offset - records past it already delivered for good; it is -1 when this
-  broker does not lead the partition (it has no end offset to compute it with). No topics
-  named: every partition of the group that has state.
+  end offset - start offset - records past it already delivered for good, the end offset
+  asked of the partition's leader when that is another broker (ListOffsets LATEST; -1 when
+  it cannot be had). No topics named: every partition of the group that has state.
 - Alter and Delete change what members would read, so they require the group to be empty
   (NON_EMPTY_GROUP). Alter initializes each share partition again at the new start offset
   with the next state epoch (InitializeShareGroupState): a leader still serving the old state
@@ -33,9 +33,11 @@ from collections.abc import Iterable
 from ...errors import Errors
 from ...group.share_groups import ShareGroup
 from ...metadata.topics import INTERNAL_TOPIC_PREFIX
+from ...protocol import versions as v
 from ...protocol.codec import Request
-from ...types import TopicPartition
+from ...types import NO_EPOCH, TopicPartition
 from ..core import BrokerCore
+from ..replica_manager import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
 from ..share_runtime import (
     UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
     UNINITIALIZED_START_OFFSET,
@@ -43,6 +45,8 @@ from ..share_runtime import (
     share_key,
 )
 
+LIST_OFFSETS_VERSION = 7
+LATEST_TIMESTAMP = -1  # ListOffsets: the high watermark (read_uncommitted)
 DEFAULT_LEADER_EPOCH = 0  # Kafka's PartitionFactory: the epoch of a partition with no state
 UNINITIALIZED_LAG = -1
 LAG_SINCE_VERSION = 1  # DescribeShareGroupOffsets v1 (KIP-1226) answers the lag
@@ -134,20 +138,43 @@ async def _describe_topic(core: BrokerCore, group_id: str, name: str,
             described.append(_described(index, UNINITIALIZED_START_OFFSET, DEFAULT_LEADER_EPOCH,
                                         UNINITIALIZED_LAG))
             continue
-        lag = _lag(core, (name, index), summary) if with_lag else UNINITIALIZED_LAG
+        lag = await _lag(core, (name, index), summary) if with_lag else UNINITIALIZED_LAG
         described.append(_described(index, summary.start_offset, summary.leader_epoch, lag))
     return {"topic_name": name, "topic_id": uuid.UUID(str(topic.uuid)), "partitions": described}
 
 
-def _lag(core: BrokerCore, tp: TopicPartition, summary: StateSummary) -> int:
+async def _lag(core: BrokerCore, tp: TopicPartition, summary: StateSummary) -> int:
     """End offset - start offset - records past it delivered for good (Kafka's share-partition
-    lag), if this broker leads the partition and so knows its end offset."""
-    partition = core.replicas.partitions.get(tp)
-    if (partition is None or partition.leader is None
-            or summary.delivery_complete_count == UNINITIALIZED_DELIVERY_COMPLETE_COUNT):
+    lag); -1 when the end offset is not to be had."""
+    if summary.delivery_complete_count == UNINITIALIZED_DELIVERY_COMPLETE_COUNT:
         return UNINITIALIZED_LAG
-    end_offset = partition.log.high_watermark
+    end_offset = await _end_offset(core, tp)
+    if end_offset is None:
+        return UNINITIALIZED_LAG
     return max(0, end_offset - summary.start_offset - summary.delivery_complete_count)
+
+
+async def _end_offset(core: BrokerCore, tp: TopicPartition) -> int | None:
+    """The partition's high watermark: this broker's if it leads it, else what ListOffsets
+    LATEST answers from its leader (Kafka's PartitionMetadataClient.listLatestOffsets)."""
+    partition = core.replicas.partitions.get(tp)
+    if partition is not None and partition.leader is not None:
+        return partition.log.high_watermark
+    topic = core.image.topics.get(tp[0])
+    leader = topic.partitions[tp[1]].leader if topic is not None else None
+    if leader is None or leader < 0 or leader == core.broker_id:
+        return None
+    try:
+        answer = await core.share_persister.call_broker(leader, v.LIST_OFFSETS_KEY,
+                                                        LIST_OFFSETS_VERSION, {
+            "replica_id": CONSUMER_REPLICA_ID, "isolation_level": READ_UNCOMMITTED,
+            "topics": [{"name": tp[0], "partitions": [
+                {"partition_index": tp[1], "current_leader_epoch": NO_EPOCH,
+                 "timestamp": LATEST_TIMESTAMP}]}]})
+    except Exception:  # noqa: BLE001 - unreachable, closed: no lag this time
+        return None
+    [answer_partition] = answer.topics[0].partitions
+    return answer_partition.offset if answer_partition.error_code == Errors.NONE else None
 
 
 def _described(index: int, start_offset: int, leader_epoch: int, lag: int) -> dict:
