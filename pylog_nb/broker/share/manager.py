@@ -19,10 +19,11 @@ Theory of operation (KIP-932):
   (``sessions_of``; Kafka's ShareSessionCache connection-disconnect listener), so a consumer
   that dies without closing gives its records back at once, not when their locks run out.
 - This broker stops leading a partition: its share partitions go (``forget_partition``); the
-  next leader loads them from the share coordinator. So do a group's share partitions here
-  once its last session here closes (``idle_group_partitions``, after they are persisted):
-  an admin may alter or delete an empty group's state at its share coordinator
-  (AlterShareGroupOffsets, DeleteShareGroupOffsets), and the next fetch must load that.
+  next leader loads them from the share coordinator. An admin may alter or delete an empty
+  group's state at its share coordinator (AlterShareGroupOffsets, DeleteShareGroupOffsets):
+  when a session opens for a group with no other session here, its idle share partitions
+  (``idle_group_partitions``) are checked against the coordinator's state epoch and dropped
+  if it changed, so the fetch loads the new state.
 """
 
 from __future__ import annotations
@@ -138,10 +139,10 @@ class SharePartitionManager:
         for key in [k for k in self.partitions if k[1] == topic_partition]:
             del self.partitions[key]
 
-    def idle_group_partitions(self, group_id: str) -> list[TopicPartition]:
-        """The group's share partitions here, if none of its members has a session here and
-        nothing is acquired in them (Kafka drops them when the group becomes empty)."""
-        if any(group == group_id for group, _ in self.sessions):
+    def idle_group_partitions(self, group_id: str, member_id: str) -> list[TopicPartition]:
+        """The group's share partitions here with nothing acquired, if no member but
+        ``member_id`` has a session here (none if another has)."""
+        if any(group == group_id and member != member_id for group, member in self.sessions):
             return []
         return sorted(tp for (group, tp), partition in self.partitions.items()
                       if group == group_id and not partition.acquired_records)

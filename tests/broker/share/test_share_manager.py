@@ -80,15 +80,14 @@ def test_group_partition_state_altered_elsewhere_is_forgotten_here() -> None:
     assert list(manager.partitions) == [("h", TP)]
 
 
-def test_a_groups_partitions_are_idle_once_no_member_has_a_session_here() -> None:
+def test_a_groups_partitions_are_idle_when_no_other_member_has_a_session_here() -> None:
     manager = SharePartitionManager()
     _opened(manager, "m", 0)
     partition = manager.adopt("g", TP, ShareSnapshot(0, 0, ()))
     manager.adopt("g", ("other", 0), ShareSnapshot(0, 0, ()))
-    assert manager.idle_group_partitions("g") == []  # m's session is open
+    assert manager.idle_group_partitions("g", "n") == []  # m's session is open
     partition.acquire("m", max_records=1, fetch_end_offset=1, now_ms=0)
-    manager.sessions.pop(("g", "m"))  # gone without releasing: the acquired one stays
-    assert manager.idle_group_partitions("g") == [("other", 0)]
+    assert manager.idle_group_partitions("g", "m") == [("other", 0)]  # one is acquired
     partition.release_member("m", 1)
-    assert manager.idle_group_partitions("g") == [("orders", 0), ("other", 0)]
-    assert manager.idle_group_partitions("h") == []
+    assert manager.idle_group_partitions("g", "m") == [("orders", 0), ("other", 0)]
+    assert manager.idle_group_partitions("h", "m") == []

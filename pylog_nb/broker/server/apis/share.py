@@ -30,7 +30,7 @@ from ...group import HeartbeatAnswer
 from ...group.share_groups import ShareGroup, ShareHeartbeatRequest
 from ...protocol.codec import Request, duration_ms
 from ...records.header import HEADER_BYTES, read_header
-from ...share.manager import FINAL_SHARE_SESSION_EPOCH
+from ...share.manager import FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH
 from ...share.persisted import ShareSnapshot
 from ...share.share_partition import BatchSpan, SharePartition, aborted_ranges
 from ...types import NO_EPOCH, TopicPartition
@@ -138,6 +138,8 @@ async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
         {tp for tp in forgotten.values() if tp is not None}, now_ms, CONNECTION_ID.get())
     if error != Errors.NONE or session is None:
         return _share_fetch_response(core, error)
+    if body.share_session_epoch == INITIAL_SHARE_SESSION_EPOCH:
+        await _revalidate(core, group_id, member_id)
     ack_errors = await _acknowledge_all(core, group_id, member_id, [
         (t.topic_id, p.partition_index, p.acknowledgement_batches)
         for t in body.topics for p in t.partitions], now_ms)
@@ -205,15 +207,23 @@ async def _close_session(core: BrokerCore, group_id: str, member_id: str) -> Non
     core.shares.close_session(group_id, member_id, core.now_ms())
     for tp in sorted(held):
         await _persist(core, group_id, tp)
-    await _forget_idle(core, group_id)
 
 
-async def _forget_idle(core: BrokerCore, group_id: str) -> None:
-    """The group's last session here closed: its share partitions here are persisted and
-    dropped, so a fetch after an admin altered or deleted their state loads it again."""
-    for tp in core.shares.idle_group_partitions(group_id):
-        if await _persist(core, group_id, tp) == Errors.NONE \
-                and tp in core.shares.idle_group_partitions(group_id):  # still, after the write
+async def _revalidate(core: BrokerCore, group_id: str, member_id: str) -> None:
+    """The group's first session here since it had none: a share partition cached here whose
+    state an admin altered or deleted at its share coordinator meanwhile (a new state epoch,
+    or no state) is dropped, so this fetch loads what the coordinator holds now."""
+    for tp in core.shares.idle_group_partitions(group_id, member_id):
+        share = core.shares.partitions.get((group_id, tp))
+        topic = core.image.topics.get(tp[0])
+        if share is None or topic is None:
+            continue
+        summary = await core.share_persister.summary(share_key(group_id, topic.uuid, tp))
+        changed = (summary.start_offset == UNINITIALIZED_START_OFFSET
+                   or summary.state_epoch != share.state_epoch)
+        if summary.error_code == Errors.NONE and changed \
+                and core.shares.partitions.get((group_id, tp)) is share \
+                and not share.acquired_records:
             core.shares.forget_group_partition(group_id, tp)
 
 
