@@ -93,6 +93,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         default="latest",
                         help="where a share group starts reading a partition (Kafka's group "
                              "config share.auto.offset.reset, here one value for every group)")
+    parser.add_argument("--share-isolation-level", choices=("read_uncommitted",
+                                                            "read_committed"),
+                        default="read_uncommitted",
+                        help="whether share groups see records of open and aborted "
+                             "transactions (Kafka's group config share.isolation.level, here "
+                             "one value for every group)")
     parser.add_argument("--offsets-retention-ms", type=int, default=OFFSETS_RETENTION_MS)
     parser.add_argument("--offsets-retention-check-interval-ms", type=int,
                         default=OFFSETS_RETENTION_CHECK_INTERVAL_MS)
@@ -134,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         group_share_record_lock_duration_ms=args.group_share_record_lock_duration_ms,
         group_share_delivery_count_limit=args.group_share_delivery_count_limit,
         share_auto_offset_reset=args.share_auto_offset_reset,
+        share_isolation_level=args.share_isolation_level,
         offsets_retention_ms=args.offsets_retention_ms,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,

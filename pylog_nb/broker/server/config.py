@@ -71,6 +71,7 @@ class BrokerConfig:
     group_share_record_lock_duration_ms: int = 30_000  # Kafka's default, the same name
     group_share_delivery_count_limit: int = 5  # Kafka's default, the same name
     share_auto_offset_reset: str = "latest"  # Kafka's group config default
+    share_isolation_level: str = "read_uncommitted"  # Kafka's group config default
     offsets_retention_ms: int = OFFSETS_RETENTION_MS
     offsets_retention_check_interval_ms: int = OFFSETS_RETENTION_CHECK_INTERVAL_MS
     log_cleaner_backoff_ms: int = LOG_CLEANER_BACKOFF_MS

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import logging
 import os
 import struct
@@ -21,7 +22,9 @@ from ..protocol import codec
 from ..protocol.fetch_response import FileRange
 from ..protocol.versions import API_VERSIONS_KEY, FETCH_KEY, PRODUCE_KEY
 from .apis import SHELL_HANDLERS, handle_in_core
+from .apis.share import CONNECTION_ID, close_connection_sessions
 from .node import CLIENT_HOST, BrokerNode
+from .pending import drive
 
 log = logging.getLogger("pylog.broker")
 
@@ -42,6 +45,7 @@ class BrokerServer:
         self.stopped = asyncio.Event()
         self.timers: list[asyncio.Task] = []
         self.connections: set[asyncio.Task] = set()
+        self.connection_ids = itertools.count(1)
 
     async def start(self) -> int:
         """Listen and start timers; return the bound port."""
@@ -100,6 +104,8 @@ class BrokerServer:
         """
         peer = writer.get_extra_info("peername")
         CLIENT_HOST.set(f"/{peer[0]}" if peer else "")  # handlers of this connection see it
+        connection_id = f"{peer}-{next(self.connection_ids)}"
+        CONNECTION_ID.set(connection_id)
         task = asyncio.current_task()
         assert task is not None  # asyncio.start_server runs each connection in a task
         self.connections.add(task)
@@ -126,6 +132,15 @@ class BrokerServer:
             _abandon(pending)
             self.connections.discard(task)
             writer.close()
+            self._connection_closed(connection_id)
+
+    def _connection_closed(self, connection_id: str) -> None:
+        """Share sessions of the connection end (not while the broker stops: its core goes)."""
+        if self.server is None or not self.server.is_serving():
+            return
+        drive(close_connection_sessions(self.node.core, connection_id), lambda _closed: None,
+              lambda error: log.error("closing the share sessions of %s: %r", connection_id,
+                                      error))
 
     async def _respond(self, writer: asyncio.StreamWriter, pending: asyncio.Queue, peer) -> None:
         try:

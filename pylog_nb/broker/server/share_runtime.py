@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,8 +37,8 @@ from ..share.coordinator import (
     SharePartitionKey,
     share_partition_for,
 )
-from ..share.persisted import ShareSnapshot, StateBatch
-from ..types import ACKS_ALL, Clock, TopicPartition
+from ..share.persisted import RecordState, ShareSnapshot, StateBatch
+from ..types import ACKS_ALL, NO_EPOCH, Clock, TopicPartition
 from .pending import Pending
 from .purgatory import ProduceDone
 from .replica_manager import AppendResult, Partition
@@ -70,6 +70,27 @@ class ReadState:
     state_epoch: int = 0
     start_offset: int = UNINITIALIZED_START_OFFSET
     state_batches: tuple[StateBatch, ...] = ()
+
+
+UNINITIALIZED_DELIVERY_COMPLETE_COUNT = -1  # Kafka's PartitionFactory
+
+
+@dataclass(frozen=True, slots=True)
+class StateSummary:
+    """ReadShareGroupStateSummary's answer for one share partition (start offset -1: never
+    initialized) and how many records past its start offset are delivered for good."""
+
+    error_code: int
+    state_epoch: int = 0
+    leader_epoch: int = 0
+    start_offset: int = UNINITIALIZED_START_OFFSET
+    delivery_complete_count: int = UNINITIALIZED_DELIVERY_COMPLETE_COUNT
+
+
+def _delivery_complete_count(batches: Iterable[StateBatch]) -> int:
+    """Records in a final state (ACKNOWLEDGED or ARCHIVED) among ``batches``."""
+    return sum(b.last_offset - b.first_offset + 1 for b in batches
+               if RecordState(b.delivery_state).is_final)
 
 
 class ShareCoordinatorRuntime:
@@ -251,6 +272,54 @@ class SharePersister:
             "state_batches": [{"first_offset": b.first_offset, "last_offset": b.last_offset,
                                "delivery_state": b.delivery_state,
                                "delivery_count": b.delivery_count} for b in batches]})
+        return answer if isinstance(answer, int) else answer.error_code
+
+    async def summary(self, key: SharePartitionKey) -> StateSummary:
+        """ReadShareGroupStateSummary (no fencing), with the count of records past the start
+        offset whose delivery is complete (read with no leader epoch: nothing persisted)."""
+        coordinator = self._coordinator(key)
+        if coordinator is None:
+            return StateSummary(Errors.COORDINATOR_NOT_AVAILABLE)
+        if coordinator == self.broker_id:
+            return self._summary_local(key)
+        answer = await self._remote(coordinator, v.READ_SHARE_GROUP_STATE_SUMMARY_KEY, key, {
+            "partition": key.partition, "leader_epoch": NO_EPOCH})
+        if isinstance(answer, int) or answer.error_code != Errors.NONE:
+            return StateSummary(answer if isinstance(answer, int) else answer.error_code)
+        if answer.start_offset == UNINITIALIZED_START_OFFSET:
+            return StateSummary(Errors.NONE, answer.state_epoch, answer.leader_epoch)
+        state = await self._remote(coordinator, v.READ_SHARE_GROUP_STATE_KEY, key, {
+            "partition": key.partition, "leader_epoch": NO_EPOCH})
+        complete = (UNINITIALIZED_DELIVERY_COMPLETE_COUNT if isinstance(state, int)
+                    or state.error_code != Errors.NONE else _delivery_complete_count(
+                        StateBatch(b.first_offset, b.last_offset, b.delivery_state,
+                                   b.delivery_count) for b in state.state_batches))
+        return StateSummary(Errors.NONE, answer.state_epoch, answer.leader_epoch,
+                            answer.start_offset, complete)
+
+    def _summary_local(self, key: SharePartitionKey) -> StateSummary:
+        shard = self.runtime.shard_for(key)
+        if shard is None:
+            return StateSummary(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+        result = shard.read_summary(key)
+        state = shard.state(key)
+        complete = (UNINITIALIZED_DELIVERY_COMPLETE_COUNT if state is None
+                    else _delivery_complete_count(state.value.state_batches))
+        return StateSummary(result.error_code, result.state_epoch, result.leader_epoch,
+                            result.start_offset, complete)
+
+    async def delete(self, key: SharePartitionKey) -> int:
+        """DeleteShareGroupState: the share partition's state goes (none: nothing to do)."""
+        coordinator = self._coordinator(key)
+        if coordinator is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        if coordinator == self.broker_id:
+            shard = self.runtime.shard_for(key)
+            if shard is None:
+                return Errors.COORDINATOR_LOAD_IN_PROGRESS
+            return await self.runtime.apply(shard, Errors.NONE, shard.delete(key))
+        answer = await self._remote(coordinator, v.DELETE_SHARE_GROUP_STATE_KEY, key,
+                                    {"partition": key.partition})
         return answer if isinstance(answer, int) else answer.error_code
 
     async def _remote(self, broker_id: int, api_key: int, key: SharePartitionKey,

@@ -14,8 +14,16 @@ Theory of operation (KIP-932):
   epoch -1 closes it. Closing a session releases every record the member holds here, as does
   its acquisition locks running out (``expire``). An epoch out of order is
   INVALID_SHARE_SESSION_EPOCH, a session this broker does not know SHARE_SESSION_NOT_FOUND.
+- A session belongs to the client connection that last used it (Kafka's ShareSession
+  connection id). The connection closing ends its sessions as epoch -1 would
+  (``sessions_of``; Kafka's ShareSessionCache connection-disconnect listener), so a consumer
+  that dies without closing gives its records back at once, not when their locks run out.
 - This broker stops leading a partition: its share partitions go (``forget_partition``); the
-  next leader loads them from the share coordinator.
+  next leader loads them from the share coordinator. An admin may alter or delete an empty
+  group's state at its share coordinator (AlterShareGroupOffsets, DeleteShareGroupOffsets):
+  when a session opens for a group with no other session here, its idle share partitions
+  (``idle_group_partitions``) are checked against the coordinator's state epoch and dropped
+  if it changed, so the fetch loads the new state.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ INITIAL_SHARE_SESSION_EPOCH = 0
 FINAL_SHARE_SESSION_EPOCH = -1
 SHARE_SESSIONS_MAX = 1_000  # Kafka's group.share.max.share.sessions default
 EPOCHS_COUNT = 2**31  # a session epoch wraps past int32 to 1, as Kafka's does
+NO_CONNECTION = ""  # a request that came through no client connection (the simulation's)
 
 
 @dataclass(slots=True)
@@ -41,6 +50,7 @@ class ShareSession:
     member_id: str
     epoch: int
     partitions: set[TopicPartition] = field(default_factory=set)
+    connection_id: str = NO_CONNECTION
 
 
 class SharePartitionManager:
@@ -57,8 +67,10 @@ class SharePartitionManager:
 
     def open_session(self, group_id: str, member_id: str, epoch: int,
                      added: set[TopicPartition], forgotten: set[TopicPartition],
-                     now_ms: int) -> tuple[int, ShareSession | None]:
-        """The session a request with ``epoch`` continues: (error code, session)."""
+                     now_ms: int, connection_id: str = NO_CONNECTION
+                     ) -> tuple[int, ShareSession | None]:
+        """The session a request with ``epoch`` continues, now bound to the request's
+        connection: (error code, session)."""
         key = (group_id, member_id)
         session = self.sessions.get(key)
         if epoch == INITIAL_SHARE_SESSION_EPOCH:
@@ -75,7 +87,16 @@ class SharePartitionManager:
             session.epoch = epoch
         session.partitions |= added
         session.partitions -= forgotten
+        if connection_id != NO_CONNECTION:
+            session.connection_id = connection_id
         return Errors.NONE, session
+
+    def sessions_of(self, connection_id: str) -> list[tuple[str, str]]:
+        """The (group, member) of every session the connection ``connection_id`` holds."""
+        if connection_id == NO_CONNECTION:
+            return []
+        return [key for key, session in self.sessions.items()
+                if session.connection_id == connection_id]
 
     def close_session(self, group_id: str, member_id: str, now_ms: int) -> None:
         """Epoch -1 answered: the session ends and the member's records go back."""
@@ -117,6 +138,19 @@ class SharePartitionManager:
         """This broker no longer leads ``topic_partition``."""
         for key in [k for k in self.partitions if k[1] == topic_partition]:
             del self.partitions[key]
+
+    def idle_group_partitions(self, group_id: str, member_id: str) -> list[TopicPartition]:
+        """The group's share partitions here with nothing acquired, if no member but
+        ``member_id`` has a session here (none if another has)."""
+        if any(group == group_id and member != member_id for group, member in self.sessions):
+            return []
+        return sorted(tp for (group, tp), partition in self.partitions.items()
+                      if group == group_id and not partition.acquired_records)
+
+    def forget_group_partition(self, group_id: str, topic_partition: TopicPartition) -> None:
+        """The group's state for ``topic_partition`` was altered or deleted at its share
+        coordinator: the next fetch loads it again."""
+        self.partitions.pop((group_id, topic_partition), None)
 
     def expire(self, now_ms: int) -> None:
         """Acquisition locks that ran out by ``now_ms`` release their records."""

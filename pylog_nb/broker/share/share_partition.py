@@ -13,6 +13,12 @@ x topic partition):
   watermark, the LSO under read_committed, or the end of what it read). Each becomes ACQUIRED by
   that member, its delivery count + 1, locked until ``now_ms + record_lock_duration_ms``. New
   records stop at ``partition_max_record_locks`` in flight; redeliveries do not.
+- Under ``share.isolation.level=read_committed`` the caller serves only below the LSO and
+  names the offsets of aborted transactions in what it read (``aborted_ranges``, from the
+  read's batches and its aborted-transaction list as a read_committed Fetch returns them):
+  ``acquire`` archives those instead of handing them out (Kafka acquires and archives them
+  too), so no member ever sees them. Kafka's default, read_uncommitted, hands out everything
+  below the high watermark.
 - ``acknowledge`` settles records the member holds: ACCEPT -> ACKNOWLEDGED, RELEASE -> AVAILABLE,
   REJECT and GAP (an offset that is no record: compacted away, a control record) -> ARCHIVED.
   Settling a record the member does not hold is INVALID_RECORD_STATE, an offset never handed out
@@ -57,6 +63,7 @@ __all__ = [
     "RecordView",
     "SharePartition",
     "SharePartitionConfig",
+    "aborted_ranges",
     "initial_start_offset",
 ]
 
@@ -70,6 +77,9 @@ DELIVERY_COUNT_LIMIT_DEFAULT = 5
 # group.share.partition.max.record.locks: in-flight records per share partition, the bound on
 # this object's memory. 2000 since Kafka 4.1 (200 in the 4.0 line, e.g. commit 1eb7644).
 PARTITION_MAX_RECORD_LOCKS_DEFAULT = 2000
+
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
+SHARE_ISOLATION_LEVEL_DEFAULT: IsolationLevel = "read_uncommitted"  # Kafka's GroupConfig default
 
 AutoOffsetReset = Literal["earliest", "latest"]
 SHARE_AUTO_OFFSET_RESET_DEFAULT: AutoOffsetReset = "latest"  # Kafka's GroupConfig default
@@ -166,6 +176,37 @@ def initial_start_offset(
     raise ValueError(f"unknown share.auto.offset.reset {auto_offset_reset!r}")
 
 
+class BatchSpan(NamedTuple):
+    """What ``aborted_ranges`` needs of a record batch's header."""
+
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    is_transactional: bool
+    is_control: bool
+
+
+def aborted_ranges(batches: Iterable[BatchSpan],
+                   aborted: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The offsets (inclusive ranges) of the aborted transactional batches among ``batches``.
+
+    ``aborted`` is (producer id, first offset) per aborted transaction overlapping the read, as
+    a read_committed Fetch answers them. As Kafka's consumer does: a producer's transaction is
+    aborted from its first offset until that producer's next control batch (its ABORT marker).
+    """
+    pending = sorted(aborted, key=lambda txn: txn[1])
+    aborting: set[int] = set()
+    ranges: list[tuple[int, int]] = []
+    for batch in batches:
+        while pending and pending[0][1] <= batch.base_offset:
+            aborting.add(pending.pop(0)[0])
+        if batch.is_control:
+            aborting.discard(batch.producer_id)
+        elif batch.is_transactional and batch.producer_id in aborting:
+            ranges.append((batch.base_offset, batch.last_offset))
+    return ranges
+
+
 class SharePartition:
     """In-flight records of one share group on one topic partition, between SPSO and SPEO."""
 
@@ -212,6 +253,11 @@ class SharePartition:
         """Whether ``acquire`` could hand out anything given records (Kafka's canAcquireRecords)."""
         return self._available > 0 or len(self._records) < self.config.partition_max_record_locks
 
+    @property
+    def acquired_records(self) -> int:
+        """How many records are ACQUIRED now."""
+        return len(self._acquired)
+
     def holds(self, member_id: str) -> bool:
         """Whether ``member_id`` has records acquired here."""
         return any(r.member_id == member_id for r in self._acquired.values())
@@ -241,14 +287,16 @@ class SharePartition:
     # -- transitions -----------------------------------------------------------------------
 
     def acquire(
-        self, member_id: str, *, max_records: int, fetch_end_offset: int, now_ms: int
+        self, member_id: str, *, max_records: int, fetch_end_offset: int, now_ms: int,
+        archive: Sequence[tuple[int, int]] = (),
     ) -> list[AcquiredRecords]:
         """Lock up to ``max_records`` records below ``fetch_end_offset`` for ``member_id``.
 
         AVAILABLE in-flight records first, in offset order, then new records from
         ``end_offset``. ``fetch_end_offset`` is one past the last offset the caller can send:
-        at most the high watermark (LSO under read_committed). Returns contiguous runs with one
-        delivery count each.
+        at most the high watermark (LSO under read_committed). Offsets in ``archive``
+        (inclusive ranges: aborted transactions under read_committed) that would be handed
+        out are ARCHIVED instead. Returns contiguous runs with one delivery count each.
         """
         assert member_id, "a share group member always has an id"
         self.expire_locks(now_ms)
@@ -256,26 +304,35 @@ class SharePartition:
             return []
         deadline_ms = now_ms + self.config.record_lock_duration_ms
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
+        archived = 0
         if self._available:
             for offset, record in self._items():
                 if offset >= fetch_end_offset or len(taken) >= max_records:
                     break
                 if record.state is RecordState.AVAILABLE:
-                    self._lock(offset, record, member_id, deadline_ms)
-                    taken.append((offset, record.delivery_count))
-        new_records = min(
-            max_records - len(taken),
-            self.config.partition_max_record_locks - len(self._records),
-            fetch_end_offset - self.end_offset,
-        )
-        for _ in range(max(new_records, 0)):
+                    archived += self._take(offset, record, member_id, deadline_ms, archive,
+                                           taken)
+        while (len(taken) < max_records and self.end_offset < fetch_end_offset
+               and len(self._records) < self.config.partition_max_record_locks):
             offset = self.end_offset
             record = _InFlight(RecordState.AVAILABLE, 0)
             self._records.append(record)
             self._available += 1
-            self._lock(offset, record, member_id, deadline_ms)
-            taken.append((offset, 1))
+            archived += self._take(offset, record, member_id, deadline_ms, archive, taken)
+        if archived:
+            self._advance_start()
         return _runs(taken)
+
+    def _take(self, offset: int, record: _InFlight, member_id: str, deadline_ms: int,
+              archive: Sequence[tuple[int, int]], taken: list[tuple[int, int]]) -> int:
+        """Acquire one AVAILABLE record for ``member_id``, or archive it if ``archive`` covers
+        it (1 then, else 0)."""
+        self._lock(offset, record, member_id, deadline_ms)
+        if any(first <= offset <= last for first, last in archive):
+            self._settle(offset, record, RecordState.ARCHIVED)
+            return 1
+        taken.append((offset, record.delivery_count))
+        return 0
 
     def acknowledge(
         self,

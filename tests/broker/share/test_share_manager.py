@@ -58,3 +58,36 @@ def test_leadership_lost_forgets_the_partitions_share_state() -> None:
     manager.adopt("h", ("other", 0), ShareSnapshot(0, 0, ()))
     manager.forget_partition(TP)
     assert list(manager.partitions) == [("h", ("other", 0))]
+
+
+def test_a_session_belongs_to_the_connection_that_last_used_it() -> None:
+    manager = SharePartitionManager()
+    manager.open_session("g", "m", 0, {TP}, set(), 0, "conn-1")
+    manager.open_session("g", "n", 0, {TP}, set(), 0, "conn-1")
+    manager.open_session("g", "o", 0, {TP}, set(), 0)  # no connection: never closed by one
+    assert sorted(manager.sessions_of("conn-1")) == [("g", "m"), ("g", "n")]
+    manager.open_session("g", "n", 1, set(), set(), 0, "conn-2")  # the client reconnected
+    assert manager.sessions_of("conn-1") == [("g", "m")]
+    assert manager.sessions_of("conn-2") == [("g", "n")]
+    assert manager.sessions_of("") == []
+
+
+def test_group_partition_state_altered_elsewhere_is_forgotten_here() -> None:
+    manager = SharePartitionManager()
+    manager.adopt("g", TP, ShareSnapshot(0, 0, ()))
+    manager.adopt("h", TP, ShareSnapshot(0, 0, ()))
+    manager.forget_group_partition("g", TP)
+    assert list(manager.partitions) == [("h", TP)]
+
+
+def test_a_groups_partitions_are_idle_when_no_other_member_has_a_session_here() -> None:
+    manager = SharePartitionManager()
+    _opened(manager, "m", 0)
+    partition = manager.adopt("g", TP, ShareSnapshot(0, 0, ()))
+    manager.adopt("g", ("other", 0), ShareSnapshot(0, 0, ()))
+    assert manager.idle_group_partitions("g", "n") == []  # m's session is open
+    partition.acquire("m", max_records=1, fetch_end_offset=1, now_ms=0)
+    assert manager.idle_group_partitions("g", "m") == [("other", 0)]  # one is acquired
+    partition.release_member("m", 1)
+    assert manager.idle_group_partitions("g", "m") == [("orders", 0), ("other", 0)]
+    assert manager.idle_group_partitions("h", "m") == []

@@ -646,3 +646,43 @@ TestSharePartitionModel.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+# == read_committed: aborted transactions are archived, never handed out =======================
+
+
+def test_aborted_ranges_run_from_a_transactions_first_offset_to_its_marker() -> None:
+    from pylog_nb.broker.share.share_partition import BatchSpan, aborted_ranges
+
+    spans = [BatchSpan(0, 1, 7, True, False),   # pid 7, aborted below
+             BatchSpan(2, 2, 8, True, False),   # pid 8, committed
+             BatchSpan(3, 3, 7, True, True),    # pid 7's ABORT marker
+             BatchSpan(4, 4, 8, True, True),    # pid 8's COMMIT marker
+             BatchSpan(5, 6, 7, True, False),   # pid 7's next transaction: aborted too
+             BatchSpan(7, 7, -1, False, False),  # not transactional
+             BatchSpan(8, 8, 7, True, True)]
+    assert aborted_ranges(spans, [(7, 0), (7, 5)]) == [(0, 1), (5, 6)]
+    assert aborted_ranges(spans, [(7, 5)]) == [(5, 6)]
+    assert aborted_ranges(spans, []) == []
+
+
+def test_acquire_archives_what_it_is_told_and_hands_out_the_rest() -> None:
+    partition = SharePartition(0)
+    acquired = partition.acquire("m", max_records=10, fetch_end_offset=8, now_ms=0,
+                                 archive=[(0, 1), (5, 6)])
+    assert acquired == [AcquiredRecords(2, 4, 1), AcquiredRecords(7, 7, 1)]
+    assert partition.start_offset == 2  # the leading aborted records are done with
+    assert [(r.offset, r.state) for r in partition.records_view()
+            if r.state is RecordState.ARCHIVED] == [(5, RecordState.ARCHIVED),
+                                                    (6, RecordState.ARCHIVED)]
+    partition.check_invariants()
+    assert partition.acquire("n", max_records=10, fetch_end_offset=8, now_ms=1) == []
+
+
+def test_archived_records_do_not_count_against_max_records() -> None:
+    partition = SharePartition(0)
+    acquired = partition.acquire("m", max_records=2, fetch_end_offset=10, now_ms=0,
+                                 archive=[(0, 3)])
+    assert acquired == [AcquiredRecords(4, 5, 1)]
+    assert partition.start_offset == 4
+    partition.check_invariants()

@@ -57,6 +57,11 @@ from .share import (
     handle_share_group_describe,
     handle_share_group_heartbeat,
 )
+from .share_offsets import (
+    handle_alter_share_group_offsets,
+    handle_delete_share_group_offsets,
+    handle_describe_share_group_offsets,
+)
 from .share_state import (
     handle_delete_share_group_state,
     handle_initialize_share_group_state,
@@ -114,6 +119,9 @@ CORE_HANDLERS: dict[int, CoreHandler] = {
     v.WRITE_SHARE_GROUP_STATE_KEY: handle_write_share_group_state,
     v.DELETE_SHARE_GROUP_STATE_KEY: handle_delete_share_group_state,
     v.READ_SHARE_GROUP_STATE_SUMMARY_KEY: handle_read_share_group_state_summary,
+    v.DESCRIBE_SHARE_GROUP_OFFSETS_KEY: handle_describe_share_group_offsets,
+    v.ALTER_SHARE_GROUP_OFFSETS_KEY: handle_alter_share_group_offsets,
+    v.DELETE_SHARE_GROUP_OFFSETS_KEY: handle_delete_share_group_offsets,
 }
 SHELL_HANDLERS: dict[int, ShellHandler] = {
     v.METADATA_KEY: handle_metadata,

@@ -4,18 +4,24 @@ coordinator's), ShareFetch and ShareAcknowledge (the partition leaders'), run in
 ShareFetch, per request: continue the member's share session (``share/manager.py``), settle the
 piggy-backed acknowledgements, then for each partition of the session that this broker leads
 read from the share partition's next fetch offset (its first available record, else its end)
-and acquire what the read covers, below the high watermark, up to ``max_records`` in all. The
-response carries the batches read and the acquired offset ranges with their delivery counts;
-the client hands out only records in those ranges (and acknowledges the other offsets as GAP).
+and acquire what the read covers, below the high watermark, up to ``max_records`` in all.
+Under ``--share-isolation-level read_committed`` (Kafka's share.isolation.level) the read is a
+read_committed one: below the LSO, and the records of the aborted transactions it returns are
+archived instead of acquired (``share_partition.aborted_ranges``). The response carries the
+batches read and the acquired offset ranges with their delivery counts; the client hands out
+only records in those ranges (and acknowledges the other offsets as GAP).
 A share partition is loaded from its share coordinator on its group's first fetch here, and
 every acknowledgement is persisted there before it is answered (``share_runtime.py``).
 With nothing acquired the request waits, up to ``max_wait``, for an append to move a high
 watermark. ShareAcknowledge settles acknowledgements alone. Epoch -1 closes the session after
-its acknowledgements, releasing what the member still holds.
+its acknowledgements, releasing what the member still holds; so does the client's connection
+closing (``close_connection_sessions``, which the asyncio shell calls with the id it put in
+``CONNECTION_ID`` for that connection's requests).
 """
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Mapping
 
@@ -24,19 +30,29 @@ from ...group import HeartbeatAnswer
 from ...group.share_groups import ShareGroup, ShareHeartbeatRequest
 from ...protocol.codec import Request, duration_ms
 from ...records.header import HEADER_BYTES, read_header
-from ...share.manager import FINAL_SHARE_SESSION_EPOCH
+from ...share.manager import FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH
 from ...share.persisted import ShareSnapshot
-from ...share.share_partition import SharePartition
+from ...share.share_partition import BatchSpan, SharePartition, aborted_ranges
 from ...types import NO_EPOCH, TopicPartition
 from ..core import BrokerCore
 from ..node import CLIENT_HOST
-from ..replica_manager import CONSUMER_REPLICA_ID, READ_UNCOMMITTED, FetchTarget, Partition
+from ..replica_manager import (
+    CONSUMER_REPLICA_ID,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchTarget,
+    Partition,
+)
 from ..share_runtime import UNINITIALIZED_START_OFFSET, share_key
 from .consumer_groups import AUTHORIZED_OPERATIONS_UNKNOWN, _topics, _wire_assignment
 from .fetch import wait_for_data
 
 SHARE_ASSIGNOR = "simple"  # Kafka's share-group assignor name
 ACKS_PER_REQUEST_MAX = 10_000  # acknowledgement batches one request may carry
+READ_COMMITTED_LEVEL = "read_committed"  # share.isolation.level's value
+ABORTED_READS_MAX = 16  # reads in a row one fetch makes past wholly aborted transactions
+# The client connection a request came on, set by the asyncio shell per connection ("": none)
+CONNECTION_ID: contextvars.ContextVar[str] = contextvars.ContextVar("connection_id", default="")
 
 
 # == the group coordinator's =====================================================================
@@ -119,9 +135,11 @@ async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
     error, session = core.shares.open_session(
         group_id, member_id, body.share_session_epoch,
         {tp for tp in wanted.values() if tp is not None},
-        {tp for tp in forgotten.values() if tp is not None}, now_ms)
+        {tp for tp in forgotten.values() if tp is not None}, now_ms, CONNECTION_ID.get())
     if error != Errors.NONE or session is None:
         return _share_fetch_response(core, error)
+    if body.share_session_epoch == INITIAL_SHARE_SESSION_EPOCH:
+        await _revalidate(core, group_id, member_id)
     ack_errors = await _acknowledge_all(core, group_id, member_id, [
         (t.topic_id, p.partition_index, p.acknowledgement_batches)
         for t in body.topics for p in t.partitions], now_ms)
@@ -147,7 +165,7 @@ async def handle_share_acknowledge(core: BrokerCore, request: Request) -> dict:
     group_id, member_id = body.group_id or "", body.member_id or ""
     now_ms = core.now_ms()
     error, _ = core.shares.open_session(group_id, member_id, body.share_session_epoch, set(),
-                                        set(), now_ms)
+                                        set(), now_ms, CONNECTION_ID.get())
     if error != Errors.NONE:
         return {"error_code": error, "responses": [], "node_endpoints": []}
     ack_errors = await _acknowledge_all(core, group_id, member_id, [
@@ -170,6 +188,18 @@ def _named(core: BrokerCore, items) -> dict[tuple, TopicPartition | None]:
     return named
 
 
+async def close_connection_sessions(core: BrokerCore, connection_id: str) -> int:
+    """A client connection closed: its share sessions end as with epoch -1, the records
+    their members hold go back, persisted. The number of sessions closed."""
+    closed = 0
+    for group_id, member_id in core.shares.sessions_of(connection_id):
+        session = core.shares.sessions.get((group_id, member_id))
+        if session is not None and session.connection_id == connection_id:  # not reopened
+            await _close_session(core, group_id, member_id)
+            closed += 1
+    return closed
+
+
 async def _close_session(core: BrokerCore, group_id: str, member_id: str) -> None:
     """Epoch -1: the session ends; what the member held goes back, persisted."""
     held = {tp for (group, tp), share in core.shares.partitions.items()
@@ -177,6 +207,24 @@ async def _close_session(core: BrokerCore, group_id: str, member_id: str) -> Non
     core.shares.close_session(group_id, member_id, core.now_ms())
     for tp in sorted(held):
         await _persist(core, group_id, tp)
+
+
+async def _revalidate(core: BrokerCore, group_id: str, member_id: str) -> None:
+    """The group's first session here since it had none: a share partition cached here whose
+    state an admin altered or deleted at its share coordinator meanwhile (a new state epoch,
+    or no state) is dropped, so this fetch loads what the coordinator holds now."""
+    for tp in core.shares.idle_group_partitions(group_id, member_id):
+        share = core.shares.partitions.get((group_id, tp))
+        topic = core.image.topics.get(tp[0])
+        if share is None or topic is None:
+            continue
+        summary = await core.share_persister.summary(share_key(group_id, topic.uuid, tp))
+        changed = (summary.start_offset == UNINITIALIZED_START_OFFSET
+                   or summary.state_epoch != share.state_epoch)
+        if summary.error_code == Errors.NONE and changed \
+                and core.shares.partitions.get((group_id, tp)) is share \
+                and not share.acquired_records:
+            core.shares.forget_group_partition(group_id, tp)
 
 
 async def _persist(core: BrokerCore, group_id: str, tp: TopicPartition) -> int:
@@ -267,7 +315,7 @@ async def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
             answers[tp] = data
             continue
         got, size_bytes = _acquire_one(core, tp, share, member_id, records_left, bytes_left,
-                                       partition.log.high_watermark, data)
+                                       _fetch_end(core, partition), data)
         if got:
             records_left -= got
             bytes_left -= size_bytes
@@ -275,31 +323,71 @@ async def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
     return answers, records_left < max_records
 
 
+def _read_committed(core: BrokerCore) -> bool:
+    return core.config.share_isolation_level == READ_COMMITTED_LEVEL
+
+
+def _fetch_end(core: BrokerCore, partition: Partition) -> int:
+    """Where share groups stop reading: the high watermark, or the LSO under read_committed."""
+    log = partition.log
+    return log.last_stable_offset if _read_committed(core) else log.high_watermark
+
+
 def _acquire_one(core: BrokerCore, tp: TopicPartition, share: SharePartition, member_id: str,
-                 max_records: int, max_bytes: int, high_watermark: int, data: dict
+                 max_records: int, max_bytes: int, fetch_end: int, data: dict
                  ) -> tuple[int, int]:
-    """Read from the share partition's next fetch offset and acquire what the read covers."""
+    """Read from the share partition's next fetch offset and acquire what the read covers;
+    a read whose records were all archived (aborted transactions) is followed by the next."""
+    for _ in range(ABORTED_READS_MAX):
+        start = share.next_fetch_offset()
+        got = _acquire_read(core, tp, share, member_id, max_records, max_bytes, fetch_end,
+                            data)
+        if got != (0, 0) or share.next_fetch_offset() == start:
+            return got
+    return 0, 0
+
+
+def _acquire_read(core: BrokerCore, tp: TopicPartition, share: SharePartition, member_id: str,
+                  max_records: int, max_bytes: int, fetch_end: int, data: dict
+                  ) -> tuple[int, int]:
     now_ms = core.now_ms()
     share.expire_locks(now_ms)
     start = share.next_fetch_offset()
-    if start >= high_watermark or not share.can_acquire():
+    if start >= fetch_end or not share.can_acquire():
         return 0, 0
+    committed = _read_committed(core)
     read = core.read_for_fetch(FetchTarget(tp[0], tp[1], start, NO_EPOCH, NO_EPOCH,
-                                           CONSUMER_REPLICA_ID, READ_UNCOMMITTED),
+                                           CONSUMER_REPLICA_ID,
+                                           READ_COMMITTED if committed else READ_UNCOMMITTED),
                                max_bytes, True)
     records = read.get("records")
     if read["error_code"] != Errors.NONE or records is None or records.size_bytes == 0:
         return 0, 0
     raw = records.read_bytes()
-    covered_end = min(high_watermark, _end_of_batches(raw))
+    covered_end = min(fetch_end, _end_of_batches(raw))
+    archive = aborted_ranges(_spans(raw), [(t["producer_id"], t["first_offset"]) for t in
+                                           read.get("aborted_transactions") or ()])
     acquired = share.acquire(member_id, max_records=max_records, fetch_end_offset=covered_end,
-                             now_ms=now_ms)
+                             now_ms=now_ms, archive=archive)
     if not acquired:
         return 0, 0
     data["records"] = raw
     data["acquired_records"] = [{"first_offset": a.first_offset, "last_offset": a.last_offset,
                                  "delivery_count": a.delivery_count} for a in acquired]
     return sum(a.last_offset - a.first_offset + 1 for a in acquired), len(raw)
+
+
+def _spans(raw: bytes) -> list[BatchSpan]:
+    """The whole record batches in ``raw``, as ``aborted_ranges`` reads them."""
+    spans, pos = [], 0
+    while pos + HEADER_BYTES <= len(raw):
+        header = read_header(raw, pos)
+        if pos + header.size_bytes > len(raw):
+            break
+        spans.append(BatchSpan(header.base_offset, header.last_offset, header.producer_id,
+                               header.is_transactional, header.is_control))
+        pos += header.size_bytes
+    return spans
 
 
 def _end_of_batches(raw: bytes) -> int:
