@@ -3,19 +3,22 @@ resource type GROUP, kept in the metadata log, refused with INVALID_CONFIG when 
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, ShareConsumer
 from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewTopic,
     ResourceType,
 )
-from support.clients import TIMEOUT_S, admin
+from support.clients import TIMEOUT_S, admin, produce
 
 from pylog_nb import LocalCluster
+from pylog_nb.client import share_partitions_frame
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +91,57 @@ def test_group_configs_survive_a_restart_of_the_cluster(tmp_path) -> None:
     with LocalCluster(brokers=1, data_dir=data_dir) as second:
         assert _describe(second.bootstrap_servers, "kept")["share.isolation.level"].value == \
             "read_committed"
+
+
+def _share_consumer(boot: str, group: str, topic: str) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": boot, "group.id": group, "log_level": 0,
+                              "share.acknowledgement.mode": "implicit"})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def _read_until(consumer: ShareConsumer, done, what: str) -> set[bytes]:
+    """Poll until ``done(got)``; fail naming ``what`` after TIMEOUT_S."""
+    got: set[bytes] = set()
+    deadline = time.monotonic() + TIMEOUT_S
+    while not done(got):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; got {sorted(got)}"
+        got |= {m.value() for m in consumer.poll(0.2) if m.error() is None}
+    return got
+
+
+def test_a_share_groups_configs_decide_where_it_starts_and_how_long_it_locks(cluster) -> None:
+    """The broker's share.auto.offset.reset is latest (Kafka's): a new share group skips what
+    was written before it, and a group configured earliest reads it all. The group's
+    share.record.lock.duration.ms is the lock its share partitions apply."""
+    boot = cluster.bootstrap_servers
+    topic = f"cfg-{uuid.uuid4().hex[:8]}"
+    client = admin(boot)
+    client.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)]
+                         )[topic].result(TIMEOUT_S)
+    old = {b"old-%d" % i for i in range(10)}
+    produce(boot, topic, [(None, value) for value in sorted(old)])
+    earliest, latest = f"e-{topic}", f"l-{topic}"
+    _alter(boot, earliest,
+           ConfigEntry("share.auto.offset.reset", "earliest",
+                       incremental_operation=AlterConfigOpType.SET),
+           ConfigEntry("share.record.lock.duration.ms", "12000",
+                       incremental_operation=AlterConfigOpType.SET))
+    reader = _share_consumer(boot, earliest, topic)
+    try:
+        assert _read_until(reader, lambda got: got >= old, "the earliest group") == old
+    finally:
+        reader.close()
+    late = _share_consumer(boot, latest, topic)
+    try:
+        _read_until(late, lambda got: latest in set(share_partitions_frame(cluster).group),
+                    "the latest group's share partition to start")
+        partitions = share_partitions_frame(cluster).set_index("group")
+        assert partitions.loc[latest, "start_offset"] == len(old)  # at the end: none of old
+        assert partitions.loc[earliest, "record_lock_duration_ms"] == 12_000
+        assert partitions.loc[latest, "record_lock_duration_ms"] == 30_000  # Kafka's default
+        new = {b"new-%d" % i for i in range(5)}
+        produce(boot, topic, [(None, value) for value in sorted(new)])
+        assert _read_until(late, lambda got: got >= new, "the latest group") == new
+    finally:
+        late.close()

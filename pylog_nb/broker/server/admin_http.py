@@ -95,6 +95,8 @@ from ..group.consumer_group import ConsumerGroup
 from ..group.records import assigned_partitions
 from ..group.share_groups import ShareGroup
 from ..share.persisted import RecordState
+from ..share.settings import ShareGroupSettings, share_group_settings
+from .config import group_config_defaults
 from .node import CLUSTER_ID, BrokerNode
 
 log = logging.getLogger("pylog.broker")
@@ -335,7 +337,7 @@ def share_partitions_view(node: BrokerNode) -> list[dict]:
             "start_offset": share.start_offset, "end_offset": share.end_offset,
             "state_epoch": share.state_epoch,
             "delivery_count_limit": share.config.delivery_count_limit,
-            "record_lock_duration_ms": share.config.record_lock_duration_ms,
+            "record_lock_duration_ms": _share_settings(node, group_id).record_lock_duration_ms,
             "in_flight_records": share.in_flight_records,
             "counts": counts,
             "records": [{"offset": r.offset, "state": _STATE_NAMES[r.state],
@@ -426,3 +428,9 @@ class AdminHttpServer:
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             500: "Internal Server Error"}
+
+
+def _share_settings(node: BrokerNode, group_id: str) -> ShareGroupSettings:
+    """The group's lock duration and the rest, its group configs over this broker's."""
+    return share_group_settings(node.core.image.group_configs.get(group_id, {}),
+                                group_config_defaults(node.config))

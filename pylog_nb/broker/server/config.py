@@ -129,5 +129,5 @@ def group_config_defaults(config: BrokerConfig) -> dict[str, str]:
         g.SHARE_HEARTBEAT_INTERVAL_MS: str(config.group_consumer_heartbeat_interval_ms),
         g.SHARE_RECORD_LOCK_DURATION_MS: str(config.group_share_record_lock_duration_ms),
         g.SHARE_AUTO_OFFSET_RESET: config.share_auto_offset_reset,
-        g.SHARE_ISOLATION_LEVEL: "read_uncommitted",  # Kafka's default
+        g.SHARE_ISOLATION_LEVEL: config.share_isolation_level,
     }

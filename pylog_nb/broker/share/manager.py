@@ -110,9 +110,11 @@ class SharePartitionManager:
 
     # -- share partitions ------------------------------------------------------------------
 
-    def start_offset(self, *, log_start_offset: int, high_watermark: int) -> int:
-        """Where a share partition never persisted starts (share.auto.offset.reset)."""
-        return initial_start_offset(self.auto_offset_reset,  # type: ignore[arg-type]
+    def start_offset(self, *, log_start_offset: int, high_watermark: int,
+                     reset: str | None = None) -> int:
+        """Where a share partition never persisted starts: ``reset`` (the group's
+        share.auto.offset.reset, latest or earliest), else the manager's default."""
+        return initial_start_offset((reset or self.auto_offset_reset),  # type: ignore[arg-type]
                                     log_start_offset=log_start_offset,
                                     latest_offset=high_watermark)
 

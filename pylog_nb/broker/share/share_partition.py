@@ -288,7 +288,7 @@ class SharePartition:
 
     def acquire(
         self, member_id: str, *, max_records: int, fetch_end_offset: int, now_ms: int,
-        archive: Sequence[tuple[int, int]] = (),
+        archive: Sequence[tuple[int, int]] = (), lock_duration_ms: int | None = None,
     ) -> list[AcquiredRecords]:
         """Lock up to ``max_records`` records below ``fetch_end_offset`` for ``member_id``.
 
@@ -296,13 +296,15 @@ class SharePartition:
         ``end_offset``. ``fetch_end_offset`` is one past the last offset the caller can send:
         at most the high watermark (LSO under read_committed). Offsets in ``archive``
         (inclusive ranges: aborted transactions under read_committed) that would be handed
-        out are ARCHIVED instead. Returns contiguous runs with one delivery count each.
+        out are ARCHIVED instead. ``lock_duration_ms``: the group's share.record.lock.duration.ms
+        when it overrides the configured one. Returns contiguous runs with one delivery count
+        each.
         """
         assert member_id, "a share group member always has an id"
         self.expire_locks(now_ms)
         if max_records <= 0:
             return []
-        deadline_ms = now_ms + self.config.record_lock_duration_ms
+        deadline_ms = now_ms + (lock_duration_ms or self.config.record_lock_duration_ms)
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
         archived = 0
         if self._available:

@@ -28,12 +28,15 @@ from collections.abc import Mapping
 from ...errors import Errors
 from ...group import HeartbeatAnswer
 from ...group.share_groups import ShareGroup, ShareHeartbeatRequest
+from ...metadata import group_config
 from ...protocol.codec import Request, duration_ms
 from ...records.header import HEADER_BYTES, read_header
 from ...share.manager import FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH
 from ...share.persisted import ShareSnapshot
+from ...share.settings import ShareGroupSettings, share_group_settings
 from ...share.share_partition import BatchSpan, SharePartition, aborted_ranges
 from ...types import NO_EPOCH, TopicPartition
+from ..config import group_config_defaults
 from ..core import BrokerCore
 from ..node import CLIENT_HOST
 from ..replica_manager import (
@@ -49,7 +52,6 @@ from .fetch import wait_for_data
 
 SHARE_ASSIGNOR = "simple"  # Kafka's share-group assignor name
 ACKS_PER_REQUEST_MAX = 10_000  # acknowledgement batches one request may carry
-READ_COMMITTED_LEVEL = "read_committed"  # share.isolation.level's value
 ABORTED_READS_MAX = 16  # reads in a row one fetch makes past wholly aborted transactions
 # The client connection a request came on, set by the asyncio shell per connection ("": none)
 CONNECTION_ID: contextvars.ContextVar[str] = contextvars.ContextVar("connection_id", default="")
@@ -136,8 +138,9 @@ async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
         group_id, member_id, body.share_session_epoch,
         {tp for tp in wanted.values() if tp is not None},
         {tp for tp in forgotten.values() if tp is not None}, now_ms, CONNECTION_ID.get())
+    lock_ms = group_settings(core, group_id).record_lock_duration_ms
     if error != Errors.NONE or session is None:
-        return _share_fetch_response(core, error)
+        return _share_fetch_response(core, error, lock_ms)
     if body.share_session_epoch == INITIAL_SHARE_SESSION_EPOCH:
         await _revalidate(core, group_id, member_id)
     ack_errors = await _acknowledge_all(core, group_id, member_id, [
@@ -145,7 +148,7 @@ async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
         for t in body.topics for p in t.partitions], now_ms)
     if body.share_session_epoch == FINAL_SHARE_SESSION_EPOCH:
         await _close_session(core, group_id, member_id)
-        return _share_fetch_response(core, Errors.NONE, _ack_only(core, ack_errors))
+        return _share_fetch_response(core, Errors.NONE, lock_ms, _ack_only(core, ack_errors))
     deadline_ms = now_ms + min(duration_ms(body.max_wait), core.config.fetch_wait_max_ms)
     while True:
         partitions, acquired = await _acquire_all(core, group_id, member_id,
@@ -157,7 +160,7 @@ async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
         await wait_for_data(core, sorted(session.partitions), remaining_ms)
     for tp, code in ack_errors.items():
         partitions.setdefault(tp, _partition_data(core, tp))["acknowledge_error_code"] = code
-    return _share_fetch_response(core, Errors.NONE, partitions)
+    return _share_fetch_response(core, Errors.NONE, lock_ms, partitions)
 
 
 async def handle_share_acknowledge(core: BrokerCore, request: Request) -> dict:
@@ -243,8 +246,9 @@ async def _persist(core: BrokerCore, group_id: str, tp: TopicPartition) -> int:
     return error
 
 
-async def _load(core: BrokerCore, group_id: str, tp: TopicPartition,
-                partition: Partition) -> tuple[int, SharePartition | None]:
+async def _load(core: BrokerCore, group_id: str, tp: TopicPartition, partition: Partition,
+                settings: ShareGroupSettings | None = None
+                ) -> tuple[int, SharePartition | None]:
     """The group's share partition here, loaded from its share coordinator the first time
     (initialized from share.auto.offset.reset when the coordinator has none)."""
     log = partition.log
@@ -257,8 +261,8 @@ async def _load(core: BrokerCore, group_id: str, tp: TopicPartition,
     if state.error_code != Errors.NONE:
         return state.error_code, None
     if state.start_offset == UNINITIALIZED_START_OFFSET:
-        start = core.shares.start_offset(log_start_offset=log.log_start_offset,
-                                         high_watermark=log.high_watermark)
+        reset = (settings or group_settings(core, group_id)).auto_offset_reset
+        start = _initial_start_offset(core, log, reset)
         error = await core.share_persister.initialize(key, 0, start)
         if error != Errors.NONE:
             return error, None
@@ -300,6 +304,7 @@ async def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
     """Read and acquire on every partition of the session; (partition data, any acquired)."""
     answers: dict[TopicPartition, dict] = {}
     records_left, bytes_left = max_records, max_bytes
+    settings = group_settings(core, group_id)
     for tp in sorted(wanted):
         data = _partition_data(core, tp)
         partition = core.replicas.partitions.get(tp)
@@ -309,13 +314,13 @@ async def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
             continue
         if records_left <= 0 or bytes_left <= 0:
             continue
-        error, share = await _load(core, group_id, tp, partition)
+        error, share = await _load(core, group_id, tp, partition, settings)
         if share is None:
             data["error_code"] = error
             answers[tp] = data
             continue
         got, size_bytes = _acquire_one(core, tp, share, member_id, records_left, bytes_left,
-                                       _fetch_end(core, partition), data)
+                                       settings, partition, data)
         if got:
             records_left -= got
             bytes_left -= size_bytes
@@ -323,39 +328,57 @@ async def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
     return answers, records_left < max_records
 
 
-def _read_committed(core: BrokerCore) -> bool:
-    return core.config.share_isolation_level == READ_COMMITTED_LEVEL
+def group_settings(core: BrokerCore, group_id: str) -> ShareGroupSettings:
+    """The share group's settings in effect: its group configs, else this broker's."""
+    return share_group_settings(core.image.group_configs.get(group_id, {}),
+                                group_config_defaults(core.config))
 
 
-def _fetch_end(core: BrokerCore, partition: Partition) -> int:
+def _fetch_end(settings: ShareGroupSettings, partition: Partition) -> int:
     """Where share groups stop reading: the high watermark, or the LSO under read_committed."""
     log = partition.log
-    return log.last_stable_offset if _read_committed(core) else log.high_watermark
+    return log.last_stable_offset if settings.read_committed else log.high_watermark
+
+
+def _initial_start_offset(core: BrokerCore, log, reset: str) -> int:
+    """Where a share partition with no persisted state starts (share.auto.offset.reset):
+    the log start, the high watermark, or by_duration the first record at most that old
+    (the high watermark when none is)."""
+    duration_ms_ = group_config.by_duration_ms(reset)
+    if duration_ms_ is None:
+        return core.shares.start_offset(log_start_offset=log.log_start_offset,
+                                        high_watermark=log.high_watermark, reset=reset)
+    found = log.offset_for_timestamp(core.now_ms() - duration_ms_)
+    if found is None:
+        return log.high_watermark
+    return min(max(found.offset, log.log_start_offset), log.high_watermark)
 
 
 def _acquire_one(core: BrokerCore, tp: TopicPartition, share: SharePartition, member_id: str,
-                 max_records: int, max_bytes: int, fetch_end: int, data: dict
-                 ) -> tuple[int, int]:
+                 max_records: int, max_bytes: int, settings: ShareGroupSettings,
+                 partition: Partition, data: dict) -> tuple[int, int]:
     """Read from the share partition's next fetch offset and acquire what the read covers;
     a read whose records were all archived (aborted transactions) is followed by the next."""
+    fetch_end = _fetch_end(settings, partition)
     for _ in range(ABORTED_READS_MAX):
         start = share.next_fetch_offset()
-        got = _acquire_read(core, tp, share, member_id, max_records, max_bytes, fetch_end,
-                            data)
+        got = _acquire_read(core, tp, share, member_id, max_records, max_bytes,
+                            (fetch_end, settings), data)
         if got != (0, 0) or share.next_fetch_offset() == start:
             return got
     return 0, 0
 
 
 def _acquire_read(core: BrokerCore, tp: TopicPartition, share: SharePartition, member_id: str,
-                  max_records: int, max_bytes: int, fetch_end: int, data: dict
-                  ) -> tuple[int, int]:
+                  max_records: int, max_bytes: int,
+                  bounds: tuple[int, ShareGroupSettings], data: dict) -> tuple[int, int]:
+    fetch_end, settings = bounds
     now_ms = core.now_ms()
     share.expire_locks(now_ms)
     start = share.next_fetch_offset()
     if start >= fetch_end or not share.can_acquire():
         return 0, 0
-    committed = _read_committed(core)
+    committed = settings.read_committed
     read = core.read_for_fetch(FetchTarget(tp[0], tp[1], start, NO_EPOCH, NO_EPOCH,
                                            CONSUMER_REPLICA_ID,
                                            READ_COMMITTED if committed else READ_UNCOMMITTED),
@@ -368,7 +391,8 @@ def _acquire_read(core: BrokerCore, tp: TopicPartition, share: SharePartition, m
     archive = aborted_ranges(_spans(raw), [(t["producer_id"], t["first_offset"]) for t in
                                            read.get("aborted_transactions") or ()])
     acquired = share.acquire(member_id, max_records=max_records, fetch_end_offset=covered_end,
-                             now_ms=now_ms, archive=archive)
+                             now_ms=now_ms, archive=archive,
+                             lock_duration_ms=settings.record_lock_duration_ms)
     if not acquired:
         return 0, 0
     data["records"] = raw
@@ -436,8 +460,8 @@ def _by_topic(core: BrokerCore, partitions: Mapping[TopicPartition, dict]) -> li
     return answer
 
 
-def _share_fetch_response(core: BrokerCore, error: int,
+def _share_fetch_response(core: BrokerCore, error: int, lock_ms: int,
                           partitions: Mapping[TopicPartition, dict] | None = None) -> dict:
-    return {"error_code": error, "error_message": None,
-            "acquisition_lock_timeout": core.shares.config.record_lock_duration_ms,
+    """``lock_ms``: the group's share.record.lock.duration.ms, told to its members."""
+    return {"error_code": error, "error_message": None, "acquisition_lock_timeout": lock_ms,
             "responses": _by_topic(core, partitions or {}), "node_endpoints": []}
