@@ -25,8 +25,8 @@ share sessions, so it holds nothing afterwards):
   (``stopped_after_release``): one delivery per call, and the next call sees it again, its
   delivery count one higher.
 - Where the share group starts reading a partition is the group's ``share.auto.offset.reset``
-  (a broker option here: ``--share-auto-offset-reset``), not the client's: a share group has no
-  committed offsets to start from.
+  (a group config: ``alter_group_configs``; the broker's default is latest), not the client's:
+  a share group has no committed offsets to start from.
 
 Errors are one ``LogClientError`` line; librdkafka's log lines (its "Preview" warning of the
 share consumer included) go to the package's quiet logger (``io.CLIENT_LOG``).

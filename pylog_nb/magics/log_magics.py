@@ -425,8 +425,9 @@ class LogMagics(Magics):
         next read gets it, delivery count one higher), --reject 0:4 archives it, and
         --release or --reject alone does so with every record. A read that releases a record
         stops after that poll, so it is not handed the same record again. Prints how each was
-        acknowledged. Where a share group starts is the group's share.auto.offset.reset (the
-        broker's --share-auto-offset-reset here), not --from."""
+        acknowledged. Where a share group starts is the group's share.auto.offset.reset, not
+        --from: %log_groups workers --set share.auto.offset.reset=earliest before its first
+        read makes it start at the beginning."""
         args = parse_argstring(self.log_consume, line)
         if args.share is not None:
             return self._consume_share(args)
