@@ -16,9 +16,8 @@ import uuid
 
 import pytest
 from confluent_kafka import ShareConsumer
-from confluent_kafka.admin import NewTopic
 from support import wire
-from support.clients import TIMEOUT_S, admin, produce
+from support.clients import TIMEOUT_S, create_topic, produce
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.errors import Errors
@@ -42,9 +41,7 @@ def _name(prefix: str) -> str:
 
 def _topic(boot: str) -> str:
     topic = _name("q")
-    client = admin(boot)  # kept alive until the topic is there
-    client.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)]
-                         )[topic].result(TIMEOUT_S)
+    create_topic(boot, topic)
     return topic
 
 

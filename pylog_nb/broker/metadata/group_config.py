@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..errors import Errors, KafkaError
+from .topic_config import choice, int_in
 
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
@@ -49,25 +50,6 @@ class GroupConfigDef:
     doc: str
 
 
-def _int_in(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text.strip())
-        if not low <= value <= high:
-            raise ValueError(f"must be between {low} and {high}")
-        return value
-
-    return parse
-
-
-def _choice(*choices: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}")
-        return text
-
-    return parse
-
-
 def _offset_reset(text: str) -> str:
     if text in OFFSET_RESETS or BY_DURATION.fullmatch(text):
         return text
@@ -87,23 +69,23 @@ DEFINITIONS: dict[str, GroupConfigDef] = {
     d.name: d
     for d in (
         GroupConfigDef(CONSUMER_SESSION_TIMEOUT_MS,
-                       _int_in(SESSION_TIMEOUT_MS_MIN, SESSION_TIMEOUT_MS_MAX),
+                       int_in(SESSION_TIMEOUT_MS_MIN, SESSION_TIMEOUT_MS_MAX),
                        "A consumer-protocol member is fenced after this long without heartbeat"),
         GroupConfigDef(CONSUMER_HEARTBEAT_INTERVAL_MS,
-                       _int_in(HEARTBEAT_INTERVAL_MS_MIN, HEARTBEAT_INTERVAL_MS_MAX),
+                       int_in(HEARTBEAT_INTERVAL_MS_MIN, HEARTBEAT_INTERVAL_MS_MAX),
                        "How often consumer-protocol members heartbeat"),
         GroupConfigDef(SHARE_SESSION_TIMEOUT_MS,
-                       _int_in(SESSION_TIMEOUT_MS_MIN, SESSION_TIMEOUT_MS_MAX),
+                       int_in(SESSION_TIMEOUT_MS_MIN, SESSION_TIMEOUT_MS_MAX),
                        "A share-group member is fenced after this long without heartbeat"),
         GroupConfigDef(SHARE_HEARTBEAT_INTERVAL_MS,
-                       _int_in(HEARTBEAT_INTERVAL_MS_MIN, HEARTBEAT_INTERVAL_MS_MAX),
+                       int_in(HEARTBEAT_INTERVAL_MS_MIN, HEARTBEAT_INTERVAL_MS_MAX),
                        "How often share-group members heartbeat"),
         GroupConfigDef(SHARE_RECORD_LOCK_DURATION_MS,
-                       _int_in(RECORD_LOCK_DURATION_MS_MIN, RECORD_LOCK_DURATION_MS_MAX),
+                       int_in(RECORD_LOCK_DURATION_MS_MIN, RECORD_LOCK_DURATION_MS_MAX),
                        "How long a share consumer holds a record it was given"),
         GroupConfigDef(SHARE_AUTO_OFFSET_RESET, _offset_reset,
                        "Where a share group starts reading a partition it never read"),
-        GroupConfigDef(SHARE_ISOLATION_LEVEL, _choice(*ISOLATION_LEVELS),
+        GroupConfigDef(SHARE_ISOLATION_LEVEL, choice(*ISOLATION_LEVELS),
                        "read_committed: share consumers get committed transactions only"),
     )
 }

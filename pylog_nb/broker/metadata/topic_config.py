@@ -32,7 +32,7 @@ class ConfigDef:
     is_list: bool = False  # Kafka's ConfigDef type LIST: a comma-separated value
 
 
-def _int_in(low: int, high: int) -> Callable[[str], int]:
+def int_in(low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         value = int(text.strip())
         if not low <= value <= high:
@@ -42,7 +42,7 @@ def _int_in(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def _choice(*choices: str) -> Callable[[str], str]:
+def choice(*choices: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in choices:
             raise ValueError(f"must be one of {', '.join(choices)}")
@@ -99,31 +99,31 @@ SEGMENT_BYTES_MIN = 14  # Kafka's lower bound: one record batch header must fit
 DEFINITIONS: dict[str, ConfigDef] = {
     d.name: d
     for d in (
-        ConfigDef("retention.ms", "604800000", _int_in(-1, INT64_MAX), "Delete segments older"),
-        ConfigDef("retention.bytes", "-1", _int_in(-1, INT64_MAX), "Delete segments beyond size"),
+        ConfigDef("retention.ms", "604800000", int_in(-1, INT64_MAX), "Delete segments older"),
+        ConfigDef("retention.bytes", "-1", int_in(-1, INT64_MAX), "Delete segments beyond size"),
         ConfigDef(
-            "segment.bytes", "1073741824", _int_in(SEGMENT_BYTES_MIN, INT32_MAX), "Roll size"
+            "segment.bytes", "1073741824", int_in(SEGMENT_BYTES_MIN, INT32_MAX), "Roll size"
         ),
-        ConfigDef("segment.ms", "604800000", _int_in(1, INT64_MAX), "Roll age"),
-        ConfigDef("max.message.bytes", "1048588", _int_in(0, INT32_MAX), "Largest batch"),
-        ConfigDef("min.insync.replicas", "1", _int_in(1, INT32_MAX), "acks=all quorum"),
+        ConfigDef("segment.ms", "604800000", int_in(1, INT64_MAX), "Roll age"),
+        ConfigDef("max.message.bytes", "1048588", int_in(0, INT32_MAX), "Largest batch"),
+        ConfigDef("min.insync.replicas", "1", int_in(1, INT32_MAX), "acks=all quorum"),
         ConfigDef(
             "message.timestamp.type",
             "CreateTime",
-            _choice("CreateTime", "LogAppendTime"),
+            choice("CreateTime", "LogAppendTime"),
             "Which timestamp records keep",
         ),
-        ConfigDef("index.interval.bytes", "4096", _int_in(0, INT32_MAX), "Index density"),
+        ConfigDef("index.interval.bytes", "4096", int_in(0, INT32_MAX), "Index density"),
         ConfigDef("cleanup.policy", "delete", _cleanup_policy,
                   "delete: by retention; compact: the last record of each key; both; or none",
                   is_list=True),
-        ConfigDef("delete.retention.ms", "86400000", _int_in(0, INT64_MAX),
+        ConfigDef("delete.retention.ms", "86400000", int_in(0, INT64_MAX),
                   "How long a compacted topic keeps tombstones"),
         ConfigDef("min.cleanable.dirty.ratio", "0.5", _ratio,
                   "Share of uncleaned log that starts compaction"),
-        ConfigDef("min.compaction.lag.ms", "0", _int_in(0, INT64_MAX),
+        ConfigDef("min.compaction.lag.ms", "0", int_in(0, INT64_MAX),
                   "Records stay uncompacted at least this long"),
-        ConfigDef("max.compaction.lag.ms", str(INT64_MAX), _int_in(1, INT64_MAX),
+        ConfigDef("max.compaction.lag.ms", str(INT64_MAX), int_in(1, INT64_MAX),
                   "Dirty records are compacted at the latest after this long"),
         ConfigDef(
             "unclean.leader.election.enable", "false", _bool, "Elect out-of-sync replicas"
