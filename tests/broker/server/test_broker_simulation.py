@@ -29,6 +29,7 @@ from pylog_nb.broker.group.appends import PendingAppends
 from pylog_nb.broker.metadata import follower as metadata_follower
 from pylog_nb.broker.replication import follower as follower_module
 from pylog_nb.broker.replication.log_protocol import truncate_to
+from pylog_nb.broker.share.share_partition import SharePartition
 from pylog_nb.broker.server import alter_partition_manager, group_runtime, lifecycle_manager
 from pylog_nb.broker.txn import TransactionCoordinator
 
@@ -38,6 +39,7 @@ SEED_BASE = int(os.environ.get("SIM_SEED_BASE", "0"))
 CHUNK = 100  # schedules per test item, so progress shows
 DEFAULT_REPLAY_SEED = 1234
 REGRESSION_SEEDS = range(60)  # each old behaviour below is caught within these
+SHARE_REGRESSION_SEEDS = range(20)  # with the share consumers on in every schedule
 HARNESS_ERRORS = (TypeError, AttributeError, NameError)  # a broken patch, not a caught bug
 
 
@@ -121,7 +123,8 @@ def test_schedules_exercise_the_interesting_paths() -> None:
         sim = run(seed)
         for key, value in [*sim.stats.items(), *sim.groups.checker.stats.items(),
                            *sim.txns.stats.items(),
-                           *(sim.consumers.stats.items() if sim.consumers else ())]:
+                           *(sim.consumers.stats.items() if sim.consumers else ()),
+                           *(sim.shares.stats.items() if sim.shares else ())]:
             totals[key] = totals.get(key, 0) + value
     for key in ("acked", "failed", "refused", "crashes", "elections", "truncations", "pauses",
                 "long_pauses", "stalls", "isolations", "controller_restarts", "lost_messages",
@@ -142,7 +145,13 @@ def test_schedules_exercise_the_interesting_paths() -> None:
                 "cg_leaves", "cg_static_leaves", "cg_client_pauses", "cg_client_crashes",
                 "cg_unreleased_instance", "cg_commits_acked", "cg_commits_stale",
                 "cg_coordinator_moves", "cg_coordinators_loaded_members",
-                "cg_deferred_answers"):
+                "cg_deferred_answers",
+                # share consumers: records handed out and redelivered, acknowledgements answered
+                # and refused, locks outlived by a stalled client, sessions lost, share
+                # partitions loaded by a new leader from their share coordinator
+                "sg_records_handed", "sg_redeliveries", "sg_acks_answered", "sg_acks_refused",
+                "sg_pauses_past_lock", "sg_client_crashes", "sg_leaves", "sg_joins",
+                "sg_partitions_loaded"):
         assert totals.get(key, 0) > 0, (key, totals)
 
 
@@ -374,3 +383,28 @@ def test_catches_a_heartbeat_answered_before_the_coordinators_writes_commit(monk
         "neither revoked nor fenced")), message
     monkeypatch.undo()
     run_or_fail(seed)
+
+
+def test_catches_a_share_partition_settling_records_another_member_holds(monkeypatch) -> None:
+    """A SharePartition whose acknowledge does not check who holds the lock (the ownership
+    check of Kafka's SharePartition.acknowledge): a share consumer that stalled past its
+    acquisition lock settles records another member acquired since. The share consumers' checks
+    catch it (a record settled for a member that does not hold it, or handed to a member while
+    another holds it). The same seed passes with the shipped code."""
+    original = SharePartition.acknowledge
+
+    def unchecked(self, member_id, batches, now_ms):
+        self.expire_locks(now_ms)
+        for record in self._acquired.values():  # whoever holds it, the acknowledger does
+            record.member_id = member_id
+        return original(self, member_id, batches, now_ms)
+
+    monkeypatch.setattr(SharePartition, "acknowledge", unchecked)
+    found = first_violation(SHARE_REGRESSION_SEEDS, shares=True)
+    assert found is not None, "an acknowledgement of another member's records was not caught"
+    seed, message = found
+    assert any(clue in message for clue in ("it last handed it out", "holds it under a lock")), \
+        message
+    monkeypatch.undo()
+    with tempfile.TemporaryDirectory(dir=fast_tmp_root(), prefix="pylog-sim-") as root:
+        run_schedule(seed, Path(root), shares=True)
