@@ -33,11 +33,16 @@ calls (``SimBroker.call_broker``). Checked, each failure a ``ShareViolation`` (o
 a. no record is handed to a client (by the partition's current leader, the one the controller
    committed) while another acquisition of it is under an unexpired lock at that leader (the
    lock's lower bound: the request's arrival + the lock duration), unless its holder settled
-   it first; every SharePartition's own invariants hold (one member per acquired record);
+   it first; a broker settles a record with success only for the member it last handed it to
+   and before that lock ran out (its upper bound: the answer's departure + the lock duration;
+   an acknowledgement of an offset already below the start offset is skipped and answered
+   success, as Kafka's); every SharePartition's own invariants hold (one member per acquired
+   record);
 b. a record whose ACCEPT, REJECT or GAP a broker answered with success is never handed out
    again by a current leader;
 c. at every current leader, every offset below the share-partition start offset was settled
-   (answered success, or an acknowledgement whose answer never came) or delivered
+   (answered success; or an acknowledgement whose answer never came, or was a failed write of
+   the state, which the share coordinator may have all the same) or delivered
    ``SG_DELIVERY_LIMIT`` times (archived);
 d. no delivery count above the limit, in an answer or in a SharePartition;
 e. at a current leader, every record answered success for ACCEPT is ACKNOWLEDGED or below the
@@ -49,14 +54,22 @@ f. healed and quiet, each partition's start offset at its leader reached its hig
 
 Deliveries by a deposed leader that does not know it yet are counted (``sg_stale_deliveries``)
 but not checked against (a) and (b): its acknowledgements are fenced at the share coordinator,
-as in Kafka. The clients have a random stream of their own (``Sim.share_rng``), as do the
+as in Kafka. The schedules found two bugs, both fixed with a unit test: a share coordinator
+whose state append failed rebuilt its shard from the committed records only, losing the writes
+appended after the failed one, which then committed and were answered success
+(``ShareCoordinatorRuntime._revert``; seed 28 with ``shares=True``: a new leader handed out
+ACCEPTed records again); and a snapshot wrote a record acquired for the last time as ARCHIVED,
+which the coordinator's combination (highest delivery count, then state) kept over the
+ACKNOWLEDGED its holder's ACCEPT wrote next (``SharePartition.snapshot``; seed 74: a new leader
+served an accepted record as archived). The clients have a
+random stream of their own (``Sim.share_rng``), as do the
 persister's inter-broker calls, so the other workloads' schedules do not depend on them.
 """
 
 from __future__ import annotations
 
 import random
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from pylog_nb.broker.errors import Errors
@@ -81,6 +94,7 @@ SG_ACK_SHARE = 0.3  # acknowledgements sent in a ShareAcknowledge rather than a 
 # The share consumers run in one schedule of four (SG_RUNS_EVERY), beside the others.
 SG_RUNS_EVERY = 4
 SG_RUNS_AT = 2
+HISTORY_LINES = 30  # the last deliveries and acknowledgement answers, in a failure's dump
 
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
 FINAL_ACKS = (GAP, ACCEPT, REJECT)
@@ -216,6 +230,7 @@ class ShareWorkload:
         # SharePartitions seen at a current leader: id -> [the object, its start checked to]
         self.seen: dict[int, list] = {}
         self.stats: dict[str, int] = {}
+        self.history: deque[str] = deque(maxlen=HISTORY_LINES)  # deliveries and answers
 
     def count(self, key: str, n: int = 1) -> None:
         self.stats[key] = self.stats.get(key, 0) + n
@@ -531,7 +546,7 @@ class ShareWorkload:
                      arrived_ms: int, holders: dict) -> None:
         part = answer.partitions.get(partition)
         if acks:
-            self.sim.trace.append(
+            self.history.append(
                 f"t={self.sim.now_ms} sg b{broker.broker_id} answered {member_id}'s acks of "
                 f"{self.topic}-{partition}@{acks[0][0]}..{acks[-1][0]} (arrived {arrived_ms}): "
                 f"{answer.error_code}/{part.ack_error if part else None}")
@@ -563,7 +578,7 @@ class ShareWorkload:
                 self.fail(f"b{broker.broker_id} handed {self.topic}-{partition}@{first}..{last} "
                           f"to {member_id} with delivery count {count} (limit "
                           f"{SG_DELIVERY_LIMIT})")
-            self.sim.trace.append(f"t={now_ms} sg b{broker.broker_id} e{epoch} handed "
+            self.history.append(f"t={now_ms} sg b{broker.broker_id} e{epoch} handed "
                                   f"{self.topic}-{partition}@{first}..{last} x{count} to "
                                   f"{member_id}" + ("" if current else " (stale leader)"))
             self.count("sg_records_handed", last - first + 1)
@@ -697,7 +712,8 @@ class ShareWorkload:
                 self._check_start(broker, index, share)
 
     def describe(self) -> str:
-        lines = [f"{SG_GROUP}: {len(self.settled)} settled, {len(self.locks)} locks"]
+        lines = [f"{SG_GROUP}: {len(self.settled)} settled, {len(self.locks)} locks; last "
+                 f"deliveries and answers:", *("    " + line for line in self.history)]
         lines += ["  " + client.describe() for client in self.clients]
         for broker, index, share, current in self._share_partitions():
             view = share.records_view(limit=12)

@@ -29,8 +29,8 @@ from pylog_nb.broker.group.appends import PendingAppends
 from pylog_nb.broker.metadata import follower as metadata_follower
 from pylog_nb.broker.replication import follower as follower_module
 from pylog_nb.broker.replication.log_protocol import truncate_to
-from pylog_nb.broker.share.share_partition import SharePartition
 from pylog_nb.broker.server import alter_partition_manager, group_runtime, lifecycle_manager
+from pylog_nb.broker.share.share_partition import SharePartition
 from pylog_nb.broker.txn import TransactionCoordinator
 
 SCHEDULE_COUNT = int(os.environ.get("SIM_SCHEDULES", "1000"))
