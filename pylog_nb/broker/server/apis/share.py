@@ -249,23 +249,36 @@ async def _acknowledge_all(core: BrokerCore, group_id: str, member_id: str, item
 async def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
                        wanted: set[TopicPartition], max_records: int, max_bytes: int
                        ) -> tuple[dict[TopicPartition, dict], bool]:
-    """Read and acquire on every partition of the session; (partition data, any acquired)."""
+    """Read and acquire on every partition of the session; (partition data, any acquired).
+
+    Every share partition is loaded first (a load may wait seconds for a share coordinator),
+    then all are acquired from at once, with no wait between an acquisition and the answer:
+    otherwise a lock could run out, and its record go to another member and be settled, before
+    the answer handing it out even left."""
     answers: dict[TopicPartition, dict] = {}
-    records_left, bytes_left = max_records, max_bytes
+    loaded: dict[TopicPartition, SharePartition] = {}
     for tp in sorted(wanted):
-        data = _partition_data(core, tp)
         partition = core.replicas.partitions.get(tp)
         if partition is None or partition.leader is None:
-            data["error_code"] = Errors.NOT_LEADER_OR_FOLLOWER
-            answers[tp] = data
-            continue
-        if records_left <= 0 or bytes_left <= 0:
+            answers[tp] = {**_partition_data(core, tp),
+                           "error_code": Errors.NOT_LEADER_OR_FOLLOWER}
             continue
         error, share = await _load(core, group_id, tp, partition)
         if share is None:
-            data["error_code"] = error
-            answers[tp] = data
+            answers[tp] = {**_partition_data(core, tp), "error_code": error}
+        else:
+            loaded[tp] = share
+    records_left, bytes_left = max_records, max_bytes
+    for tp, share in loaded.items():
+        partition = core.replicas.partitions.get(tp)
+        if partition is None or partition.leader is None \
+                or core.shares.partitions.get((group_id, tp)) is not share:
+            answers[tp] = {**_partition_data(core, tp),  # moved away while others loaded
+                           "error_code": Errors.NOT_LEADER_OR_FOLLOWER}
             continue
+        if records_left <= 0 or bytes_left <= 0:
+            continue
+        data = _partition_data(core, tp)
         got, size_bytes = _acquire_one(core, tp, share, member_id, records_left, bytes_left,
                                        partition.log.high_watermark, data)
         if got:
