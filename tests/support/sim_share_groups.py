@@ -60,8 +60,8 @@ whose locks had run out and which were ACCEPTed meanwhile (seed 142; fixed in
 ``apis/share._acquire_all``, regression test). A failed state write makes the leader drop the
 whole SharePartition, every other member's locks with it (seed 122; not fixed: the stand-in
 ``LOCKS_SURVIVE_FAILED_WRITES`` and a strict xfail). And two fixed with a unit test: a share
-coordinator whose state append failed rebuilt its shard from the committed records only, losing the writes
-appended after the failed one, which then committed and were answered success
+coordinator whose state append failed rebuilt its shard from the committed records only,
+losing the writes appended after the failed one, which then committed and were answered success
 (``ShareCoordinatorRuntime._revert``; seed 28 with ``shares=True``: a new leader handed out
 ACCEPTed records again); and a snapshot wrote a record acquired for the last time as ARCHIVED,
 which the coordinator's combination (highest delivery count, then state) kept over the
