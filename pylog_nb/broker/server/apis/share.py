@@ -204,8 +204,8 @@ async def _load(core: BrokerCore, group_id: str, tp: TopicPartition,
     topic = core.image.topics.get(tp[0])
     if share is not None or topic is None:
         return (Errors.NONE if share else Errors.UNKNOWN_TOPIC_OR_PARTITION), share
-    key = share_key(group_id, topic.uuid, tp)
-    state = await core.share_persister.read(key, partition.leader_epoch)
+    key, leader_epoch = share_key(group_id, topic.uuid, tp), partition.leader_epoch
+    state = await core.share_persister.read(key, leader_epoch)
     if state.error_code != Errors.NONE:
         return state.error_code, None
     if state.start_offset == UNINITIALIZED_START_OFFSET:
@@ -217,8 +217,18 @@ async def _load(core: BrokerCore, group_id: str, tp: TopicPartition,
         snapshot = ShareSnapshot(0, start, ())
     else:
         snapshot = ShareSnapshot(state.state_epoch, state.start_offset, state.state_batches)
+    if not _still_leads(core, tp, partition, leader_epoch):
+        # It stopped leading while the state was read (its share partitions were forgotten
+        # then): adopting the state now would serve it, stale, if it leads again later.
+        return Errors.NOT_LEADER_OR_FOLLOWER, None
     core.shares.adopt(group_id, tp, snapshot)
     return Errors.NONE, core.shares.loaded(group_id, tp, log_start_offset=log.log_start_offset)
+
+
+def _still_leads(core: BrokerCore, tp: TopicPartition, partition: Partition,
+                 leader_epoch: int) -> bool:
+    return (core.replicas.partitions.get(tp) is partition and partition.leader is not None
+            and partition.leader_epoch == leader_epoch)
 
 
 async def _acknowledge_all(core: BrokerCore, group_id: str, member_id: str, items,
