@@ -66,7 +66,10 @@ losing the writes appended after the failed one, which then committed and were a
 ACCEPTed records again); and a snapshot wrote a record acquired for the last time as ARCHIVED,
 which the coordinator's combination (highest delivery count, then state) kept over the
 ACKNOWLEDGED its holder's ACCEPT wrote next (``SharePartition.snapshot``; seed 74: a new leader
-served an accepted record as archived). The clients have a
+served an accepted record as archived). Fixed too: a leader that stopped leading while it read
+a share partition's state adopted it anyway (seed 482). Open: seed 794, a share coordinator
+reads a share partition as never initialized and the leader initializes it afresh. The clients
+have a
 random stream of their own (``Sim.share_rng``), as do the
 persister's inter-broker calls, so the other workloads' schedules do not depend on them.
 """
