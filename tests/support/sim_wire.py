@@ -26,6 +26,7 @@ from pylog_nb.broker.protocol.codec import (
     parse_request,
 )
 from pylog_nb.broker.protocol.fetch_response import FileRange
+from pylog_nb.broker.records.batch import iter_batches_decoded
 from pylog_nb.broker.server.replica_fetcher import (
     EARLIEST_TIMESTAMP,
     FETCH_VERSION,
@@ -324,3 +325,119 @@ def markers_written(response: dict) -> dict[TopicPartition, int]:
     (marker,) = response["markers"]
     return {(topic["name"], part["partition_index"]): int(part["error_code"])
             for topic in marker["topics"] for part in topic["partitions"]}
+
+
+# == KIP-932 share groups (a share consumer, and the partition leaders' persister) ==============
+
+SHARE_GROUP_HEARTBEAT_VERSION = 1
+SHARE_FETCH_VERSION = 1
+SHARE_ACKNOWLEDGE_VERSION = 1
+SHARE_FETCH_MAX_WAIT_MS = 500
+SHARE_FETCH_MAX_RECORDS = 20
+SHARE_FETCH_MAX_BYTES = 1 << 20
+
+
+def share_group_heartbeat(group: str, member_id: str, member_epoch: int,
+                          topics: tuple[str, ...] | None, client_id: str) -> Request:
+    """ShareGroupHeartbeat v1: the subscription on a join (None: unchanged)."""
+    return kafka_request(v.SHARE_GROUP_HEARTBEAT_KEY, SHARE_GROUP_HEARTBEAT_VERSION, client_id, {
+        "group_id": group, "member_id": member_id, "member_epoch": member_epoch,
+        "rack_id": None, "subscribed_topic_names": None if topics is None else list(topics)})
+
+
+def share_group_heartbeat_answer(request: Request, response: dict) -> ConsumerHeartbeatAnswer:
+    """The heartbeat's response, read back off the wire (the same fields as KIP-848's)."""
+    frame = bytes(encode_response(request.header, response))
+    _correlation_id, body = decode_response(v.SHARE_GROUP_HEARTBEAT_KEY,
+                                            request.header.api_version, frame[4:])
+    assignment = None
+    if body.assignment is not None:
+        assignment = frozenset((str(t.topic_id), int(p))
+                               for t in body.assignment.topic_partitions for p in t.partitions)
+    return ConsumerHeartbeatAnswer(int(body.error_code), body.member_id, int(body.member_epoch),
+                                   duration_ms(body.heartbeat_interval), assignment)
+
+
+Acks = list[tuple[int, int, list[int]]]  # (first offset, last offset, one type per offset)
+
+
+def _ack_batches(acks: Acks) -> list[dict]:
+    return [{"first_offset": first, "last_offset": last, "acknowledge_types": types}
+            for first, last, types in acks]
+
+
+def share_fetch(group: str, member_id: str, session_epoch: int, topic_id: str, partition: int,
+                acks: Acks, client_id: str) -> Request:
+    """ShareFetch v1 of one partition, with its piggy-backed acknowledgements."""
+    return kafka_request(v.SHARE_FETCH_KEY, SHARE_FETCH_VERSION, client_id, {
+        "group_id": group, "member_id": member_id, "share_session_epoch": session_epoch,
+        "max_wait": SHARE_FETCH_MAX_WAIT_MS, "min_bytes": 1,
+        "max_bytes": SHARE_FETCH_MAX_BYTES, "max_records": SHARE_FETCH_MAX_RECORDS,
+        "batch_size": SHARE_FETCH_MAX_RECORDS,
+        "topics": [{"topic_id": uuid.UUID(topic_id), "partitions": [
+            {"partition_index": partition, "acknowledgement_batches": _ack_batches(acks)}]}],
+        "forgotten_topics_data": []})
+
+
+def share_acknowledge(group: str, member_id: str, session_epoch: int, topic_id: str,
+                      partition: int, acks: Acks, client_id: str) -> Request:
+    """ShareAcknowledge v1 of one partition."""
+    return kafka_request(v.SHARE_ACKNOWLEDGE_KEY, SHARE_ACKNOWLEDGE_VERSION, client_id, {
+        "group_id": group, "member_id": member_id, "share_session_epoch": session_epoch,
+        "topics": [{"topic_id": uuid.UUID(topic_id), "partitions": [
+            {"partition_index": partition,
+             "acknowledgement_batches": _ack_batches(acks)}]}]})
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionAnswer:
+    """One partition of a ShareFetch or ShareAcknowledge response, as the client reads it."""
+
+    error_code: int  # the partition's
+    ack_error: int  # its acknowledgements' (NONE when none were sent)
+    acquired: tuple[tuple[int, int, int], ...]  # (first, last, delivery count)
+    data_offsets: frozenset[int]  # offsets of the (non-control) records in the batches
+
+
+@dataclass(frozen=True, slots=True)
+class ShareAnswer:
+    error_code: int  # the request's
+    partitions: dict[int, SharePartitionAnswer]  # by partition index (one topic)
+
+
+def share_answer(request: Request, response: dict) -> ShareAnswer:
+    """A ShareFetch / ShareAcknowledge response, encoded for the request and read back."""
+    frame = bytes(encode_response(request.header, response))
+    _correlation_id, body = decode_response(request.header.api_key,
+                                            request.header.api_version, frame[4:])
+    partitions = {}
+    for topic in body.responses:
+        for part in topic.partitions:
+            partitions[int(part.partition_index)] = _share_partition_answer(part)
+    return ShareAnswer(int(body.error_code), partitions)
+
+
+def _share_partition_answer(part) -> SharePartitionAnswer:
+    acquired = tuple((int(a.first_offset), int(a.last_offset), int(a.delivery_count))
+                     for a in getattr(part, "acquired_records", None) or ())
+    offsets: set[int] = set()
+    for header, records in iter_batches_decoded(bytes(getattr(part, "records", None) or b"")):
+        if not header.is_control:
+            offsets.update(r.offset for r in records)
+    if hasattr(part, "acknowledge_error_code"):  # ShareFetch's
+        return SharePartitionAnswer(int(part.error_code), int(part.acknowledge_error_code),
+                                    acquired, frozenset(offsets))
+    return SharePartitionAnswer(0, int(part.error_code), acquired, frozenset(offsets))
+
+
+def broker_call_frame(api_key: int, version: int, correlation_id: int, body: dict,
+                      client_id: str) -> bytes:
+    """A broker's own request to another broker (the share persister's), as a frame."""
+    return encode_request(api_key, version, correlation_id, client_id, body)
+
+
+def broker_call_answer(api_key: int, version: int, request: Request, response: dict):
+    """The served request's response, encoded and decoded as the calling broker reads it."""
+    frame = bytes(encode_response(request.header, response))
+    _correlation_id, body = decode_response(api_key, version, frame[4:])
+    return body

@@ -48,6 +48,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pylog_nb.broker.controller import (
     BROKER_SESSION_TIMEOUT_MS,
@@ -62,7 +63,11 @@ from pylog_nb.broker.errors import NOT_CONTROLLER, OFFSET_OUT_OF_RANGE, Errors
 from pylog_nb.broker.group import partition_for
 from pylog_nb.broker.group.errors import NONE, NOT_COORDINATOR
 from pylog_nb.broker.metadata.follower import FetchMetadata
-from pylog_nb.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from pylog_nb.broker.metadata.topics import (
+    OFFSETS_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 from pylog_nb.broker.protocol.codec import Request
 from pylog_nb.broker.raft.log import LOG_FILE_NAME, RaftLog
 from pylog_nb.broker.raft.node import RaftNode
@@ -92,11 +97,15 @@ from pylog_nb.broker.server.lifecycle_manager import (
 )
 from pylog_nb.broker.server.pending import Pending
 from pylog_nb.broker.server.replica_manager import ReplicaManager
+from pylog_nb.broker.server.share_state_service import (
+    SHARE_STATE_CALL_TIMEOUT_S,
+    SHARE_STATE_TOPIC_CONFIGS,
+)
 from pylog_nb.broker.server.txn_runtime import MarkerSend
 from pylog_nb.broker.storage import Log
 from pylog_nb.broker.types import ACKS_ALL
 
-from . import sim_consumer_groups
+from . import sim_consumer_groups, sim_share_groups
 from . import sim_wire as wire
 from .sim_consumer_groups import (
     CG_HEARTBEAT_MS,
@@ -113,6 +122,12 @@ from .sim_groups import (
     REBALANCE_MS,
     SESSION_MS,
     GroupWorkload,
+)
+from .sim_share_groups import (
+    SG_DELIVERY_LIMIT,
+    SG_LOCK_MS,
+    ShareWorkload,
+    is_share_client,
 )
 from .sim_txns import (
     TXN_CLIENT_BASE,
@@ -137,6 +152,8 @@ CONTROLLER_KINDS = {SendRegistration: "register", SendHeartbeat: "heartbeat",
 CLIENT = -1  # clients' address (producers)
 OFFSETS_PARTITIONS = 2  # __consumer_offsets, RF 3: the group coordinators move with its leaders
 TXN_STATE_PARTITIONS = 2  # __transaction_state, RF 3: so do the transaction coordinators
+SHARE_STATE_PARTITIONS = 2  # __share_group_state, RF 3: the share coordinators move too
+SHARE_STATE_CALL_TIMEOUT_MS = int(SHARE_STATE_CALL_TIMEOUT_S * 1000)
 MARKERS_TIMEOUT_MS = 6_000  # a WriteTxnMarkers request without an answer by then failed
 REQUEST_TIMEOUT_MS = 3_000  # a request without an answer by then failed
 PRODUCE_TIMEOUT_MS = 5_000
@@ -257,7 +274,10 @@ class SimBroker:
                               transaction_state_num_partitions=TXN_STATE_PARTITIONS,
                               transaction_partition_verification_enable=False,
                               group_consumer_session_timeout_ms=CG_SESSION_MS,
-                              group_consumer_heartbeat_interval_ms=CG_HEARTBEAT_MS)
+                              group_consumer_heartbeat_interval_ms=CG_HEARTBEAT_MS,
+                              group_share_record_lock_duration_ms=SG_LOCK_MS,
+                              group_share_delivery_count_limit=SG_DELIVERY_LIMIT,
+                              share_auto_offset_reset="earliest")
         self.core = BrokerCore(broker_id, data_dir, self, now_ms=sim.clock,
                                incarnation_id=f"b{broker_id}-{incarnation}",
                                session_timeout_ms=sim.session_timeout_ms,
@@ -265,6 +285,8 @@ class SimBroker:
                                config=config,
                                rng=random.Random(f"{sim.seed}:b{broker_id}:{incarnation}"))
         self.marker_sends: dict[int, MarkerSend] = {}  # WriteTxnMarkers on their way
+        # The share persister's calls, one channel per peer: the first is in flight.
+        self.share_channels: dict[int, deque[tuple[int, int, dict, Pending[Any]]]] = {}
         self.pending: dict[int, InFlight] = {}
         self.paused_until = -1
         self.timers: list[list] = []  # [due ms, callback or None once cancelled]
@@ -325,6 +347,46 @@ class SimBroker:
         self.timers.append(timer)
         return lambda: timer.__setitem__(1, None)
 
+    def call_broker(self, broker_id: int, api_key: int, version: int,
+                    body: dict) -> Pending[Any]:
+        """The share persister's request to another broker's share coordinator, as
+        ``share_state_service`` carries it: a real request frame over one channel per peer,
+        one request at a time (``BrokerChannel``); the Pending resolves with the decoded
+        response, or fails (ConnectionError) on a timeout, the peer's crash or a lost message,
+        which the persister turns into COORDINATOR_NOT_AVAILABLE."""
+        done: Pending[Any] = Pending()
+        channel = self.share_channels.setdefault(broker_id, deque())
+        channel.append((api_key, version, body, done))
+        if len(channel) == 1:
+            self._send_share_call(broker_id)
+        return done
+
+    def _send_share_call(self, broker_id: int) -> None:
+        api_key, version, body, _done = self.share_channels[broker_id][0]
+        self.send_request(broker_id, "share_state", {
+            "peer": broker_id, "api_key": api_key, "version": version,
+            "frame": wire.broker_call_frame(api_key, version, self.sim.next_id(), body,
+                                            f"broker-{self.broker_id}-share")},
+            timeout_ms=SHARE_STATE_CALL_TIMEOUT_MS)
+
+    def share_call_done(self, broker_id: int, answer: object | None) -> None:
+        """The channel's call in flight answered (``answer``) or failed (None); the next goes."""
+        channel = self.share_channels[broker_id]
+        _api_key, _version, _body, done = channel.popleft()
+        if channel:  # before the answer's callbacks, which may queue another call
+            self._send_share_call(broker_id)
+        if answer is None:
+            done.fail(ConnectionError(f"b{self.broker_id} -> b{broker_id}: no answer"))
+        else:
+            done.resolve(answer)
+
+    def ensure_share_state_topic(self) -> None:
+        """``__share_group_state`` is created with the schedule's other topics, before it
+        starts (``Sim.__init__``), as the simulation creates every topic: a broker asks only
+        while its image does not have it yet (a restart replaying metadata), and the persister
+        retries."""
+        self.sim.stats["share_state_topic_waits"] += 1
+
     def refill_producer_ids(self) -> None:
         """The controller's producer id blocks, as one counter of the simulation."""
         txns = self.core.txns
@@ -368,7 +430,8 @@ class SimBroker:
 
     # == sending =================================================================================
 
-    def send_request(self, dst: int, kind: str, body: dict) -> None:
+    def send_request(self, dst: int, kind: str, body: dict,
+                     timeout_ms: int = REQUEST_TIMEOUT_MS) -> None:
         """Send a request; one to CONTROLLER goes where a ControllerClient's round over the
         controllers (rpc._Round) says, first the one believed active."""
         if dst == CONTROLLER:
@@ -377,7 +440,7 @@ class SimBroker:
             body = {**body, "round": call}
         request_id = self.sim.next_id()
         body = {**body, "id": request_id}
-        self.pending[request_id] = InFlight(kind, self.sim.now_ms + REQUEST_TIMEOUT_MS, body)
+        self.pending[request_id] = InFlight(kind, self.sim.now_ms + timeout_ms, body)
         self.sim.post(self, dst, kind, body)
 
     def fail(self, request_id: int, timed_out: bool = True, error_code: int | None = None
@@ -390,6 +453,9 @@ class SimBroker:
         if pending.kind == "write_markers":
             self.markers_written(body["send_id"], body["leader"], {},
                                  error_code=int(Errors.NETWORK_EXCEPTION))
+            return
+        if pending.kind == "share_state":
+            self.share_call_done(body["peer"], None)
             return
         self.core.on_failed(body["outbound"], error_code)
 
@@ -421,6 +487,9 @@ class SimBroker:
             answered.payload["round"].on_answer(None)  # this controller is the active one
         if message.kind == "controller_error":
             self.on_controller_error(message, answered)
+            return
+        if message.kind == "share_state_answer":
+            self.share_call_done(answered.payload["peer"], message.body["answer"])
             return
         if message.kind == "write_markers_answer":
             payload = answered.payload
@@ -476,6 +545,17 @@ class SimBroker:
         self.sim.post(self, message.src, "list_offsets_answer",
                       {"re": body["id"], "offsets": tuple(offsets)},
                       incarnation=body["from_incarnation"])
+
+    def on_share_state(self, message: Message) -> None:
+        """A partition leader's share-state request (APIs 83-87), served by the handlers; the
+        answer is read back as the caller's channel reads it."""
+        body = message.body
+        request = wire.parsed(body["frame"])
+        self.serve(request, lambda response: self.sim.post(
+            self, message.src, "share_state_answer",
+            {"re": body["id"], "answer": wire.broker_call_answer(
+                body["api_key"], body["version"], request, response)},
+            incarnation=body["from_incarnation"]))
 
     # == clients' requests, served by the shipped request handlers (apis.handle_in_core) ========
 
@@ -583,6 +663,14 @@ class SimBroker:
     def on_cg_commit(self, message: Message) -> None:
         """A KIP-848 consumer's OffsetCommit v9, with its member epoch."""
         self.sim.consumers.serve_commit(self, message)
+
+    def on_sg_heartbeat(self, message: Message) -> None:
+        """A share consumer's ShareGroupHeartbeat (sim_share_groups.py)."""
+        self.sim.shares.serve_heartbeat(self, message)
+
+    def on_sg_share(self, message: Message) -> None:
+        """A share consumer's ShareFetch or ShareAcknowledge, at a partition leader."""
+        self.sim.shares.serve_share(self, message)
 
     def on_group_heartbeat(self, message: Message) -> None:
         body = message.body
@@ -750,7 +838,8 @@ def not_controller(error: NotControllerError) -> tuple[str, dict]:
 class Sim:
     def __init__(self, seed: int, root: Path,
                  session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS, controllers: int = 1,
-                 groups: bool = True, txns: bool = True, consumers: bool | None = None) -> None:
+                 groups: bool = True, txns: bool = True, consumers: bool | None = None,
+                 shares: bool | None = None) -> None:
         self.seed = seed
         self.session_timeout_ms = session_timeout_ms
         self.rng = random.Random(seed)
@@ -760,6 +849,8 @@ class Sim:
         self.with_consumers = (groups and sim_consumer_groups.runs_in(seed)
                                if consumers is None else consumers)
         self.consumer_rng = random.Random(f"{seed}:consumers")
+        self.with_shares = sim_share_groups.runs_in(seed) if shares is None else shares
+        self.share_rng = random.Random(f"{seed}:shares")
         self._producer_ids = 1000  # the controller's producer id blocks, as one counter
         self.next_value_count = 0  # transactional records' values
         self.root = root
@@ -775,7 +866,8 @@ class Sim:
         self.stats = dict.fromkeys(
             ("acked", "stale_epoch_acks", "failed", "refused", "appended", "crashes",
              "pauses", "long_pauses", "isolations", "controller_restarts", "elections",
-             "truncations", "stalls", "lost_messages", "controller_elections"), 0)
+             "truncations", "stalls", "lost_messages", "controller_elections",
+             "share_state_topic_waits"), 0)
         self.brokers: dict[int, SimBroker | None] = {b: SimBroker(self, b, 0) for b in BROKERS}
         self.acked: dict[tuple[int, int], bytes] = {}  # (partition, offset) -> value
         self.epoch_leaders: dict[tuple[int, int], int] = {}  # (partition, epoch) -> leader
@@ -804,7 +896,13 @@ class Sim:
                 lambda c: ControllerResult() if CG_TOPIC in c.image.topics
                 else c.create_topic(CG_TOPIC, CG_TOPIC_PARTITIONS, 1, now_ms=self.now_ms))
             assert result.ok, result
-        if groups or txns or self.with_consumers:
+        if self.with_shares:  # the share coordinators' log, as the first share fetch makes it
+            result = self.decide_before_start(
+                lambda c: ControllerResult() if SHARE_GROUP_STATE_TOPIC in c.image.topics
+                else c.create_topic(SHARE_GROUP_STATE_TOPIC, SHARE_STATE_PARTITIONS, 3,
+                                    configs=dict(SHARE_STATE_TOPIC_CONFIGS), now_ms=self.now_ms))
+            assert result.ok, result
+        if groups or txns or self.with_consumers or self.with_shares:
             result = self.decide_before_start(
                 lambda c: ControllerResult() if OFFSETS_TOPIC in c.image.topics
                 else c.create_topic(OFFSETS_TOPIC, OFFSETS_PARTITIONS, 3,
@@ -820,6 +918,7 @@ class Sim:
         self.txns = TxnWorkload(self, random.Random(f"{seed}:txns"))
         self.consumers = ConsumerWorkload(self, self.consumer_rng) if self.with_consumers \
             else None
+        self.shares = ShareWorkload(self, self.share_rng, TOPIC) if self.with_shares else None
         self._last_image = ClusterImage.empty()  # the most advanced committed image seen
         self._last_applied = 0
         self.observe_controller()
@@ -938,6 +1037,8 @@ class Sim:
             is_client(dst) and dst != CLIENT) else self.rng
         if is_consumer_client(src) or is_consumer_client(dst):
             rng = self.consumer_rng  # and the KIP-848 clients' have one of their own
+        if is_share_client(src) or is_share_client(dst) or kind.startswith("share_state"):
+            rng = self.share_rng  # as have the share consumers and the persister's calls
         roll = rng.random()
         if roll < 0.005:
             self.stats["lost_messages"] += 1
@@ -954,7 +1055,9 @@ class Sim:
         heapq.heappush(self.queue, message)
 
     def deliver(self, message: Message) -> None:
-        if is_consumer_client(message.dst):
+        if is_share_client(message.dst):
+            self.shares.receive(message)
+        elif is_consumer_client(message.dst):
             self.consumers.receive(message)
         elif is_group_client(message.dst):
             self.groups.receive(message)
@@ -1193,6 +1296,8 @@ class Sim:
             candidates.append(self.txns.next_ms())
         if self.with_consumers:  # through the settle too: members heartbeat until Stable
             candidates.append(self.consumers.next_ms())
+        if self.with_shares:  # and the share consumers consume everything
+            candidates.append(self.shares.next_ms())
         if self.queue:
             candidates.append(self.queue[0].deliver_ms)
         for broker in self.brokers.values():
@@ -1202,7 +1307,8 @@ class Sim:
         counted = True  # the KIP-848 clients' own steps do not bring the heavy check sooner
         if self.queue and self.queue[0].deliver_ms <= self.now_ms:
             message = heapq.heappop(self.queue)
-            counted = not (is_consumer_client(message.src) or is_consumer_client(message.dst))
+            counted = not any(f(a) for f in (is_consumer_client, is_share_client)
+                              for a in (message.src, message.dst))
             self.deliver(message)
         elif self.now_ms >= self.next_controller_tick_ms:
             self.controller_tick()
@@ -1219,10 +1325,15 @@ class Sim:
         elif self.with_consumers and self.now_ms >= self.consumers.next_ms():
             self.consumers.tick()
             counted = False
+        elif self.with_shares and self.now_ms >= self.shares.next_ms():
+            self.shares.tick()
+            counted = False
         else:
             self.tick_brokers()
         if self.with_consumers:
             self.consumers.check()
+        if self.with_shares:
+            self.shares.check()
         if counted:
             self.events += 1
             if self.events % HEAVY_CHECK_EVERY == 0:
@@ -1414,6 +1525,8 @@ class Sim:
         self.next_fault_ms = self.next_produce_ms = 1 << 62
         if self.with_consumers:
             self.consumers.heal()
+        if self.with_shares:
+            self.shares.heal()
         self.trace.append(f"t={self.now_ms} heal and settle")
         for controller in self.controllers.values():
             controller.down_until_ms = min(controller.down_until_ms, self.now_ms)
@@ -1428,10 +1541,12 @@ class Sim:
             if self.now_ms >= deadline_ms:  # (the message is costly: built only then)
                 undecided = self.txns.undecided() if self.with_txns else []
                 consumers = self.consumers.settled() if self.with_consumers else True
+                shares = self.shares.settled_all() if self.with_shares else True
                 raise InvariantViolation(
                     f"replication did not settle in {SETTLE_MS_MAX} ms; stale replicas: "
                     f"{self.stale_replicas() or 'none'}; transactions undecided: "
-                    f"{undecided or 'none'}; consumer group settled: {consumers}\n"
+                    f"{undecided or 'none'}; consumer group settled: {consumers}; share "
+                    f"group drained: {shares}\n"
                     f"{self.describe()}")
             self.step()
         self.check_logs()
@@ -1447,6 +1562,8 @@ class Sim:
             self.check_transactions()
         if self.with_consumers:
             self.consumers.check_settled()
+        if self.with_shares:
+            self.shares.check_settled()
 
     def settled(self) -> bool:
         active = self.active_controller()
@@ -1470,6 +1587,8 @@ class Sim:
                                or self.txns.undecided()):
             return False
         if self.with_consumers and not self.consumers.settled():
+            return False
+        if self.with_shares and not self.shares.settled_all():
             return False
         for index, p in partitions:  # the costly check last: every replica holds the same
             leader_values = log_values(self.log_of(p.leader, index))
@@ -1529,6 +1648,8 @@ class Sim:
                     f"epochs={[tuple(e) for e in p.log.leader_epoch_cache.entries]}")
         if self.with_consumers:
             lines.append(self.consumers.describe())
+        if self.with_shares:
+            lines.append(self.shares.describe())
         return "\n".join(lines)
 
     def close(self) -> None:
@@ -1542,14 +1663,15 @@ class Sim:
 
 def run_schedule(seed: int, root: Path, session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
                  controllers: int = 1, groups: bool = True, txns: bool = True,
-                 consumers: bool | None = None) -> Sim:
+                 consumers: bool | None = None, shares: bool | None = None) -> Sim:
     """Run one schedule; raise InvariantViolation (with the trace tail) on a broken invariant.
     The brokers' session timeout is the shipped one unless a test needs another; the controller
     is a quorum of ``controllers`` voters; ``groups``: a consumer group runs beside the
     producers (sim_groups.py); ``txns``: so do transactional producers (sim_txns.py);
     ``consumers``: so do KIP-848 consumers (sim_consumer_groups.py; by default, with ``groups``
-    in three schedules of four)."""
-    sim = Sim(seed, root, session_timeout_ms, controllers, groups, txns, consumers)
+    in three schedules of four); ``shares``: so do KIP-932 share consumers
+    (sim_share_groups.py; by default in one schedule of four)."""
+    sim = Sim(seed, root, session_timeout_ms, controllers, groups, txns, consumers, shares)
     try:
         sim.run()
     except Exception as error:

@@ -149,8 +149,11 @@ class ShareCoordinatorRuntime:
         return done
 
     def _revert(self, shard: ShareCoordinatorShard) -> None:
-        """An append failed: the shard took its change already, so it is rebuilt from what
-        its partition committed (Kafka reverts to its last committed snapshot)."""
+        """An append failed: the shard took its change already, so it is rebuilt from its
+        partition's log, as a new leader loads it (the group coordinator's RevertToLog). The
+        whole log, not its committed part: writes appended after the failed one are still
+        waiting for the ISR and may commit and be answered success, so the shard must keep
+        them (a failed append is not in the log, or is there with an unknown outcome)."""
         if self.shards.get(shard.partition) is not shard:
             return  # resigned meanwhile
         partition = self.writes.partition(SHARE_GROUP_STATE_TOPIC, shard.partition)
@@ -158,7 +161,7 @@ class ShareCoordinatorRuntime:
             self.shards.pop(shard.partition, None)
             return
         rebuilt = ShareCoordinatorShard(shard.partition)
-        rebuilt.replay(_records(partition, committed_only=True))
+        rebuilt.replay(_records(partition))
         self.shards[shard.partition] = rebuilt
         log.warning("share coordinator of %s-%d rebuilt after a failed write",
                     SHARE_GROUP_STATE_TOPIC, shard.partition)

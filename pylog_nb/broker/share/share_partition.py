@@ -33,9 +33,12 @@ x topic partition):
   ``move_start_offset`` jumps it when the log start offset passes it: the records are deleted,
   and their state goes with them, acquired or not.
 - ``snapshot`` is what the share coordinator persists (persisted.py). Acquisition locks do not
-  survive a leader change, so an ACQUIRED record is written as its lock's expiry would leave it
-  (AVAILABLE, or ARCHIVED at the limit, delivery count kept); ``from_snapshot`` rebuilds a
-  partition with nothing acquired.
+  survive a leader change, so an ACQUIRED record is written AVAILABLE with its delivery count;
+  ``from_snapshot`` rebuilds a partition with nothing acquired, archiving an AVAILABLE record
+  with no delivery left, as its lock's expiry would. Not ARCHIVED in the snapshot itself: the
+  coordinator combines a write with the state before it keeping, per offset, the highest
+  (delivery count, state), so an ARCHIVED written while the record was still acquired would
+  outlive the ACKNOWLEDGED its holder's ACCEPT writes next, at the same count.
 
 Memory: one small object per in-flight offset, at most ``partition_max_record_locks`` of them
 (more only when a snapshot written under a larger limit is loaded).
@@ -423,12 +426,12 @@ class SharePartition:
     # -- persistence -----------------------------------------------------------------------
 
     def snapshot(self) -> ShareSnapshot:
-        """The persisted state: locks dropped, as if every acquired record's lock ran out now."""
+        """The persisted state: locks dropped, every acquired record AVAILABLE (see above)."""
         batches: list[StateBatch] = []
         for offset, record in self._items():
             state = record.state
             if state is RecordState.ACQUIRED:
-                state = self._released_state(record)
+                state = RecordState.AVAILABLE  # archived on load if no delivery is left
             last = batches[-1] if batches else None
             if (
                 last is not None

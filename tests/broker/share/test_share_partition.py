@@ -32,6 +32,7 @@ from pylog_nb.broker.share import (
     StateBatch,
     initial_start_offset,
 )
+from pylog_nb.broker.share.coordinator import combine_state_batches
 
 ACCEPT, RELEASE, REJECT, GAP = (
     AcknowledgeType.ACCEPT,
@@ -310,15 +311,33 @@ def test_snapshot_round_trip_turns_acquired_records_into_available_ones():
     ]
 
 
-def test_snapshot_archives_an_acquired_record_with_no_delivery_left():
+def test_snapshot_archives_an_acquired_record_with_no_delivery_left_on_load():
     sp = partition(delivery_count_limit=2)
     acquire(sp, "m1", fetch_end_offset=2)
     sp.acknowledge("m1", [(0, 0, RELEASE)], 0)
     acquire(sp, "m1", fetch_end_offset=2)
     snapshot = sp.snapshot()
-    assert snapshot.state_batches == (StateBatch(0, 0, 4, 2), StateBatch(1, 1, 0, 1))
+    assert snapshot.state_batches == (StateBatch(0, 0, 0, 2), StateBatch(1, 1, 0, 1))
     rebuilt = SharePartition.from_snapshot(snapshot, sp.config)
     assert states(rebuilt) == [(1, A, 1, None)]
+
+
+def test_an_accept_at_the_delivery_limit_outlives_a_snapshot_written_while_acquired():
+    """Found by the broker simulation (seed 74): a record acquired for the last time was
+    written ARCHIVED in a snapshot (another record's acknowledgement persisted it), and the
+    coordinator, which keeps per offset the highest (delivery count, state), kept ARCHIVED over
+    the ACKNOWLEDGED its holder's ACCEPT wrote next: a new leader loaded an accepted record as
+    archived."""
+    sp = partition(delivery_count_limit=2)
+    acquire(sp, "m0", fetch_end_offset=1)  # offset 0 stays in flight: the start stays at 0
+    acquire(sp, "m1", fetch_end_offset=2)
+    assert sp.acknowledge("m1", [(1, 1, RELEASE)], 0) == Errors.NONE
+    assert acquire(sp, "m1", fetch_end_offset=2) == [AcquiredRecords(1, 1, 2)]  # the last
+    while_acquired = sp.snapshot()
+    assert sp.acknowledge("m1", [(1, 1, ACCEPT)], 0) == Errors.NONE
+    combined = combine_state_batches(
+        [*while_acquired.state_batches, *sp.snapshot().state_batches])
+    assert StateBatch(1, 1, RecordState.ACKNOWLEDGED, 2) in combined, combined
 
 
 def test_from_snapshot_treats_offsets_between_batches_as_never_delivered():

@@ -256,8 +256,8 @@ async def _load(core: BrokerCore, group_id: str, tp: TopicPartition, partition: 
     topic = core.image.topics.get(tp[0])
     if share is not None or topic is None:
         return (Errors.NONE if share else Errors.UNKNOWN_TOPIC_OR_PARTITION), share
-    key = share_key(group_id, topic.uuid, tp)
-    state = await core.share_persister.read(key, partition.leader_epoch)
+    key, leader_epoch = share_key(group_id, topic.uuid, tp), partition.leader_epoch
+    state = await core.share_persister.read(key, leader_epoch)
     if state.error_code != Errors.NONE:
         return state.error_code, None
     if state.start_offset == UNINITIALIZED_START_OFFSET:
@@ -269,8 +269,18 @@ async def _load(core: BrokerCore, group_id: str, tp: TopicPartition, partition: 
         snapshot = ShareSnapshot(0, start, ())
     else:
         snapshot = ShareSnapshot(state.state_epoch, state.start_offset, state.state_batches)
+    if not _still_leads(core, tp, partition, leader_epoch):
+        # It stopped leading while the state was read (its share partitions were forgotten
+        # then): adopting the state now would serve it, stale, if it leads again later.
+        return Errors.NOT_LEADER_OR_FOLLOWER, None
     core.shares.adopt(group_id, tp, snapshot)
     return Errors.NONE, core.shares.loaded(group_id, tp, log_start_offset=log.log_start_offset)
+
+
+def _still_leads(core: BrokerCore, tp: TopicPartition, partition: Partition,
+                 leader_epoch: int) -> bool:
+    return (core.replicas.partitions.get(tp) is partition and partition.leader is not None
+            and partition.leader_epoch == leader_epoch)
 
 
 async def _acknowledge_all(core: BrokerCore, group_id: str, member_id: str, items,
@@ -301,24 +311,37 @@ async def _acknowledge_all(core: BrokerCore, group_id: str, member_id: str, item
 async def _acquire_all(core: BrokerCore, group_id: str, member_id: str,
                        wanted: set[TopicPartition], max_records: int, max_bytes: int
                        ) -> tuple[dict[TopicPartition, dict], bool]:
-    """Read and acquire on every partition of the session; (partition data, any acquired)."""
+    """Read and acquire on every partition of the session; (partition data, any acquired).
+
+    Every share partition is loaded first (a load may wait seconds for a share coordinator),
+    then all are acquired from at once, with no wait between an acquisition and the answer:
+    otherwise a lock could run out, and its record go to another member and be settled, before
+    the answer handing it out even left."""
     answers: dict[TopicPartition, dict] = {}
-    records_left, bytes_left = max_records, max_bytes
     settings = group_settings(core, group_id)
+    loaded: dict[TopicPartition, SharePartition] = {}
     for tp in sorted(wanted):
-        data = _partition_data(core, tp)
         partition = core.replicas.partitions.get(tp)
         if partition is None or partition.leader is None:
-            data["error_code"] = Errors.NOT_LEADER_OR_FOLLOWER
-            answers[tp] = data
-            continue
-        if records_left <= 0 or bytes_left <= 0:
+            answers[tp] = {**_partition_data(core, tp),
+                           "error_code": Errors.NOT_LEADER_OR_FOLLOWER}
             continue
         error, share = await _load(core, group_id, tp, partition, settings)
         if share is None:
-            data["error_code"] = error
-            answers[tp] = data
+            answers[tp] = {**_partition_data(core, tp), "error_code": error}
+        else:
+            loaded[tp] = share
+    records_left, bytes_left = max_records, max_bytes
+    for tp, share in loaded.items():
+        partition = core.replicas.partitions.get(tp)
+        if partition is None or partition.leader is None \
+                or core.shares.partitions.get((group_id, tp)) is not share:
+            answers[tp] = {**_partition_data(core, tp),  # moved away while others loaded
+                           "error_code": Errors.NOT_LEADER_OR_FOLLOWER}
             continue
+        if records_left <= 0 or bytes_left <= 0:
+            continue
+        data = _partition_data(core, tp)
         got, size_bytes = _acquire_one(core, tp, share, member_id, records_left, bytes_left,
                                        settings, partition, data)
         if got:
