@@ -109,6 +109,19 @@ def is_consumer_client(address: int) -> bool:
     return CG_CLIENT_BASE <= address < CG_CLIENT_BASE + CG_CLIENTS
 
 
+def awake(client, now_ms: int, receive) -> bool:
+    """Whether a simulated client acts at ``now_ms``: not while it is stalled; when its stall
+    ends, what reached it meanwhile is ``receive``d first, in order (a client's inbox and
+    ``paused_until_ms``, 0 when it is not stalled; the share consumers' too)."""
+    if client.paused_until_ms > 0:
+        if now_ms < client.paused_until_ms:
+            return False
+        client.paused_until_ms = 0
+        inbox, client.inbox = client.inbox, []
+        for message in inbox:
+            receive(message)
+    return True
+
 @dataclass
 class Sent:
     """A request a client has in flight: a heartbeat (or its leave), and a commit beside it."""
@@ -227,13 +240,8 @@ class ConsumerWorkload:
     def tick(self) -> None:
         now_ms = self.sim.now_ms
         for client in self.clients:
-            if client.paused_until_ms > 0:
-                if now_ms < client.paused_until_ms:
-                    continue
-                client.paused_until_ms = 0
-                inbox, client.inbox = client.inbox, []
-                for message in inbox:
-                    self.receive(message)
+            if not awake(client, now_ms, self.receive):
+                continue
             if not self.sim.healing and now_ms >= client.next_fault_ms:
                 self._fault(client, now_ms)
                 continue

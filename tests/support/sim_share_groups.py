@@ -85,6 +85,7 @@ from pylog_nb.broker.protocol.codec import Request
 from pylog_nb.broker.share.persisted import RecordState
 
 from . import sim_wire as wire
+from .sim_consumer_groups import awake
 
 SG_GROUP = "sg"
 SG_CLIENTS = 3
@@ -274,13 +275,8 @@ class ShareWorkload:
     def tick(self) -> None:
         now_ms = self.sim.now_ms
         for client in self.clients:
-            if client.paused_until_ms > 0:
-                if now_ms < client.paused_until_ms:
-                    continue
-                client.paused_until_ms = 0
-                inbox, client.inbox = client.inbox, []
-                for message in inbox:
-                    self.receive(message)
+            if not awake(client, now_ms, self.receive):
+                continue
             if not self.sim.healing and now_ms >= client.next_fault_ms:
                 self._fault(client, now_ms)
                 continue
