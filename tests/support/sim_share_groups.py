@@ -57,9 +57,9 @@ but not checked against (a) and (b): its acknowledgements are fenced at the shar
 as in Kafka. The schedules found four bugs. A ShareFetch acquired on one partition and then
 waited seconds for the next partition's share coordinator, so its answer handed out records
 whose locks had run out and which were ACCEPTed meanwhile (seed 142; fixed in
-``apis/share._acquire_all``, regression test). A failed state write makes the leader drop the
-whole SharePartition, every other member's locks with it (seed 122; not fixed: the stand-in
-``LOCKS_SURVIVE_FAILED_WRITES`` and a strict xfail). And two fixed with a unit test: a share
+``apis/share._acquire_all``, regression test). A failed state write made the leader drop the
+whole SharePartition, every other member's locks with it (seed 122; fixed in ``apis/share
+._persist``, a regression test). And two fixed with a unit test: a share
 coordinator whose state append failed rebuilt its shard from the committed records only,
 losing the writes appended after the failed one, which then committed and were answered success
 (``ShareCoordinatorRuntime._revert``; seed 28 with ``shares=True``: a new leader handed out
@@ -106,14 +106,6 @@ SG_ACK_SHARE = 0.3  # acknowledgements sent in a ShareAcknowledge rather than a 
 # acknowledgement), and one in eight keeps the 1,000 schedules within CI's budget.
 SG_RUNS_EVERY = 8
 SG_RUNS_AT = 2
-# A stand-in (the KIP-848 simulation's way): the partition leader answers a failed write of a
-# share partition's state by dropping the whole SharePartition and loading it again, so every
-# other member's acquisition lock at that leader is lost and its records can go to another
-# member before the lock runs out; Kafka rolls back only the failed acknowledgement. Until that
-# is fixed the check (a) forgives a lock taken on a SharePartition since replaced at the same
-# leader and epoch (counted); test_broker_simulation pins the bug with a strict xfail at its
-# seed, with this set to True.
-LOCKS_SURVIVE_FAILED_WRITES = False
 HISTORY_LINES = 30  # the last deliveries and acknowledgement answers, in a failure's dump
 
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
@@ -154,7 +146,6 @@ class Lock:
     incarnation: int
     leader_epoch: int
     deadline_ms: int  # the request's arrival + the lock duration: the lock lasts this long
-    share: object  # the SharePartition that acquired it
 
 
 @dataclass
@@ -588,9 +579,8 @@ class ShareWorkload:
         current = sim.leads_for_controller(broker, self.topic, partition)
         mine = broker.replicas.partitions.get((self.topic, partition))
         epoch = mine.leader_epoch if mine is not None else -1
-        share = broker.core.shares.partitions.get((SG_GROUP, (self.topic, partition)))
         lock = Lock(member_id, broker.broker_id, broker.incarnation, epoch,
-                    arrived_ms + SG_LOCK_MS, share)
+                    arrived_ms + SG_LOCK_MS)
         for first, last, count in acquired:
             if not 1 <= count <= SG_DELIVERY_LIMIT:
                 self.fail(f"b{broker.broker_id} handed {self.topic}-{partition}@{first}..{last} "
@@ -638,10 +628,6 @@ class ShareWorkload:
                 and (held.broker, held.incarnation) == (broker.broker_id, broker.incarnation)
                 and held.leader_epoch == broker.replicas.partitions[
                     (self.topic, partition)].leader_epoch):
-            share = broker.core.shares.partitions.get((SG_GROUP, (self.topic, partition)))
-            if held.share is not share and not LOCKS_SURVIVE_FAILED_WRITES:
-                self.count("sg_locks_lost_to_a_failed_write")  # the stand-in: see above
-                return
             self.fail(f"b{broker.broker_id} handed {self.topic}-{partition}@{offset} to "
                       f"{member_id} while {held.member_id} holds it under a lock until at "
                       f"least {held.deadline_ms} (now {now_ms})")

@@ -433,24 +433,31 @@ def test_catches_a_share_partition_settling_records_another_member_holds(monkeyp
         run_schedule(seed, Path(root), shares=True)
 
 
-@pytest.mark.xfail(strict=True, reason="a failed share-state write drops every member's locks")
-def test_share_locks_survive_a_failed_state_write(monkeypatch) -> None:
-    """Found by the share schedules (seed 122): when a partition leader's write of a share
-    partition's state fails, ``apis/share._persist`` drops the whole SharePartition and loads
-    it again on the next fetch, so every other member's acquisition lock there is lost and a
-    record goes to a second member while its holder's lock runs (Kafka rolls back only the
-    failed acknowledgement). The random schedules stand in for the fix
-    (``sim_share_groups.LOCKS_SURVIVE_FAILED_WRITES``, off); with it on, this seed fails until
-    the bug is fixed, then this xfail passes and fails the run: take the stand-in out."""
-    from support import sim_share_groups
-
-    monkeypatch.setattr(sim_share_groups, "LOCKS_SURVIVE_FAILED_WRITES", True)
+def test_catches_share_locks_lost_to_a_failed_state_write(monkeypatch) -> None:
+    """Found by the share schedules (seed 122 then, 53 now): when a partition leader's write of
+    a share partition's state failed, ``apis/share._persist`` dropped the whole SharePartition
+    and loaded it again on the next fetch, so every other member's acquisition lock there was
+    lost and a record went to a second member while its holder's lock ran. Now only a write fenced
+    by a newer leader or initialization drops it; put back the drop on any failure and a seed
+    fails. The same seed passes with the shipped code."""
+    monkeypatch.setattr(share_apis, "STATE_FENCING_ERRORS", _EVERY_ERROR)
+    found = first_violation(range(50, 60), shares=True)
+    assert found is not None, "locks lost to a failed state write were not caught"
+    seed, message = found
+    assert "holds it under a lock" in message, message
+    monkeypatch.undo()
     with tempfile.TemporaryDirectory(dir=fast_tmp_root(), prefix="pylog-sim-") as root:
-        try:
-            run_schedule(122, Path(root), shares=True)
-        except InvariantViolation as error:
-            assert "holds it under a lock" in str(error), error  # this bug, not another
-            raise
+        run_schedule(seed, Path(root), shares=True)
+
+
+class _EveryError:
+    """Contains every error code but NONE: the old ``_persist``, dropping on any failure."""
+
+    def __contains__(self, error: object) -> bool:
+        return error != 0
+
+
+_EVERY_ERROR = _EveryError()
 
 
 async def _acquire_while_loading(core, group_id, member_id, wanted, max_records, max_bytes):

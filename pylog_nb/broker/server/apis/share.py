@@ -57,6 +57,10 @@ ABORTED_READS_MAX = 16  # reads in a row one fetch makes past wholly aborted tra
 CONNECTION_ID: contextvars.ContextVar[str] = contextvars.ContextVar("connection_id", default="")
 
 
+# A write refused because another leader or a re-initialization owns the share partition's
+# state: this leader's copy is stale.
+STATE_FENCING_ERRORS = frozenset({Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH})
+
 # == the group coordinator's =====================================================================
 
 
@@ -239,10 +243,13 @@ async def _persist(core: BrokerCore, group_id: str, tp: TopicPartition) -> int:
         return Errors.NOT_LEADER_OR_FOLLOWER
     error = await core.share_persister.write(share_key(group_id, topic.uuid, tp),
                                              partition.leader_epoch, share.snapshot())
-    if error != Errors.NONE and core.shares.partitions.get((group_id, tp)) is share:
-        # Kafka rolls the change back; here the partition is reloaded from what its share
-        # coordinator holds on the next fetch, so an acknowledgement that failed is redone.
+    if error in STATE_FENCING_ERRORS and core.shares.partitions.get((group_id, tp)) is share:
+        # A newer leader or initialization owns the state: load what the coordinator holds.
         del core.shares.partitions[(group_id, tp)]
+    # Any other failure keeps the change here (its outcome is unknown to the client, and the
+    # share coordinator may have it): the next write carries it, and every other member's
+    # locks stay. Kafka rolls the failed acknowledgement back instead; either way no record
+    # goes to a second member while its holder's lock runs.
     return error
 
 
