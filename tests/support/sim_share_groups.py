@@ -103,7 +103,7 @@ SG_DOWN_MS = (100, 1_000, 3_000)  # between a process that ended and the next on
 SG_ACK_SHARE = 0.3  # acknowledgements sent in a ShareAcknowledge rather than a ShareFetch
 # The share consumers run in one schedule of eight (SG_RUNS_EVERY), beside the others: such a
 # schedule costs about twice another (a replicated __share_group_state write behind every
-# acknowledgement), and one in eight keeps the 1,000 schedules within CI's budget.
+# acknowledgement), and one in eight keeps the schedules within CI's budget.
 SG_RUNS_EVERY = 8
 SG_RUNS_AT = 2
 HISTORY_LINES = 30  # the last deliveries and acknowledgement answers, in a failure's dump
