@@ -91,6 +91,19 @@ class HeartbeatStore:
     answer: HeartbeatAnswer
 
 
+def answer_heartbeat(appends: PendingAppends, answer: HeartbeatAnswer, records: list[Record],
+                     now_ms: int, actions: list[Action]) -> None:
+    """A heartbeat's answer (consumer or share group): once its ``records`` are in the log; a
+    refusal at once; else once the records its state came from are (``defer``)."""
+    if records:
+        store = HeartbeatStore(answer.group_id, answer.request_id, answer)
+        appends.append(store, records, now_ms, actions)
+    elif answer.error_code != Errors.NONE:
+        actions.append(answer)
+    else:
+        appends.defer(answer, actions)
+
+
 class ConsumerGroups:
     """The handler of every KIP-848 consumer group of one ``__consumer_offsets`` partition."""
 
@@ -138,13 +151,7 @@ class ConsumerGroups:
                 group_id=request.group_id, now_ms=now_ms, request_id=request_id,
                 error_code=refused.error_code, error_message=refused.message,
                 member_id=request.member_id, member_epoch=request.member_epoch)
-        if records:
-            store = HeartbeatStore(request.group_id, request_id, answer)
-            self._appends.append(store, records, now_ms, actions)
-        elif answer.error_code != Errors.NONE:
-            actions.append(answer)
-        else:  # told only once the records its state came from are in the log
-            self._appends.defer(answer, actions)
+        answer_heartbeat(self._appends, answer, records, now_ms, actions)
         return actions
 
     def on_stored(self, store: HeartbeatStore, error_code: int, now_ms: int,

@@ -41,7 +41,7 @@ from .actions import Action, HeartbeatAnswer
 from .appends import PendingAppends, Untracked
 from .assignors import TopicMetadata
 from .consumer_group import Assignment
-from .consumer_groups import GroupTimeouts, HeartbeatStore
+from .consumer_groups import GroupTimeouts, answer_heartbeat
 from .share_group import ShareGroup, ShareGroupMember, ShareGroupState
 from .share_storage import (
     Record,
@@ -123,13 +123,7 @@ class ShareGroups:
                 group_id=request.group_id, now_ms=now_ms, request_id=request_id,
                 error_code=refused.error_code, error_message=refused.message,
                 member_id=request.member_id, member_epoch=request.member_epoch)
-        if records:
-            store = HeartbeatStore(request.group_id, request_id, answer)
-            self._appends.append(store, records, now_ms, actions)
-        elif answer.error_code != Errors.NONE:
-            actions.append(answer)
-        else:
-            self._appends.defer(answer, actions)
+        answer_heartbeat(self._appends, answer, records, now_ms, actions)
         return actions
 
     def _heartbeat(self, request: ShareHeartbeatRequest, topics: Mapping[str, TopicMetadata],
