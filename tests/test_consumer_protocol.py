@@ -13,7 +13,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafka import KafkaConsumer
 from kafka.errors import InconsistentGroupProtocolError
@@ -136,7 +136,9 @@ def test_offsets_committed_with_the_member_epoch_resume_the_group(one_broker) ->
     reader.consumer.commit(asynchronous=False)
     committed = reader.consumer.committed(
         [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=TIMEOUT_S)
-    assert sum(tp.offset for tp in committed) == RECORDS
+    for tp in committed:  # the sticky partitioner may leave a partition empty: nothing to commit
+        _, high = reader.consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)
+        assert tp.offset == (high if high else OFFSET_INVALID), (tp, high)
     reader.close()
     new = _fill(boot, topic, "new")
     successor = Member(boot, group_id, topics=[topic])
