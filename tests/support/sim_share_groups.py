@@ -67,10 +67,11 @@ ACCEPTed records again); and a snapshot wrote a record acquired for the last tim
 which the coordinator's combination (highest delivery count, then state) kept over the
 ACKNOWLEDGED its holder's ACCEPT wrote next (``SharePartition.snapshot``; seed 74: a new leader
 served an accepted record as archived). Fixed too: a leader that stopped leading while it read
-a share partition's state adopted it anyway (seed 482). Open: seed 794, a share coordinator
-reads a share partition as never initialized and the leader initializes it afresh. The clients
-have a
-random stream of their own (``Sim.share_rng``), as do the
+a share partition's state adopted it anyway (seed 482); and a partitioned share coordinator
+answered a read from a share partition initialized only in its own log, never committed, so the
+leader settled records whose every write the real coordinator refused (seed 357 with
+``shares=True``; answers that write nothing now wait for what they read to commit,
+``share_runtime.AnswerGate``, with a unit test). The clients have a random stream of their own (``Sim.share_rng``), as do the
 persister's inter-broker calls, so the other workloads' schedules do not depend on them.
 """
 

@@ -249,6 +249,7 @@ class BrokerCore:
         self.groups.tick(now_ms)
         self.txns.tick(now_ms)
         self.shares.expire(now_ms)
+        self.share_state.tick()
         self.poll(now_ms)
 
     def poll(self, now_ms: int) -> None:
@@ -429,6 +430,8 @@ class BrokerCore:
                 self.events.append(action)
             if isinstance(action, HighWatermarkAdvanced):
                 self._wake(action.topic, action.partition)
+                if action.topic == SHARE_GROUP_STATE_TOPIC:
+                    self.share_state.tick()  # a loaded tail may be committed now
             elif isinstance(action, RequestIsrChange):
                 self._request_isr_change(action)
             elif isinstance(action, RoleChanged):

@@ -10,6 +10,12 @@ Theory of operation (Kafka's ShareCoordinatorService and its DefaultStatePersist
 - ``ShareCoordinatorRuntime.apply`` runs one Read/Initialize/Write/Delete on the shard, appends
   the records it returns like an acks=all produce and resolves the Pending with the error code
   once the ISR has them (a write is answered only when a successor would load it).
+- An answer that writes nothing (a read, a summary, a refusal) was computed from the shard's
+  state, which holds every record appended, committed or not: it waits (``AnswerGate``) until
+  every append made before it completed and the log tail a load or a rebuild read is committed,
+  as Kafka's runtime holds a response until the high watermark passes the last offset written
+  before it. Else a deposed or partitioned coordinator could hand a leader a state no successor
+  has (a share partition initialized only in its own log), and the leader would build on it.
 - ``SharePersister`` is the partition leader's side: it reads a share partition's state before
   the partition serves its group (initializing it from ``share.auto.offset.reset`` when the
   coordinator has none) and writes a snapshot of it after every change that must outlive the
@@ -93,6 +99,57 @@ def _delivery_complete_count(batches: Iterable[StateBatch]) -> int:
                if RecordState(b.delivery_state).is_final)
 
 
+class AnswerGate:
+    """The answers of one ``__share_group_state`` partition's coordinator that write nothing,
+    held until what they were computed from is committed: every append made before them
+    (by sequence number), and the log tail its shard was loaded or rebuilt from."""
+
+    def __init__(self) -> None:
+        self._sequence_next = 0
+        self._in_flight: set[int] = set()
+        self._waiting: list[tuple[int, Pending[int], int]] = []  # (last sequence before, ...)
+        self.tail: tuple[int, int] | None = None  # (its sequence, the log end to commit)
+
+    def begin(self) -> int:
+        """A sequence number for an append (or a tail) in flight, until ``end``."""
+        sequence = self._sequence_next
+        self._sequence_next += 1
+        self._in_flight.add(sequence)
+        return sequence
+
+    def end(self, sequence: int) -> None:
+        self._in_flight.discard(sequence)
+        oldest = min(self._in_flight, default=self._sequence_next)
+        ready = [(done, error) for last, done, error in self._waiting if last < oldest]
+        self._waiting = [w for w in self._waiting if w[0] >= oldest]
+        for done, error in ready:
+            done.resolve(error)
+
+    def answer(self, done: Pending[int], error_code: int) -> None:
+        """Resolve ``done`` with ``error_code`` once every earlier append completed."""
+        if not self._in_flight:
+            done.resolve(error_code)
+        else:
+            self._waiting.append((self._sequence_next - 1, done, error_code))
+
+    def hold_tail(self, log_end_offset: int) -> None:
+        """Answers wait until ``log_end_offset`` (read into the shard) is committed."""
+        if self.tail is not None:
+            self.end(self.tail[0])
+        self.tail = (self.begin(), log_end_offset)
+
+    def step_tail(self, high_watermark: int) -> None:
+        if self.tail is not None and high_watermark >= self.tail[1]:
+            sequence, self.tail = self.tail[0], None
+            self.end(sequence)
+
+    def abandon(self) -> None:
+        """The coordinator resigned: every held answer is NOT_COORDINATOR."""
+        waiting, self._waiting = self._waiting, []
+        for _, done, _ in waiting:
+            done.resolve(Errors.NOT_COORDINATOR)
+
+
 class ShareCoordinatorRuntime:
     """Every share coordinator this broker runs, one per ``__share_group_state`` partition."""
 
@@ -102,6 +159,7 @@ class ShareCoordinatorRuntime:
         self.metadata = metadata
         self.now_ms = now_ms
         self.shards: dict[int, ShareCoordinatorShard] = {}
+        self.gates: dict[int, AnswerGate] = {}
 
     def partition_count(self) -> int | None:
         topic = self.metadata().topics.get(SHARE_GROUP_STATE_TOPIC)
@@ -118,28 +176,51 @@ class ShareCoordinatorRuntime:
         """Partition ``index`` of ``__share_group_state`` changed role."""
         if self.shards.pop(index, None) is not None:
             log.info("no longer the share coordinator of %s-%d", SHARE_GROUP_STATE_TOPIC, index)
+        gate = self.gates.pop(index, None)
+        if gate is not None:
+            gate.abandon()
         if partition is None or partition.leader is None or partition.log.closed:
             return
         shard = ShareCoordinatorShard(index)
         shard.replay(_records(partition))
         self.shards[index] = shard
+        self.gates[index] = AnswerGate()
+        self._hold_tail(index, partition)
+
+    def _hold_tail(self, index: int, partition: Partition) -> None:
+        if partition.log.high_watermark < partition.log.log_end_offset:
+            self.gates[index].hold_tail(partition.log.log_end_offset)
+
+    def tick(self) -> None:
+        """Release the answers held behind a loaded log tail that is committed now."""
+        for index, gate in self.gates.items():
+            partition = self.writes.partition(SHARE_GROUP_STATE_TOPIC, index)
+            if gate.tail is not None and partition is not None:
+                gate.step_tail(partition.log.high_watermark)
 
     def apply(self, shard: ShareCoordinatorShard, error_code: int,
               records: list[tuple[bytes, bytes | None]]) -> Pending[int]:
         """Append what a shard operation returned; resolved with the error code once the
         records are committed (at once when there is nothing to write)."""
         done: Pending[int] = Pending()
+        gate = self.gates.get(shard.partition)
+        if gate is None:  # resigned since the shard was looked up
+            done.resolve(Errors.NOT_COORDINATOR)
+            return done
         if error_code != Errors.NONE or not records:
-            done.resolve(error_code)
+            gate.answer(done, error_code)
             return done
         now_ms = self.now_ms()
         batch = encode_batch([(key, value, (), now_ms) for key, value in records])
+        sequence = gate.begin()
         result, produce_id = self.writes.append(SHARE_GROUP_STATE_TOPIC, shard.partition, batch,
                                                 ACKS_ALL, SHARE_STATE_WRITE_TIMEOUT_MS)
         def settle(error: int) -> None:
             if error != Errors.NONE:
                 self._revert(shard)
             done.resolve(error)
+            gate.end(sequence)
+            self.tick()
 
         if produce_id is None:
             settle(result.error_code)
@@ -163,11 +244,15 @@ class ShareCoordinatorRuntime:
         rebuilt = ShareCoordinatorShard(shard.partition)
         rebuilt.replay(_records(partition))
         self.shards[shard.partition] = rebuilt
+        self._hold_tail(shard.partition, partition)
         log.warning("share coordinator of %s-%d rebuilt after a failed write",
                     SHARE_GROUP_STATE_TOPIC, shard.partition)
 
     def close(self) -> None:
         self.shards.clear()
+        for gate in self.gates.values():
+            gate.abandon()
+        self.gates.clear()
 
 
 def _records(partition: Partition, *, committed_only: bool = False
@@ -233,8 +318,8 @@ class SharePersister:
         shard = self.runtime.shard_for(key)
         if shard is None:
             return ReadState(Errors.COORDINATOR_LOAD_IN_PROGRESS)
-        if shard.state(key) is None:
-            return ReadState(Errors.NONE)
+        if shard.state(key) is None:  # never initialized: once that is known committed
+            return ReadState(await self.runtime.apply(shard, Errors.NONE, []))
         result = shard.read(key, leader_epoch, now_ms=self.runtime.now_ms())
         error = await self.runtime.apply(shard, result.error_code, list(result.records))
         return ReadState(error, result.state_epoch, result.start_offset,
@@ -284,7 +369,7 @@ class SharePersister:
         if coordinator is None:
             return StateSummary(Errors.COORDINATOR_NOT_AVAILABLE)
         if coordinator == self.broker_id:
-            return self._summary_local(key)
+            return await self._summary_local(key)
         answer = await self._remote(coordinator, v.READ_SHARE_GROUP_STATE_SUMMARY_KEY, key, {
             "partition": key.partition, "leader_epoch": NO_EPOCH})
         if isinstance(answer, int) or answer.error_code != Errors.NONE:
@@ -300,7 +385,7 @@ class SharePersister:
         return StateSummary(Errors.NONE, answer.state_epoch, answer.leader_epoch,
                             answer.start_offset, complete)
 
-    def _summary_local(self, key: SharePartitionKey) -> StateSummary:
+    async def _summary_local(self, key: SharePartitionKey) -> StateSummary:
         shard = self.runtime.shard_for(key)
         if shard is None:
             return StateSummary(Errors.COORDINATOR_LOAD_IN_PROGRESS)
@@ -308,7 +393,8 @@ class SharePersister:
         state = shard.state(key)
         complete = (UNINITIALIZED_DELIVERY_COMPLETE_COUNT if state is None
                     else _delivery_complete_count(state.value.state_batches))
-        return StateSummary(result.error_code, result.state_epoch, result.leader_epoch,
+        error = await self.runtime.apply(shard, result.error_code, [])
+        return StateSummary(error, result.state_epoch, result.leader_epoch,
                             result.start_offset, complete)
 
     async def delete(self, key: SharePartitionKey) -> int:

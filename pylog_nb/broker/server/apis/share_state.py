@@ -54,7 +54,8 @@ async def handle_read_share_group_state(core: BrokerCore, request: Request) -> d
 async def handle_read_share_group_state_summary(core: BrokerCore, request: Request) -> dict:
     async def summary(shard: ShareCoordinatorShard, key: SharePartitionKey, data) -> dict:
         result = shard.read_summary(key)
-        return {"error_code": result.error_code, "state_epoch": result.state_epoch,
+        error = await core.share_state.apply(shard, result.error_code, [])
+        return {"error_code": error, "state_epoch": result.state_epoch,
                 "leader_epoch": result.leader_epoch, "start_offset": result.start_offset}
 
     return await _each(core, request, summary)
