@@ -71,8 +71,9 @@ a share partition's state adopted it anyway (seed 482); and a partitioned share 
 answered a read from a share partition initialized only in its own log, never committed, so the
 leader settled records whose every write the real coordinator refused (seed 357 with
 ``shares=True``; answers that write nothing now wait for what they read to commit,
-``share_runtime.AnswerGate``, with a unit test). The clients have a random stream of their own (``Sim.share_rng``), as do the
-persister's inter-broker calls, so the other workloads' schedules do not depend on them.
+``share_runtime.AnswerGate``, with a unit test). The clients have a random stream of their
+own (``Sim.share_rng``), as do the persister's inter-broker calls, so the other workloads'
+schedules do not depend on them.
 """
 
 from __future__ import annotations
