@@ -186,12 +186,8 @@ def test_a_group_with_a_live_member_stops_the_query_before_it_reads(spark, clust
                                                                      tmp_path):
     topic = _topic(cluster, f"{name}-t", partitions=1)
     produce(cluster.bootstrap_servers, topic, [(None, b"v")] * 5)
-    member = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": name,
-                       "client.id": "live-one", "auto.offset.reset": "latest",
-                       "enable.auto.commit": False})
-    member.subscribe([topic])
+    member = _member(cluster, name, topic)
     try:
-        wait_for(lambda: (member.poll(0.2), member.assignment())[1], "the member's assignment")
         query = _start(_stream(spark, cluster, topic, **{"kafka.group.id": name}),
                        tmp_path / "checkpoint")
         with pytest.raises(Exception, match=(
@@ -203,6 +199,34 @@ def test_a_group_with_a_live_member_stops_the_query_before_it_reads(spark, clust
         assert _committed(cluster, name) == {}
     finally:
         member.close()
+
+
+def test_a_member_joining_the_group_later_stops_the_query_at_its_next_commit(
+        spark, cluster, name, tmp_path):
+    topic = _topic(cluster, f"{name}-t", partitions=1)
+    query = (_stream(spark, cluster, topic, **{"kafka.group.id": name}).writeStream
+             .format("noop").option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="200 milliseconds").start())
+    wait_for(lambda: query.lastProgress is not None, "the query's start", STREAM_WAIT_S)
+    member = _member(cluster, name, topic)
+    try:
+        produce(cluster.bootstrap_servers, topic, [(None, b"v")] * 3)
+        with pytest.raises(Exception, match=(
+                f"SparkSourceError: group {name} \\(kafka.group.id\\) has active members now")):
+            query.awaitTermination(STREAM_WAIT_S)
+    finally:
+        query.stop()
+        member.close()
+
+
+def _member(cluster, group: str, topic: str) -> Consumer:
+    """A confluent-kafka consumer in ``group``, once it has its assignment."""
+    member = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                       "client.id": "live-one", "auto.offset.reset": "latest",
+                       "enable.auto.commit": False})
+    member.subscribe([topic])
+    wait_for(lambda: (member.poll(0.2), member.assignment())[1], "the member's assignment")
+    return member
 
 
 def test_a_typo_in_an_option_fails_the_load_in_one_line(spark, cluster, name):

@@ -142,6 +142,11 @@ class ClusterOffsets:
         try:
             through_failover(commit)
         except KafkaException as error:
+            if error.args[0].code() == KafkaError.UNKNOWN_MEMBER_ID:  # a member joined since
+                raise SparkSourceError(
+                    f"group {group_id} (kafka.group.id) has active members now: a query "
+                    "commits its progress only into a group no consumer is in; restart it with "
+                    "another kafka.group.id") from None
             raise SparkSourceError(f"cannot commit the query's offsets to group {group_id} "
                                    f"(kafka.group.id): {error.args[0].str()}") from None
 
