@@ -1071,7 +1071,7 @@ function render({ model, el }) {
   function classicGroups(groups) {
     const cells = (...values) => values.map((v) => h("td", {}, v));
     const rows = groups.map((g) => h("tr", { data: { group: g.group } }, cells(
-      [g.group, g.spark_query ? [" ", h("span", { class: "pylog-tag pylog-spark-query", title: `${SPARK_QUERY_HELP}: ${g.spark_query}` }, "Spark query")] : null],
+      g.spark_query ? [g.group, " ", h("span", { class: "pylog-tag pylog-spark-query", title: `${SPARK_QUERY_HELP}: ${g.spark_query}` }, "Spark query")] : g.group,
       g.state, String(g.generation),
       [String(g.coordinator), g.disagreement ? h("div", { class: "pylog-disagreement" }, `⚠ ${g.disagreement}`) : null],
       g.members.join(", "),
