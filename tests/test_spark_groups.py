@@ -17,7 +17,7 @@ from support.clients import TIMEOUT_S, admin, produce, wait_for
 
 from pylog_nb import LocalCluster
 from pylog_nb.client.groups import SPARK_QUERY_MARKER, groups_frame, lag_frame, spark_query_of
-from pylog_nb.spark import SparkSourceError, local_spark
+from pylog_nb.spark import PylogDataSource, SparkSourceError, local_spark
 from pylog_nb.spark.options import GROUP_ID_PREFIX_DEFAULT, parse_read_options
 from pylog_nb.widgets.render import render_groups
 from pylog_nb.widgets.snapshot import take_snapshot
@@ -75,6 +75,19 @@ def test_genuine_spark_and_client_options_pass():
                "kafka.security.protocol": "PLAINTEXT", "kafka.max.poll.records": "10",
                "kafka.bootstrap.servers": BOOTSTRAP, "somethingElse": "x",
                "StartingOffsets": "earliest", "SUBSCRIBE": "t"})
+
+
+@pytest.mark.parametrize(("options", "foreign"), [
+    ({"subscribe": "a,b"}, [("c", 0)]), ({"subscribePattern": "a.*"}, [("b", 0)]),
+    ({"assign": '{"a": [0]}'}, [("a", 1)]),
+])
+def test_offsets_of_partitions_a_query_does_not_read_are_another_querys(options, foreign):
+    reader = PylogDataSource({"bootstrap.servers": BOOTSTRAP, **options}).streamReader(None)
+    own = {("a", 0): 3}
+    assert reader._own(own) == own
+    with pytest.raises(SparkSourceError, match=f"^the checkpoint holds offsets of "
+                                               f"{foreign[0][0]}-{foreign[0][1]}, which"):
+        reader._own({**own, **dict.fromkeys(foreign, 1)})
 
 
 def test_metadata_marks_a_spark_query():

@@ -3,7 +3,10 @@
 They are Spark's Kafka source options (``subscribe``, ``startingOffsets``, ``maxOffsetsPerTrigger``
 ...), so a notebook moves between ``format("kafka")`` on a JVM cluster and ``format("pylog")``
 by changing one word. Options prefixed ``kafka.`` go to the client (librdkafka) with the prefix
-dropped, as Spark passes them to its Java consumer. A bad option is one readable line.
+dropped, as Spark passes them to its Java consumer. A bad option is one readable line, and so
+is a name that looks like a typo of one of the source's own (``check_option_names``); other
+unknown names pass, as Spark lets them. ``kafka.group.id`` is the source's, not the client's:
+a stream commits its progress there (see ``source.py``).
 """
 
 from __future__ import annotations
