@@ -74,7 +74,7 @@ def test_genuine_spark_and_client_options_pass():
                "fetchOffset.numRetries": "3", "startingOffsetsByTimestampStrategy": "error",
                "kafka.security.protocol": "PLAINTEXT", "kafka.max.poll.records": "10",
                "kafka.bootstrap.servers": BOOTSTRAP, "somethingElse": "x",
-               "StartingOffsets": "earliest", "SUBSCRIBE": "t"})
+               "StartingOffsets": "earliest", "SUBSCRIBE": "t", "partition": "0"})
 
 
 @pytest.mark.parametrize(("options", "foreign"), [

@@ -44,7 +44,7 @@ SPELLED = {name.lower(): name for name in (
 SOURCE_OPTIONS = frozenset(SPELLED)
 # Client settings the source reads itself (a near miss of one, unprefixed, is a typo)
 CLIENT_OPTIONS = ("kafka.bootstrap.servers", "kafka.group.id", "kafka.isolation.level")
-NEAR_MISS_CUTOFF = 0.8  # difflib's ratio: startingOffset, subscibe, failOnDataloss...
+NEAR_MISS_CUTOFF = 0.85  # difflib's ratio: startingOffset, subscibe; not partition (0.82)
 
 
 class SparkSourceError(ValueError):
