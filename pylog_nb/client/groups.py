@@ -74,6 +74,10 @@ _STATE_NAMES = {
     ConsumerGroupState.EMPTY: "Empty",
 }
 
+# Committed offsets whose metadata starts with this were committed by a Spark query (the pylog
+# source's kafka.group.id): "spark-query pylog subscribe=orders, started 2026-...Z".
+SPARK_QUERY_MARKER = "spark-query"
+
 Source = LocalCluster | str
 Key = tuple[str, int]  # (topic, partition)
 
@@ -283,6 +287,14 @@ def _text(assignment) -> str:
 def _assignment_text(assignment: dict[str, list[int]]) -> str:
     return " ".join(f"{topic}:{','.join(str(p) for p in sorted(partitions))}"
                     for topic, partitions in sorted(assignment.items()) if partitions)
+
+
+def spark_query_of(metadata: str | None) -> str | None:
+    """What a committed offset's metadata says of the Spark query that committed it (the text
+    after the marker), or None when no Spark query committed it."""
+    if not metadata or not metadata.startswith(SPARK_QUERY_MARKER):
+        return None
+    return metadata[len(SPARK_QUERY_MARKER):].strip() or "a Spark query"
 
 
 # == groups =====================================================================================

@@ -10,11 +10,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+)
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..client.io import client_config
+from ..client.io import client_config, through_failover
 from ..client.status import waiting
 from .options import ISOLATION_LEVEL, READ_COMMITTED, Bound, SparkSourceError, TopicSpec
 from .planning import TopicPartition, Watermarks
@@ -23,6 +29,8 @@ METADATA_TIMEOUT_S = 30.0  # for one question, retries included
 ATTEMPT_TIMEOUT_S = 2.0  # one ListOffsets round; a leader election takes about 3 s here
 RETRY_BACKOFF_S = 0.5
 NO_OFFSET = -1  # ListOffsets by time: no record at or after the timestamp
+GROUP_TIMEOUT_S = 10.0  # one DescribeGroups or OffsetCommit, coordinator lookup included
+MEMBERS_NAMED = 3  # client ids named in the refusal of a group in use
 RETRIABLE = (KafkaError._TIMED_OUT, KafkaError.LEADER_NOT_AVAILABLE,
              KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.OFFSET_NOT_AVAILABLE)
 
@@ -86,6 +94,61 @@ class ClusterOffsets:
             found = self._list(same, OffsetSpec.for_timestamp(timestamp_ms), by_time=True)
             offsets.update({tp: (o if o >= 0 else None) for tp, o in found.items()})
         return offsets
+
+    def check_group_unused(self, group_id: str) -> None:
+        """SparkSourceError, one line, when the group ``group_id`` has members: a query commits
+        its progress into a group without joining it, which a live group's own commits would
+        overwrite (and Kafka refuses commits from outside a group with members)."""
+        def describe():
+            futures = self._admin.describe_consumer_groups([group_id],
+                                                           request_timeout=GROUP_TIMEOUT_S)
+            return futures[group_id].result(GROUP_TIMEOUT_S * 1.5)
+
+        try:
+            described = through_failover(describe)
+        except KafkaException as error:
+            if error.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return
+            raise SparkSourceError(f"cannot describe group {group_id} (kafka.group.id): "
+                                   f"{error.args[0].str()}") from None
+        if described.state == ConsumerGroupState.DEAD or not described.members:
+            return
+        clients = sorted({m.client_id for m in described.members})
+        named = ", ".join(clients[:MEMBERS_NAMED]) + (", ..." if len(clients) > MEMBERS_NAMED
+                                                      else "")
+        raise SparkSourceError(
+            f"group {group_id} (kafka.group.id) is in use by {len(described.members)} active "
+            f"member(s) ({named}): a query commits its progress only into a group no consumer "
+            "is in; choose another kafka.group.id")
+
+    def commit_group(self, group_id: str, offsets: Mapping[TopicPartition, int],
+                     metadata: str) -> None:
+        """Commit ``offsets`` (each partition's next offset to read) to ``group_id`` with
+        ``metadata``, from outside the group (AlterConsumerGroupOffsets: no membership)."""
+        if not offsets:
+            return
+        request = [ConsumerGroupTopicPartitions(group_id, [
+            KafkaTopicPartition(topic, partition, offset, metadata=metadata)
+            for (topic, partition), offset in sorted(offsets.items())])]
+
+        def commit() -> None:
+            futures = self._admin.alter_consumer_group_offsets(request,
+                                                               request_timeout=GROUP_TIMEOUT_S)
+            answer = futures[group_id].result(GROUP_TIMEOUT_S * 1.5)
+            for tp in answer.topic_partitions or []:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+
+        try:
+            through_failover(commit)
+        except KafkaException as error:
+            if error.args[0].code() == KafkaError.UNKNOWN_MEMBER_ID:  # a member joined since
+                raise SparkSourceError(
+                    f"group {group_id} (kafka.group.id) has active members now: a query "
+                    "commits its progress only into a group no consumer is in; restart it with "
+                    "another kafka.group.id") from None
+            raise SparkSourceError(f"cannot commit the query's offsets to group {group_id} "
+                                   f"(kafka.group.id): {error.args[0].str()}") from None
 
     def _topics(self) -> dict[str, int]:
         try:

@@ -3,11 +3,15 @@
 They are Spark's Kafka source options (``subscribe``, ``startingOffsets``, ``maxOffsetsPerTrigger``
 ...), so a notebook moves between ``format("kafka")`` on a JVM cluster and ``format("pylog")``
 by changing one word. Options prefixed ``kafka.`` go to the client (librdkafka) with the prefix
-dropped, as Spark passes them to its Java consumer. A bad option is one readable line.
+dropped, as Spark passes them to its Java consumer. A bad option is one readable line, and so
+is a name that looks like a typo of one of the source's own (``check_option_names``); other
+unknown names pass, as Spark lets them. ``kafka.group.id`` is the source's, not the client's:
+a stream commits its progress there (see ``source.py``).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -25,6 +29,22 @@ ISOLATION_LEVEL = "isolation.level"  # kafka.isolation.level: which transactiona
 READ_UNCOMMITTED = "read_uncommitted"  # Spark's Kafka source sets none: the consumer's default
 READ_COMMITTED = "read_committed"  # up to the last stable offset (LSO), aborted records skipped
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+GROUP_ID = "group.id"  # kafka.group.id: the group a stream commits its progress into
+GROUP_ID_PREFIX_DEFAULT = "spark-kafka-source"  # Spark's groupIdPrefix default
+# The Kafka source's options, by lowercased name, as Spark's documentation spells them. Those
+# this source does not implement (minOffsetsPerTrigger, maxTriggerDelay...) are accepted and
+# ignored, as Spark ignores options a source does not know: they keep near misses apart.
+SPELLED = {name.lower(): name for name in (
+    "assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets",
+    "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "failOnDataLoss",
+    "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions",
+    "maxRecordsPerPartition", "groupIdPrefix", "includeHeaders", "bootstrap.servers")}
+SOURCE_OPTIONS = frozenset(SPELLED)
+# Client settings the source reads itself (a near miss of one, unprefixed, is a typo)
+CLIENT_OPTIONS = ("kafka.bootstrap.servers", "kafka.group.id", "kafka.isolation.level")
+NEAR_MISS_CUTOFF = 0.85  # difflib's ratio: startingOffset, subscibe; not partition (0.82)
 
 
 class SparkSourceError(ValueError):
@@ -71,10 +91,18 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = POLL_TIMEOUT_MS_DEFAULT
+    group_id: str | None = None  # kafka.group.id: a stream commits each batch's end there
+    group_id_prefix: str = GROUP_ID_PREFIX_DEFAULT
+
+    @property
+    def reader_group(self) -> str:
+        """The group.id of the consumers that read ranges: assigned partitions, they never join
+        a group nor commit (librdkafka wants an id all the same), as Spark's consumers."""
+        return self.group_id or f"{self.group_id_prefix}-reader"
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    lowered = {k.lower(): str(v) for k, v in options.items()}
+    lowered = check_option_names(options)
     starting = _bound(lowered, "starting", "latest" if streaming else "earliest")
     ending = _bound(lowered, "ending", "latest")
     if starting.kind == "latest" and not streaming:
@@ -84,15 +112,49 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> Source
         raise SparkSourceError("ending offsets are for batch reads; a stream has no end")
     if ending.kind == "earliest" or EARLIEST in ending.offsets.values():
         raise SparkSourceError("endingOffsets cannot be earliest (-2): the read would be empty")
+    client = _isolated(client_settings(lowered))
+    group_id = client.pop(GROUP_ID, None)
+    if group_id is not None and not group_id.strip():
+        raise SparkSourceError("option kafka.group.id is empty: name a group, or leave it out")
+    prefix = lowered.get("groupidprefix", GROUP_ID_PREFIX_DEFAULT)
+    if not prefix.strip():
+        raise SparkSourceError("option groupIdPrefix is empty")
     return SourceOptions(
-        client=_isolated(client_settings(lowered)), topics=_topic_spec(lowered),
+        client=client, topics=_topic_spec(lowered),
         starting=starting, ending=ending,
         include_headers=_flag(lowered, "includeheaders", False),
         min_partitions=_positive(lowered, "minpartitions"),
         max_offsets_per_trigger=_positive(lowered, "maxoffsetspertrigger"),
         fail_on_data_loss=_flag(lowered, "failondataloss", True),
         poll_timeout_ms=_positive(lowered, "kafkaconsumer.polltimeoutms")
-        or POLL_TIMEOUT_MS_DEFAULT)
+        or POLL_TIMEOUT_MS_DEFAULT,
+        group_id=group_id, group_id_prefix=prefix)
+
+
+def check_option_names(options: Mapping[str, str]) -> dict[str, str]:
+    """The options with lowercased names (Spark's options are case-insensitive), or one line
+    naming an option that looks like a typo of one of the source's own: a near miss of its
+    names (``startingOffset``, ``subscibe``), or a client setting it reads without its
+    ``kafka.`` prefix (``group.id``). Other unknown options pass, as Spark lets them: a
+    ``kafka.`` setting goes to the client, and Spark's own options share the map."""
+    lowered = {k.lower(): str(v) for k, v in options.items()}
+    for name in sorted(set(lowered) - SOURCE_OPTIONS):
+        if name.startswith(CLIENT_PREFIX):
+            continue
+        original = next(k for k in options if k.lower() == name)
+        if CLIENT_PREFIX + name in CLIENT_OPTIONS:
+            raise SparkSourceError(f"unknown option {original}: a client setting is given as "
+                                   f"{CLIENT_PREFIX}{original}")
+        close = difflib.get_close_matches(name, SOURCE_OPTIONS, n=1, cutoff=NEAR_MISS_CUTOFF)
+        if close:
+            raise SparkSourceError(f"unknown option {original}: did you mean "
+                                   f"{_spelled(close[0])}?")
+    return lowered
+
+
+def _spelled(name: str) -> str:
+    """A lowercased option name as Spark's documentation spells it."""
+    return SPELLED.get(name, name)
 
 
 def client_settings(lowered: Mapping[str, str]) -> dict[str, str]:

@@ -23,7 +23,6 @@ from ..client.io import client_config
 from .options import ISOLATION_LEVEL, ISOLATION_LEVELS, SourceOptions, SparkSourceError
 from .planning import OffsetRange, skip_lost
 
-READER_GROUP = "pylog-spark-reader"  # never joins or commits: partitions are assigned
 CONSUME_RECORDS = 2_000  # per consume() call
 BATCH_ROWS = 20_000  # rows per Arrow record batch handed to Spark
 POLL_S = 0.5
@@ -64,7 +63,7 @@ def _consumer(options: SourceOptions) -> Consumer:
     bootstrap = settings.pop("bootstrap.servers")
     assert settings[ISOLATION_LEVEL] in ISOLATION_LEVELS  # parse_read_options named it
     return Consumer(client_config(bootstrap, **settings, **{
-        "group.id": READER_GROUP, "enable.auto.commit": False, "auto.offset.reset": "error",
+        "group.id": options.reader_group, "enable.auto.commit": False, "auto.offset.reset": "error",
         "enable.partition.eof": True}))
 
 

@@ -8,11 +8,14 @@ into Arrow batches on an executor (:mod:`.reading`) or writes its rows as record
 notebook reads this project's local cluster or a real Kafka.
 
 Stream offsets are Spark's Kafka source offsets, ``{"topic": {"0": 42}}``: the next offset to
-read of each partition, kept in the query's checkpoint.
+read of each partition, kept in the query's checkpoint. With ``kafka.group.id`` a stream also
+commits each completed micro-batch's end offsets to that group, from the driver and without
+joining it, so the group's lag is the query's (``%log_lag``, the live view).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,8 +36,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ..client.groups import SPARK_QUERY_MARKER
 from .offsets import ClusterOffsets
-from .options import SourceOptions, SparkSourceError, parse_read_options
+from .options import SourceOptions, SparkSourceError, check_option_names, parse_read_options
 from .planning import (
     OffsetRange,
     TopicPartition,
@@ -49,6 +53,7 @@ from .reading import read_range, schema_ddl
 from .writing import RecordSender, SinkOptions, parse_write_options
 
 SHORT_NAME = "pylog"
+SUBSCRIPTION_SHOWN = 160  # characters of the subscription in a commit's metadata
 StreamOffset = dict[str, dict[str, int]]  # {"topic": {"0": next offset}}
 
 
@@ -60,6 +65,9 @@ class PylogDataSource(DataSource):
         return SHORT_NAME
 
     def schema(self) -> str:
+        """Spark asks it when a read is loaded, before any query or job: a typo in an option's
+        name is refused here, in the cell that loads."""
+        check_option_names(self.options)
         headers = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
         return schema_ddl(headers)
 
@@ -111,12 +119,21 @@ def plan_batch(options: SourceOptions) -> list[OffsetRange]:
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of what arrived since the last one. Lives on the driver for the whole
-    query; partitions created while it runs are read from their start."""
+    query; partitions created while it runs are read from their start.
+
+    With ``kafka.group.id``, Spark's ``commit(end)`` after each completed micro-batch commits
+    ``end`` to that group (AlterConsumerGroupOffsets: no membership), its metadata marking a
+    Spark query; a group with members is refused when the query starts."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._cluster: ClusterOffsets | None = None
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
+        self._metadata = _commit_metadata(options)
+        self._initial: StreamOffset | None = None  # this run's start, when it had no checkpoint
+        self._committed: StreamOffset | None = None  # what the group was last given
+        if options.group_id is not None:
+            self._offsets().check_group_unused(options.group_id)
 
     def initialOffset(self) -> StreamOffset:
         cluster = self._offsets()
@@ -125,10 +142,13 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start = resolve_start(self.options.starting, marks,
                               cluster.by_time(self.options.starting, tps),
                               fail_on_data_loss=self.options.fail_on_data_loss)
-        return _to_json(start)
+        self._initial = _to_json(start)
+        return self._initial
 
     def latestOffset(self, start: StreamOffset, limit: ReadLimit) -> StreamOffset:
-        begin = self._with_new_partitions(_from_json(start))
+        if start != self._initial:  # the end of a completed batch (see commit)
+            self.commit(start)
+        begin = self._with_new_partitions(self._own(_from_json(start)))
         latest = self._latest()
         if self._target is not None:
             latest = {tp: min(o, self._target.get(tp, begin.get(tp, o))) for tp, o in
@@ -149,14 +169,43 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._latest()
 
     def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
-        begin = self._checked(self._with_new_partitions(_from_json(start)))
-        finish = _from_json(end)
+        begin = self._checked(self._with_new_partitions(self._own(_from_json(start))))
+        finish = self._own(_from_json(end))
         begin = {tp: min(o, finish.get(tp, o)) for tp, o in begin.items()}
         ranges = ranges_between(begin, finish)
         return [RangePartition(r) for r in split(ranges, self.options.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator:
         return _read(self.options, partition)
+
+    def commit(self, end: StreamOffset) -> None:
+        """Spark has processed every record before ``end``: with kafka.group.id, say so to the
+        group (without it nothing is committed, as Spark's Kafka source: SPARK-27549).
+
+        Spark calls it for a batch only when it plans the next one, so the last batch of a
+        Trigger.AvailableNow run would stay uncommitted: ``latestOffset`` commits its ``start``
+        too, which is the end of the last completed batch (Spark plans a batch only once the
+        one before is in its commit log; a batch left unfinished is run again first)."""
+        offsets = self._own(_from_json(end))  # a restarted query's first call: the checkpoint's
+        if self.options.group_id is None or end == self._committed:
+            return
+        self._offsets().commit_group(self.options.group_id, offsets, self._metadata)
+        self._committed = end
+
+    def _own(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """``offsets`` (from the checkpoint), or one line when they name partitions this query
+        does not read: the checkpoint is another query's (Spark's Kafka source would read on
+        with the wrong offsets, or fail later on a partition it cannot find)."""
+        spec = self.options.topics
+        foreign = sorted(tp for tp in offsets if not (
+            tp in spec.assigned if spec.kind == "assign" else spec.matches(tp[0])))
+        if foreign:
+            topic, partition = foreign[0]
+            raise SparkSourceError(
+                f"the checkpoint holds offsets of {topic}-{partition}, which this query does "
+                f"not read ({_subscription(self.options)}): it is another query's checkpoint; "
+                "give each query its own checkpointLocation")
+        return offsets
 
     def _offsets(self) -> ClusterOffsets:
         if self._cluster is None:
@@ -183,6 +232,24 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_cluster": None}  # a client does not travel to executors
+
+
+def _commit_metadata(options: SourceOptions) -> str:
+    """The metadata of a stream's commits: the Spark-query marker, what it reads and when it
+    started (a reader knows neither the query's name nor its id)."""
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return f"{SPARK_QUERY_MARKER} pylog {_subscription(options)}, started {started}"
+
+
+def _subscription(options: SourceOptions) -> str:
+    spec = options.topics
+    if spec.kind == "subscribe":
+        text = "subscribe=" + ",".join(spec.topics)
+    elif spec.kind == "subscribepattern":
+        text = f"subscribePattern={spec.pattern}"
+    else:
+        text = "assign=" + ",".join(f"{t}-{p}" for t, p in spec.assigned)
+    return text if len(text) <= SUBSCRIPTION_SHOWN else text[:SUBSCRIPTION_SHOWN - 1] + "…"
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator:

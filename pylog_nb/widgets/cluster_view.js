@@ -99,6 +99,9 @@ const PARTITION_KIND_HELP = {
   unreleased: "in its target, waiting: another member still owns it and has not released it",
   incoming: "in its target, free: handed to it at its next heartbeat (once it has revoked what it must)",
 };
+// A group a Spark query commits its progress into (the pylog source's kafka.group.id)
+const SPARK_QUERY_HELP = "a Spark structured streaming query commits each finished micro-batch's end offsets here, without joining the group (the pylog source's kafka.group.id): its lag is the query's";
+
 // Share groups (KIP-932): a topic read as a queue. Kafka's names, explained.
 const SHARE_GROUP = "share"; // the group_type of a share group
 const MEMBER_COLOURS = 8; // --pylog-member-0 .. -7 in cluster_view.css, one per member of a group
@@ -1068,7 +1071,8 @@ function render({ model, el }) {
   function classicGroups(groups) {
     const cells = (...values) => values.map((v) => h("td", {}, v));
     const rows = groups.map((g) => h("tr", { data: { group: g.group } }, cells(
-      g.group, g.state, String(g.generation),
+      g.spark_query ? [g.group, " ", h("span", { class: "pylog-tag pylog-spark-query", title: `${SPARK_QUERY_HELP}: ${g.spark_query}` }, "Spark query")] : g.group,
+      g.state, String(g.generation),
       [String(g.coordinator), g.disagreement ? h("div", { class: "pylog-disagreement" }, `⚠ ${g.disagreement}`) : null],
       g.members.join(", "),
       g.offsets.map((o) => h("div", {}, `${o.topic}-${o.partition}: ${o.committed} (lag ${o.lag === null ? "?" : o.lag})`)),

@@ -213,7 +213,8 @@ def render_groups(snapshot: dict) -> str:
     classic = [g for g in snapshot["groups"]
                if g.get("group_type") not in (CONSUMER_GROUP, SHARE_GROUP)]
     rows = "".join(
-        f"<tr>{TD}{_e(g['group'])}</td>{TD}{_e(g['state'])}</td>{TD}{_e(g['generation'])}</td>"
+        f"<tr>{TD}{_e(g['group'])}{_spark_query(g.get('spark_query'))}</td>"
+        f"{TD}{_e(g['state'])}</td>{TD}{_e(g['generation'])}</td>"
         f"{TD}{_e(g['coordinator'])}{_disagreement(g.get('disagreement', ''))}</td>"
         f"{TD}{_e(', '.join(g['members']))}</td>"
         f"{TD}{_offsets(g['offsets'])}</td></tr>"
@@ -223,6 +224,11 @@ def render_groups(snapshot: dict) -> str:
         return consumer or "<div>no consumer groups</div>"
     return (f"{TABLE}<tr>{TH}group</th>{TH}state</th>{TH}generation</th>{TH}coordinator</th>"
             f"{TH}members</th>{TH}committed (lag)</th></tr>{rows}</table>{consumer}")
+
+
+def _spark_query(query: str | None) -> str:
+    """The mark of a group a Spark query commits its progress into (kafka.group.id)."""
+    return "" if query is None else f' <span title="{_e(query)}">(Spark query)</span>'
 
 
 def render_consumer_groups(snapshot: dict) -> str:

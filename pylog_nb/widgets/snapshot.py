@@ -45,7 +45,9 @@ The controllers' events say nothing of who leads the quorum, so that is derived 
 successive snapshots: "controller N became active (epoch E)", or that none is, stamped with
 the time the view saw it and carried on from snapshot to snapshot like the others.
 
-Groups are of two types (``group_type``). A classic group's row is as it always was. A consumer
+Groups are of two types (``group_type``). A classic group's row is as it always was, with
+``spark_query``: what a Spark query committing its progress there said of itself in its commits'
+metadata (the pylog source's ``kafka.group.id``), else None. A consumer
 group (KIP-848's consumer protocol) adds its group and assignment epochs, its assignor and, per
 member (``consumer_members``), its member epoch, Kafka's member state and its partitions: owned,
 pending revocation, target, and of the target those another member has not released. No process
@@ -73,6 +75,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ..client.groups import spark_query_of
 from ..client.introspect import (
     Authority,
     PartitionTruth,
@@ -461,7 +464,8 @@ def _groups(groups: list[dict], replicas: dict[int, list[dict]], truth: Authorit
                "offsets": [
                    {"topic": o["topic"], "partition": o["partition"], "committed": o["offset"],
                     "lag": _lag(high_watermarks.get((o["topic"], o["partition"])), o["offset"])}
-                   for o in g["offsets"]]}
+                   for o in g["offsets"]],
+               "spark_query": _spark_query(g["offsets"])}
         if row["group_type"] == CONSUMER_GROUP_TYPE:
             row |= {"group_epoch": g["group_epoch"], "assignment_epoch": g["assignment_epoch"],
                     "assignor": g["assignor"],
@@ -475,6 +479,16 @@ def _groups(groups: list[dict], replicas: dict[int, list[dict]], truth: Authorit
                                          if p["group"] == g["group"]]}
         rows.append(row)
     return rows
+
+
+def _spark_query(offsets: list[dict]) -> str | None:
+    """What the Spark query that committed the group's offsets said of itself (the pylog
+    source's kafka.group.id: its commits' metadata carries a marker), else None."""
+    for offset in offsets:
+        query = spark_query_of(offset.get("metadata"))
+        if query is not None:
+            return query
+    return None
 
 
 def _share_member(member: dict) -> dict:
