@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh test
 .venv/bin/ruff check pylog_nb tests bench
 .venv/bin/mypy
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q --durations=25 "$@"
