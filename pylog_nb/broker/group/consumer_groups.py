@@ -28,18 +28,21 @@ from dataclasses import dataclass
 
 from ..errors import Errors
 from ..metadata.topics import COORDINATOR_TOPICS
-from .actions import Action, HeartbeatAnswer
+from .actions import Action, HeartbeatAnswer, SyncAnswer
 from .appends import PendingAppends, Untracked
 from .assignors import MemberSubscription, TopicMetadata, assignor
+from .classic_rebalance import ClassicRebalance, join_error
 from .consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     Assignment,
     ConsumerGroup,
     ConsumerGroupMember,
+    ConsumerGroupState,
     MemberState,
     reconcile,
 )
+from .consumer_records import ClassicMemberMetadata
 from .consumer_storage import (
     assignment_epoch_record,
     current_assignment_record,
@@ -49,9 +52,19 @@ from .consumer_storage import (
     member_tombstones,
     target_record,
 )
+from .decode_errors import RecordDecodeError
 from .errors import offset_store_error
 from .group import Group
-from .storage import Record, group_tombstone
+from .group_migration import (
+    ConsumerGroupMigrationPolicy,
+    classic_group_from_consumer_group,
+    consumer_group_from_classic_group,
+    consumer_group_records,
+    consumer_group_tombstones,
+    validate_online_downgrade,
+    validate_online_upgrade,
+)
+from .storage import Record, group_record, group_tombstone
 
 __all__ = ["ConsumerGroups", "HeartbeatRequest", "HeartbeatStore"]
 
@@ -118,10 +131,16 @@ class ConsumerGroups:
         group_members_max: int,
         seed: int,
         timeouts: GroupTimeouts | None = None,
+        migration_policy: ConsumerGroupMigrationPolicy = ConsumerGroupMigrationPolicy.BIDIRECTIONAL,
+        classic_rebalance: ClassicRebalance | None = None,
     ) -> None:
         self._groups = groups
         self._classic = classic
         self._appends = appends
+        self.migration_policy = migration_policy
+        # A downgraded group rebalances as a classic group (group.consumer.migration.policy).
+        self._classic_rebalance = classic_rebalance or ClassicRebalance(
+            appends, initial_rebalance_delay_ms=0)
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         # A group's consumer.session.timeout.ms / heartbeat.interval.ms (group configs)
@@ -145,7 +164,7 @@ class ConsumerGroups:
         actions: list[Action] = []
         records: list[Record] = []
         try:
-            answer = self._heartbeat(request, topics, now_ms, request_id, records)
+            answer = self._heartbeat(request, topics, now_ms, request_id, records, actions)
         except _Refused as refused:
             answer = HeartbeatAnswer(
                 group_id=request.group_id, now_ms=now_ms, request_id=request_id,
@@ -166,16 +185,17 @@ class ConsumerGroups:
         actions.append(answer)
 
     def _heartbeat(self, request: HeartbeatRequest, topics: Mapping[str, TopicMetadata],
-                   now_ms: int, request_id: int, records: list[Record]) -> HeartbeatAnswer:
+                   now_ms: int, request_id: int, records: list[Record], actions: list[Action]
+                   ) -> HeartbeatAnswer:
         _validate(request)
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            return self._leave(request, now_ms, request_id, records)
-        group = self._group_for(request, now_ms, records)
+            return self._leave(request, now_ms, request_id, records, actions)
+        group = self._group_for(request, topics, now_ms, records, actions)
         member, full = self._member_for(group, request, now_ms, records)
         before = (member.member_epoch, member.state, dict(member.assigned))
-        self._update_member(group, member, request, topics, now_ms, records)
+        self.update_member(group, member, request, topics, now_ms, records)
         if group.group_epoch > group.assignment_epoch:
-            self._assign(group, topics, records)
+            self.assign(group, topics, records)
         target = group.target.get(member.member_id, {})
         epochs = group.partition_epochs(excluding=member.member_id)
         reconcile(member, group.assignment_epoch, target, request.owned,
@@ -192,8 +212,8 @@ class ConsumerGroups:
             heartbeat_interval_ms=self._heartbeat_ms(group.group_id),
             assignment=dict(member.assigned) if send_assignment else None)
 
-    def _group_for(self, request: HeartbeatRequest, now_ms: int,
-                   records: list[Record]) -> ConsumerGroup:
+    def _group_for(self, request: HeartbeatRequest, topics: Mapping[str, TopicMetadata],
+                   now_ms: int, records: list[Record], actions: list[Action]) -> ConsumerGroup:
         group = self._groups.get(request.group_id)
         if group is not None:
             return group
@@ -201,15 +221,45 @@ class ConsumerGroups:
             raise _Refused(Errors.UNKNOWN_MEMBER_ID, f"group {request.group_id} is unknown")
         classic = self._classic.get(request.group_id)
         if classic is not None and (classic.members or classic.pending_members):
-            raise _Refused(Errors.GROUP_ID_NOT_FOUND,
-                           f"cannot upgrade classic group {request.group_id} with members to a "
-                           "consumer group")
+            return self._convert_to_consumer_group(classic, topics, now_ms, records, actions)
         group = ConsumerGroup(request.group_id, state_timestamp_ms=now_ms)
         if classic is not None:  # an empty classic group: KIP-848's upgrade keeps its offsets
             group.take_offsets(classic)
             del self._classic[request.group_id]
             records.append(group_tombstone(request.group_id))
         self._groups[request.group_id] = group
+        return group
+
+    def _convert_to_consumer_group(self, classic: Group, topics: Mapping[str, TopicMetadata],
+                                   now_ms: int, records: list[Record], actions: list[Action]
+                                   ) -> ConsumerGroup:
+        """KIP-848's online upgrade (Kafka's convertToConsumerGroup): the classic members become
+        members of a consumer group, keep their partitions and are made to rejoin."""
+        group_id = classic.group_id
+        if not validate_online_upgrade(classic, self.migration_policy, self.group_members_max):
+            raise _Refused(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        topic_ids = {name: topic.topic_id for name, topic in topics.items()}
+        try:
+            group = consumer_group_from_classic_group(classic, topic_ids, now_ms)
+        except RecordDecodeError as error:
+            raise _Refused(Errors.GROUP_ID_NOT_FOUND,
+                           f"Cannot upgrade the classic group {group_id} to a consumer group: "
+                           f"its consumer protocol is malformed ({error}).") from None
+        for member in classic.members.values():  # a rebalance in flight is over: rejoin
+            if member.join_id is not None:
+                actions.append(join_error(group_id, member.join_id, member.member_id,
+                                          Errors.REBALANCE_IN_PROGRESS, now_ms))
+            if member.sync_id is not None:
+                actions.append(SyncAnswer(group_id=group_id, now_ms=now_ms,
+                                          sync_id=member.sync_id,
+                                          error_code=Errors.REBALANCE_IN_PROGRESS))
+        for upgraded in group.members.values():
+            assert upgraded.classic is not None, upgraded.member_id
+            upgraded.session_deadline_ms = now_ms + upgraded.classic.session_timeout_ms
+        del self._classic[group_id]
+        self._groups[group_id] = group
+        records.append(group_tombstone(group_id))
+        records.extend(consumer_group_records(group))
         return group
 
     def _member_for(self, group: ConsumerGroup, request: HeartbeatRequest, now_ms: int,
@@ -220,7 +270,7 @@ class ConsumerGroups:
         member = group.members.get(request.member_id) if request.member_id else None
         if request.member_epoch == 0:
             if member is None:
-                member = self._join(group, request, now_ms, records)
+                member = self.join(group, request, now_ms, records)
             return member, full
         if member is None:
             raise _Refused(Errors.UNKNOWN_MEMBER_ID,
@@ -230,8 +280,9 @@ class ConsumerGroups:
             raise _Refused(Errors.FENCED_INSTANCE_ID, "the instance id does not match")
         return member, full
 
-    def _join(self, group: ConsumerGroup, request: HeartbeatRequest, now_ms: int,
-              records: list[Record]) -> ConsumerGroupMember:
+    def join(self, group: ConsumerGroup, request: HeartbeatRequest, now_ms: int,
+             records: list[Record]) -> ConsumerGroupMember:
+        """A new member (or a static member back) in ``group``."""
         if len(group.members) >= self.group_members_max:
             raise _Refused(Errors.GROUP_MAX_SIZE_REACHED,
                            f"group {group.group_id} has {len(group.members)} members")
@@ -269,10 +320,16 @@ class ConsumerGroups:
         # The heartbeat compares the member with itself after this: write it down here.
         records.append(current_assignment_record(group.group_id, member))
 
-    def _update_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
-                       request: HeartbeatRequest, topics: Mapping[str, TopicMetadata],
-                       now_ms: int, records: list[Record]) -> None:
+    def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                      request: HeartbeatRequest, topics: Mapping[str, TopicMetadata],
+                      now_ms: int, records: list[Record], *,
+                      classic: ClassicMemberMetadata | None = None) -> None:
+        """Take the request's changes to the member (``classic``: a classic member's JoinGroup
+        metadata); a new group epoch when what the assignor sees changed."""
         changed = resubscribed = False
+        if classic is not None and classic != member.classic:
+            member.classic = classic
+            changed = True
         for name in ("instance_id", "rack_id", "subscribed_topic_names", "subscribed_topic_regex",
                      "server_assignor"):
             value = getattr(request, name)
@@ -297,8 +354,8 @@ class ConsumerGroups:
                 group.group_epoch += 1
                 records.append(group_epoch_record(group))
 
-    def _assign(self, group: ConsumerGroup, topics: Mapping[str, TopicMetadata],
-                records: list[Record]) -> None:
+    def assign(self, group: ConsumerGroup, topics: Mapping[str, TopicMetadata],
+               records: list[Record]) -> None:
         """Compute the target assignment for the group epoch (Kafka's TargetAssignmentBuilder)."""
         group.assignor_name = group.preferred_assignor()
         chosen = assignor(group.assignor_name)
@@ -336,7 +393,7 @@ class ConsumerGroups:
     # -- leaving and fencing ---------------------------------------------------------------------
 
     def _leave(self, request: HeartbeatRequest, now_ms: int, request_id: int,
-               records: list[Record]) -> HeartbeatAnswer:
+               records: list[Record], actions: list[Action]) -> HeartbeatAnswer:
         group = self._groups.get(request.group_id)
         member = group.members.get(request.member_id) if group is not None else None
         if group is None or member is None:
@@ -348,7 +405,7 @@ class ConsumerGroups:
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
             member.session_deadline_ms = now_ms + self._session_ms(group.group_id)
             records.append(current_assignment_record(group.group_id, member))
-        else:
+        elif not self._maybe_downgrade(group, member.member_id, now_ms, records, actions):
             self.fence(group, member.member_id, now_ms, records)
         return HeartbeatAnswer(
             group_id=group.group_id, now_ms=now_ms, request_id=request_id,
@@ -365,14 +422,41 @@ class ConsumerGroups:
         records.append(group_epoch_record(group))
         group.update_state(now_ms)
 
+    def _maybe_downgrade(self, group: ConsumerGroup, leaving_member_id: str, now_ms: int,
+                         records: list[Record], actions: list[Action]) -> bool:
+        """KIP-848's online downgrade (Kafka's convertToClassicGroup) when the last member of
+        the consumer protocol leaves classic members behind: they rebalance as a classic group.
+        Whether it happened."""
+        if not validate_online_downgrade(group, leaving_member_id, self.migration_policy,
+                                         self.group_members_max):
+            return False
+        names = {topic_id: name for name, (topic_id, _) in (group.subscribed_topics or {}).items()}
+        try:
+            classic = classic_group_from_consumer_group(group, leaving_member_id, names, now_ms)
+        except RecordDecodeError:
+            return False  # a subscription that does not parse: the group stays a consumer group
+        records.extend(consumer_group_tombstones(group))
+        records.append(group_record(classic))
+        del self._groups[group.group_id]
+        group.state = ConsumerGroupState.DEAD
+        self._classic[group.group_id] = classic
+        self._classic_rebalance.prepare(
+            classic, now_ms, f"downgrade of group {group.group_id} from consumer to classic",
+            actions)
+        return True
+
     def expire(self, group: ConsumerGroup, now_ms: int, actions: list[Action]) -> None:
-        """Fence every member whose session or revocation deadline passed by ``now_ms``."""
+        """Fence every member whose session, revocation or (classic) join deadline passed by
+        ``now_ms``; the last consumer-protocol member among classic ones downgrades the group."""
         records: list[Record] = []
         for member in list(group.members.values()):
-            revocation = member.revocation_deadline_ms
-            if member.session_deadline_ms <= now_ms or (
-                    revocation is not None and revocation <= now_ms):
-                self.fence(group, member.member_id, now_ms, records)
+            if group.group_id not in self._groups:
+                break  # downgraded: the classic group's timers take over
+            deadlines = (member.session_deadline_ms, member.revocation_deadline_ms,
+                         member.join_deadline_ms)
+            if any(deadline is not None and deadline <= now_ms for deadline in deadlines):
+                if not self._maybe_downgrade(group, member.member_id, now_ms, records, actions):
+                    self.fence(group, member.member_id, now_ms, records)
         if records:
             self._appends.append(Untracked(group.group_id), records, now_ms, actions)
 
