@@ -57,6 +57,7 @@ from .errors import offset_store_error
 from .group import Group
 from .group_migration import (
     ConsumerGroupMigrationPolicy,
+    ConversionStore,
     classic_group_from_consumer_group,
     consumer_group_from_classic_group,
     consumer_group_records,
@@ -457,8 +458,10 @@ class ConsumerGroups:
             if any(deadline is not None and deadline <= now_ms for deadline in deadlines):
                 if not self._maybe_downgrade(group, member.member_id, now_ms, records, actions):
                     self.fence(group, member.member_id, now_ms, records)
+        converted = group.group_id not in self._groups
+        pending = ConversionStore(group.group_id) if converted else Untracked(group.group_id)
         if records:
-            self._appends.append(Untracked(group.group_id), records, now_ms, actions)
+            self._appends.append(pending, records, now_ms, actions)
 
     def delete(self, group: ConsumerGroup) -> list[Record]:
         """The records that delete an empty group (DeleteGroups, or expiry of its offsets)."""

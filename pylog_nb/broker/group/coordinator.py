@@ -46,7 +46,7 @@ from .errors import (
 )
 from .group import Group
 from .group_metadata_manager import AnyGroup, GroupMetadataManager
-from .group_migration import ConsumerGroupMigrationPolicy
+from .group_migration import ConsumerGroupMigrationPolicy, ConversionStore
 from .offset_metadata_manager import (
     CommitStore,
     CommitTriple,
@@ -504,7 +504,7 @@ class GroupCoordinator:
         heartbeat, fencing or expiry changes its group before the records are written (a classic
         SyncGroup or static rejoin undoes its own change on failure, and a failed commit never
         reached memory)."""
-        return isinstance(pending, HeartbeatStore | ClassicJoinStore) or (
+        return isinstance(pending, HeartbeatStore | ClassicJoinStore | ConversionStore) or (
             isinstance(pending, Untracked)
             and self._groups.group_type(pending.group_id) in ("consumer", "share"))
 

@@ -38,7 +38,7 @@ from .consumer_storage import group_tombstones
 from .describe import GroupDescription, ListedGroup, dead_group, describe_group, listed
 from .errors import GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NON_EMPTY_GROUP, NONE
 from .group import Group, GroupState
-from .group_migration import ConsumerGroupMigrationPolicy
+from .group_migration import ConsumerGroupMigrationPolicy, ConversionStore
 from .share_groups import ShareGroup, ShareGroups
 from .storage import Record, group_tombstone
 
@@ -149,7 +149,8 @@ class GroupMetadataManager:
         consumer_group.state = ConsumerGroupState.DEAD
         group = self._groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
         group.take_offsets(consumer_group)
-        self._appends.append(Untracked(group_id), group_tombstones(group_id), now_ms, actions)
+        self._appends.append(ConversionStore(group_id), group_tombstones(group_id), now_ms,
+                             actions)
 
     def replace(self, groups: Mapping[str, Group],
                 consumer_groups: Mapping[str, ConsumerGroup],
@@ -291,4 +292,4 @@ class GroupMetadataManager:
         elif isinstance(pending, ClassicJoinStore):
             self.classic_members.on_join_stored(pending, error_code, now_ms, actions)
         else:
-            assert isinstance(pending, Untracked), pending
+            assert isinstance(pending, Untracked | ConversionStore), pending

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from .consumer_group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState
 from .consumer_protocol import (
@@ -48,6 +49,7 @@ from .storage import Record, group_record
 
 __all__ = [
     "ConsumerGroupMigrationPolicy",
+    "ConversionStore",
     "classic_group_from_consumer_group",
     "consumer_group_from_classic_group",
     "consumer_group_records",
@@ -76,6 +78,14 @@ class ConsumerGroupMigrationPolicy(enum.Enum):
     def is_downgrade_enabled(self) -> bool:
         return self in (ConsumerGroupMigrationPolicy.DOWNGRADE,
                         ConsumerGroupMigrationPolicy.BIDIRECTIONAL)
+
+
+@dataclass(frozen=True, slots=True)
+class ConversionStore:
+    """The records of a group's conversion, being appended: memory already holds the group of
+    the other type, so a failed append must reload the partition from its log."""
+
+    group_id: str
 
 
 # -- upgrade ---------------------------------------------------------------------------------------

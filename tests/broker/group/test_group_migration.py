@@ -241,3 +241,82 @@ def test_policy_disabled_keeps_the_groups_apart() -> None:
     other.beat("c1", -1)
     assert isinstance(other.core.group("g"), ConsumerGroup)  # no downgrade
     assert joined.member_epoch >= 1
+
+
+def test_a_consumer_member_whose_session_ends_downgrades_the_group() -> None:
+    driver = Driver(consumer_session_timeout_ms=30_000)
+    a_id, b_id = classic_group(driver)
+    driver.beat("c1", 0)
+    for member_id in (a_id, b_id):  # the classic members rejoin and keep heartbeating
+        _rejoin_and_sync(driver, member_id)
+    epochs = {m: driver.core.consumer_groups["g"].members[m].member_epoch for m in (a_id, b_id)}
+    silent_until = driver.now_ms + 30_000 + 1  # c1 is silent past the consumer session (30 s)
+    while driver.now_ms < silent_until:
+        driver.now_ms = min(driver.now_ms + SESSION_MS // 2, silent_until)
+        for member_id, epoch in epochs.items():
+            assert driver.core.heartbeat("g", member_id, epoch, driver.now_ms) == Errors.NONE
+    driver.run(driver.core.tick(driver.now_ms))
+    assert set(driver.core.groups["g"].members) == {a_id, b_id}
+    driver.reload()
+    assert driver.core.groups["g"].protocol_type == "consumer"
+
+
+def test_a_classic_member_that_does_not_rejoin_in_time_is_fenced() -> None:
+    driver = Driver()
+    a_id, b_id = classic_group(driver)
+    generation = driver.core.groups["g"].generation
+    driver.beat("c1", 0)
+    assert driver.core.heartbeat("g", a_id, generation, driver.now_ms) == (
+        Errors.REBALANCE_IN_PROGRESS)
+    _rejoin_and_sync(driver, b_id)
+    b_epoch = driver.core.consumer_groups["g"].members[b_id].member_epoch
+    answers = []
+    for _ in range(4):  # a heartbeats but never rejoins: its rebalance timeout passes
+        driver.now_ms += REBALANCE_MS // 4
+        answers.append(driver.core.heartbeat("g", a_id, generation, driver.now_ms))
+        driver.core.heartbeat("g", b_id, b_epoch, driver.now_ms)
+        driver.run(driver.core.tick(driver.now_ms))
+    assert answers == [Errors.REBALANCE_IN_PROGRESS] * 4  # its session never ended
+    assert a_id not in driver.core.consumer_groups["g"].members
+    assert b_id in driver.core.consumer_groups["g"].members
+
+
+def test_leave_group_and_commits_of_classic_members() -> None:
+    driver = Driver()
+    a_id, b_id = classic_group(driver)
+    driver.beat("c1", 0)
+    _rejoin_and_sync(driver, a_id)
+    epoch = driver.core.consumer_groups["g"].members[a_id].member_epoch
+
+    def commit(member_id: str, generation: int) -> int:
+        commit_id = next(driver.ids)
+        [answer] = [a for a in driver.run(driver.core.commit_offsets(
+            "g", member_id, generation, {("orders", 0): (5, -1, "")}, driver.now_ms,
+            commit_id)) if getattr(a, "commit_id", None) == commit_id]
+        return answer.errors[("orders", 0)]
+
+    assert commit(a_id, epoch) == Errors.NONE
+    assert commit(a_id, epoch - 1) == Errors.ILLEGAL_GENERATION  # not STALE_MEMBER_EPOCH
+    result = driver.core.leave("g", [(b_id, None), ("c1", None), ("nobody", None)],
+                               driver.now_ms)
+    driver.run(result.actions)
+    # c1 uses the consumer protocol: LeaveGroup does not know it (Kafka: UNKNOWN_MEMBER_ID).
+    assert result.member_errors == (Errors.NONE, Errors.UNKNOWN_MEMBER_ID,
+                                    Errors.UNKNOWN_MEMBER_ID)
+    assert set(driver.core.consumer_groups["g"].members) == {a_id, "c1"}
+
+
+def test_a_classic_join_to_an_empty_consumer_group_makes_it_classic() -> None:
+    driver = Driver()
+    joined = driver.beat("c1", 0)
+    commit_id = next(driver.ids)
+    driver.run(driver.core.commit_offsets("g", "c1", joined.member_epoch,
+                                          {("orders", 2): (9, -1, "")}, driver.now_ms,
+                                          commit_id))
+    driver.beat("c1", -1)
+    assert not driver.core.consumer_groups["g"].members
+    assert driver.join().error_code == Errors.NONE
+    assert "g" not in driver.core.consumer_groups
+    assert driver.core.fetch_offsets("g", [("orders", 2)])[1] == {("orders", 2): (9, -1, "")}
+    driver.reload()
+    assert "g" not in driver.core.consumer_groups and "g" in driver.core.groups
