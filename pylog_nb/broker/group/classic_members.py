@@ -34,7 +34,14 @@ from .appends import PendingAppends, Untracked
 from .assignors import TopicMetadata
 from .classic_groups import LeaveResult
 from .classic_rebalance import join_error
-from .consumer_group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState, reconcile
+from .consumer_group import (
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+    reconcile,
+)
 from .consumer_groups import ConsumerGroups, HeartbeatRequest
 from .consumer_protocol import (
     ConsumerProtocolSubscription,
@@ -131,11 +138,12 @@ class ClassicMembers:
                 request.require_known_member_id):
             raise _Refused(Errors.MEMBER_ID_REQUIRED, member_id)  # KIP-394
         subscription = _subscription(request.protocols)
+        known = member_id in group.members
         member = self._member(group, request, member_id, subscription, now_ms, records)
         before = (member.member_epoch, member.state, dict(member.assigned))
-        update = HeartbeatRequest(
+        update = HeartbeatRequest(  # a join (epoch 0) has bumped the group epoch if it had to
             group_id=group.group_id, member_id=member.member_id,
-            member_epoch=member.member_epoch, instance_id=request.instance_id,
+            member_epoch=member.member_epoch if known else 0, instance_id=request.instance_id,
             rack_id=subscription.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
             subscribed_topic_names=subscription.topics, client_id=request.client_id,
             client_host=request.client_host)
@@ -165,7 +173,9 @@ class ClassicMembers:
         if request.instance_id is not None:
             held_by = group.static_members.get(request.instance_id)
             if held_by is not None and held_by != member_id:
-                raise _Refused(Errors.FENCED_INSTANCE_ID)
+                if request.member_id:  # a known id, not the one holding the instance
+                    raise _Refused(Errors.FENCED_INSTANCE_ID)
+                _release_static(group.members[held_by])
         if member is not None:
             if not member.uses_classic_protocol:
                 raise _Refused(Errors.UNKNOWN_MEMBER_ID)
@@ -285,6 +295,15 @@ class ClassicMembers:
                 member.state is not MemberState.UNREVOKED_PARTITIONS):
             _schedule_join_deadline(member, now_ms)
             raise _Refused(Errors.REBALANCE_IN_PROGRESS)
+
+
+def _release_static(member: ConsumerGroupMember) -> None:
+    """A static classic member restarted (it joins without member id): Kafka hands its
+    predecessor's place over at once, as if the predecessor had left for good
+    (``ConsumerGroups.join`` replaces a static member that left with -2)."""
+    if member.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        member.previous_member_epoch = member.member_epoch
+        member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
 
 
 def _schedule_join_deadline(member: ConsumerGroupMember, now_ms: int) -> None:

@@ -16,6 +16,11 @@ Theory of operation (Kafka's GroupMetadataManager.consumerGroupHeartbeat):
 - Timers: a member whose session ends (``group.consumer.session.timeout.ms``) or that does not
   revoke within its rebalance timeout is fenced: removed, its records tombstoned, the group
   epoch bumped so the others rebalance.
+- KIP-848's migration (``group_migration.py``): the first heartbeat to a classic group with
+  members upgrades it; the last consumer-protocol member leaving (or fenced) among classic
+  members downgrades it. Classic members inside a consumer group are ``classic_members.py``'s;
+  they share this handler's steps (``join``, ``update_member``, ``assign``, ``fence``) and keep
+  their classic session timeout.
 """
 
 from __future__ import annotations
@@ -28,17 +33,16 @@ from dataclasses import dataclass
 
 from ..errors import Errors
 from ..metadata.topics import COORDINATOR_TOPICS
-from .actions import Action, HeartbeatAnswer, SyncAnswer
+from .actions import Action, HeartbeatAnswer
 from .appends import PendingAppends, Untracked
 from .assignors import MemberSubscription, TopicMetadata, assignor
-from .classic_rebalance import ClassicRebalance, join_error
+from .classic_rebalance import ClassicRebalance
 from .consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     Assignment,
     ConsumerGroup,
     ConsumerGroupMember,
-    ConsumerGroupState,
     MemberState,
     reconcile,
 )
@@ -52,20 +56,10 @@ from .consumer_storage import (
     member_tombstones,
     target_record,
 )
-from .decode_errors import RecordDecodeError
 from .errors import offset_store_error
 from .group import Group
-from .group_migration import (
-    ConsumerGroupMigrationPolicy,
-    ConversionStore,
-    classic_group_from_consumer_group,
-    consumer_group_from_classic_group,
-    consumer_group_records,
-    consumer_group_tombstones,
-    validate_online_downgrade,
-    validate_online_upgrade,
-)
-from .storage import Record, group_record, group_tombstone
+from .group_migration import ConversionStore, GroupMigration, MigrationRefused
+from .storage import Record, group_tombstone
 
 __all__ = ["ConsumerGroups", "HeartbeatRequest", "HeartbeatStore"]
 
@@ -132,16 +126,15 @@ class ConsumerGroups:
         group_members_max: int,
         seed: int,
         timeouts: GroupTimeouts | None = None,
-        migration_policy: ConsumerGroupMigrationPolicy = ConsumerGroupMigrationPolicy.BIDIRECTIONAL,
-        classic_rebalance: ClassicRebalance | None = None,
+        migration: GroupMigration | None = None,
     ) -> None:
         self._groups = groups
         self._classic = classic
         self._appends = appends
-        self.migration_policy = migration_policy
-        # A downgraded group rebalances as a classic group (group.consumer.migration.policy).
-        self._classic_rebalance = classic_rebalance or ClassicRebalance(
-            appends, initial_rebalance_delay_ms=0)
+        # KIP-848's online upgrade and downgrade (group.consumer.migration.policy)
+        self._migration = migration or GroupMigration(
+            classic, groups, ClassicRebalance(appends, initial_rebalance_delay_ms=0),
+            group_members_max=group_members_max)
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         # A group's consumer.session.timeout.ms / heartbeat.interval.ms (group configs)
@@ -222,45 +215,16 @@ class ConsumerGroups:
             raise _Refused(Errors.UNKNOWN_MEMBER_ID, f"group {request.group_id} is unknown")
         classic = self._classic.get(request.group_id)
         if classic is not None and (classic.members or classic.pending_members):
-            return self._convert_to_consumer_group(classic, topics, now_ms, records, actions)
+            try:
+                return self._migration.upgrade(classic, topics, now_ms, records, actions)
+            except MigrationRefused as refused:
+                raise _Refused(Errors.GROUP_ID_NOT_FOUND, str(refused)) from None
         group = ConsumerGroup(request.group_id, state_timestamp_ms=now_ms)
         if classic is not None:  # an empty classic group: KIP-848's upgrade keeps its offsets
             group.take_offsets(classic)
             del self._classic[request.group_id]
             records.append(group_tombstone(request.group_id))
         self._groups[request.group_id] = group
-        return group
-
-    def _convert_to_consumer_group(self, classic: Group, topics: Mapping[str, TopicMetadata],
-                                   now_ms: int, records: list[Record], actions: list[Action]
-                                   ) -> ConsumerGroup:
-        """KIP-848's online upgrade (Kafka's convertToConsumerGroup): the classic members become
-        members of a consumer group, keep their partitions and are made to rejoin."""
-        group_id = classic.group_id
-        if not validate_online_upgrade(classic, self.migration_policy, self.group_members_max):
-            raise _Refused(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        topic_ids = {name: topic.topic_id for name, topic in topics.items()}
-        try:
-            group = consumer_group_from_classic_group(classic, topic_ids, now_ms)
-        except RecordDecodeError as error:
-            raise _Refused(Errors.GROUP_ID_NOT_FOUND,
-                           f"Cannot upgrade the classic group {group_id} to a consumer group: "
-                           f"its consumer protocol is malformed ({error}).") from None
-        for member in classic.members.values():  # a rebalance in flight is over: rejoin
-            if member.join_id is not None:
-                actions.append(join_error(group_id, member.join_id, member.member_id,
-                                          Errors.REBALANCE_IN_PROGRESS, now_ms))
-            if member.sync_id is not None:
-                actions.append(SyncAnswer(group_id=group_id, now_ms=now_ms,
-                                          sync_id=member.sync_id,
-                                          error_code=Errors.REBALANCE_IN_PROGRESS))
-        for upgraded in group.members.values():
-            assert upgraded.classic is not None, upgraded.member_id
-            upgraded.session_deadline_ms = now_ms + upgraded.classic.session_timeout_ms
-        del self._classic[group_id]
-        self._groups[group_id] = group
-        records.append(group_tombstone(group_id))
-        records.extend(consumer_group_records(group))
         return group
 
     def _member_for(self, group: ConsumerGroup, request: HeartbeatRequest, now_ms: int,
@@ -406,7 +370,7 @@ class ConsumerGroups:
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
             member.session_deadline_ms = now_ms + self._session_ms(group.group_id)
             records.append(current_assignment_record(group.group_id, member))
-        elif not self._maybe_downgrade(group, member.member_id, now_ms, records, actions):
+        elif not self._migration.maybe_downgrade(group, member.member_id, now_ms, records, actions):
             self.fence(group, member.member_id, now_ms, records)
         return HeartbeatAnswer(
             group_id=group.group_id, now_ms=now_ms, request_id=request_id,
@@ -423,29 +387,6 @@ class ConsumerGroups:
         records.append(group_epoch_record(group))
         group.update_state(now_ms)
 
-    def _maybe_downgrade(self, group: ConsumerGroup, leaving_member_id: str, now_ms: int,
-                         records: list[Record], actions: list[Action]) -> bool:
-        """KIP-848's online downgrade (Kafka's convertToClassicGroup) when the last member of
-        the consumer protocol leaves classic members behind: they rebalance as a classic group.
-        Whether it happened."""
-        if not validate_online_downgrade(group, leaving_member_id, self.migration_policy,
-                                         self.group_members_max):
-            return False
-        names = {topic_id: name for name, (topic_id, _) in (group.subscribed_topics or {}).items()}
-        try:
-            classic = classic_group_from_consumer_group(group, leaving_member_id, names, now_ms)
-        except RecordDecodeError:
-            return False  # a subscription that does not parse: the group stays a consumer group
-        records.extend(consumer_group_tombstones(group))
-        records.append(group_record(classic))
-        del self._groups[group.group_id]
-        group.state = ConsumerGroupState.DEAD
-        self._classic[group.group_id] = classic
-        self._classic_rebalance.prepare(
-            classic, now_ms, f"downgrade of group {group.group_id} from consumer to classic",
-            actions)
-        return True
-
     def expire(self, group: ConsumerGroup, now_ms: int, actions: list[Action]) -> None:
         """Fence every member whose session, revocation or (classic) join deadline passed by
         ``now_ms``; the last consumer-protocol member among classic ones downgrades the group."""
@@ -455,9 +396,10 @@ class ConsumerGroups:
                 break  # downgraded: the classic group's timers take over
             deadlines = (member.session_deadline_ms, member.revocation_deadline_ms,
                          member.join_deadline_ms)
-            if any(deadline is not None and deadline <= now_ms for deadline in deadlines):
-                if not self._maybe_downgrade(group, member.member_id, now_ms, records, actions):
-                    self.fence(group, member.member_id, now_ms, records)
+            if any(deadline is not None and deadline <= now_ms for deadline in deadlines) and (
+                    not self._migration.maybe_downgrade(group, member.member_id, now_ms, records,
+                                                        actions)):
+                self.fence(group, member.member_id, now_ms, records)
         converted = group.group_id not in self._groups
         pending = ConversionStore(group.group_id) if converted else Untracked(group.group_id)
         if records:

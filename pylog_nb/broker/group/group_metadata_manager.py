@@ -38,7 +38,7 @@ from .consumer_storage import group_tombstones
 from .describe import GroupDescription, ListedGroup, dead_group, describe_group, listed
 from .errors import GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NON_EMPTY_GROUP, NONE
 from .group import Group, GroupState
-from .group_migration import ConsumerGroupMigrationPolicy, ConversionStore
+from .group_migration import ConsumerGroupMigrationPolicy, ConversionStore, GroupMigration
 from .share_groups import ShareGroup, ShareGroups
 from .storage import Record, group_tombstone
 
@@ -88,8 +88,9 @@ class GroupMetadataManager:
             group_members_max=group_members_max,
             seed=seed + 1,
             timeouts=consumer_timeouts,
-            migration_policy=migration_policy,
-            classic_rebalance=self.classic.rebalance,
+            migration=GroupMigration(self._groups, self._consumer_groups, self.classic.rebalance,
+                                     group_members_max=group_members_max,
+                                     policy=migration_policy),
         )
         self.classic_members = ClassicMembers(self.consumer, appends, seed=seed + 2)
         self.share = ShareGroups(

@@ -27,7 +27,17 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .consumer_group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState
+from ..errors import Errors
+from .actions import Action, SyncAnswer
+from .assignors import TopicMetadata
+from .classic_rebalance import ClassicRebalance, join_error
+from .consumer_group import (
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    ConsumerGroupState,
+    MemberState,
+)
 from .consumer_protocol import (
     decode_assignment,
     decode_subscription,
@@ -44,12 +54,15 @@ from .consumer_storage import (
     member_tombstones,
     target_record,
 )
+from .decode_errors import RecordDecodeError
 from .group import Group, GroupState, Member
-from .storage import Record, group_record
+from .storage import Record, group_record, group_tombstone
 
 __all__ = [
     "ConsumerGroupMigrationPolicy",
     "ConversionStore",
+    "GroupMigration",
+    "MigrationRefused",
     "classic_group_from_consumer_group",
     "consumer_group_from_classic_group",
     "consumer_group_records",
@@ -86,6 +99,82 @@ class ConversionStore:
     the other type, so a failed append must reload the partition from its log."""
 
     group_id: str
+
+
+class MigrationRefused(Exception):
+    """An upgrade Kafka refuses (its GroupIdNotFoundException): the message says why."""
+
+
+class GroupMigration:
+    """Moves groups between the classic and the consumer map (the GroupMetadataManager's)."""
+
+    def __init__(self, classic: dict[str, Group], consumer: dict[str, ConsumerGroup],
+                 rebalance: ClassicRebalance, *, group_members_max: int,
+                 policy: ConsumerGroupMigrationPolicy = ConsumerGroupMigrationPolicy.BIDIRECTIONAL
+                 ) -> None:
+        self._classic = classic
+        self._consumer = consumer
+        self._rebalance = rebalance  # a downgraded group rebalances as a classic group
+        self.group_members_max = group_members_max
+        self.policy = policy
+
+    def upgrade(self, classic: Group, topics: Mapping[str, TopicMetadata], now_ms: int,
+                records: list[Record], actions: list[Action]) -> ConsumerGroup:
+        """Kafka's convertToConsumerGroup: the classic members become members of a consumer
+        group, keep their partitions and are made to rejoin. Raises MigrationRefused."""
+        group_id = classic.group_id
+        if not validate_online_upgrade(classic, self.policy, self.group_members_max):
+            raise MigrationRefused(f"Group {group_id} is not a consumer group.")
+        topic_ids = {name: topic.topic_id for name, topic in topics.items()}
+        try:
+            group = consumer_group_from_classic_group(classic, topic_ids, now_ms)
+        except RecordDecodeError as error:
+            raise MigrationRefused(f"Cannot upgrade the classic group {group_id} to a consumer "
+                                   f"group: its consumer protocol is malformed ({error})."
+                                   ) from None
+        _answer_parked(classic, now_ms, actions)
+        for member in group.members.values():
+            assert member.classic is not None, member.member_id
+            member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
+        del self._classic[group_id]
+        self._consumer[group_id] = group
+        records.append(group_tombstone(group_id))
+        records.extend(consumer_group_records(group))
+        return group
+
+    def maybe_downgrade(self, group: ConsumerGroup, leaving_member_id: str, now_ms: int,
+                        records: list[Record], actions: list[Action]) -> bool:
+        """Kafka's convertToClassicGroup when the last member of the consumer protocol leaves
+        classic members behind: they rebalance as a classic group. Whether it happened."""
+        if not validate_online_downgrade(group, leaving_member_id, self.policy,
+                                         self.group_members_max):
+            return False
+        names = {topic_id: name for name, (topic_id, _) in (group.subscribed_topics or {}).items()}
+        try:
+            classic = classic_group_from_consumer_group(group, leaving_member_id, names, now_ms)
+        except RecordDecodeError:
+            return False  # a subscription that does not parse: the group stays a consumer group
+        records.extend(consumer_group_tombstones(group))
+        records.append(group_record(classic))
+        del self._consumer[group.group_id]
+        group.state = ConsumerGroupState.DEAD
+        self._classic[group.group_id] = classic
+        self._rebalance.prepare(
+            classic, now_ms, f"downgrade of group {group.group_id} from consumer to classic",
+            actions)
+        return True
+
+
+def _answer_parked(classic: Group, now_ms: int, actions: list[Action]) -> None:
+    """A rebalance in flight is over: its parked joins and syncs are told to rejoin."""
+    for member in classic.members.values():
+        if member.join_id is not None:
+            actions.append(join_error(classic.group_id, member.join_id, member.member_id,
+                                      Errors.REBALANCE_IN_PROGRESS, now_ms))
+        if member.sync_id is not None:
+            actions.append(SyncAnswer(group_id=classic.group_id, now_ms=now_ms,
+                                      sync_id=member.sync_id,
+                                      error_code=Errors.REBALANCE_IN_PROGRESS))
 
 
 # -- upgrade ---------------------------------------------------------------------------------------
@@ -198,6 +287,3 @@ def consumer_group_tombstones(group: ConsumerGroup) -> list[Record]:
                                                                            member_id)]
     return [*records, *group_tombstones(group.group_id)]
 
-
-def classic_group_records(classic: Group) -> list[Record]:
-    return [group_record(classic)]

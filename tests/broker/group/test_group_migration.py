@@ -320,3 +320,29 @@ def test_a_classic_join_to_an_empty_consumer_group_makes_it_classic() -> None:
     assert driver.core.fetch_offsets("g", [("orders", 2)])[1] == {("orders", 2): (9, -1, "")}
     driver.reload()
     assert "g" not in driver.core.consumer_groups and "g" in driver.core.groups
+
+
+def test_a_restarted_static_classic_member_takes_its_predecessors_place() -> None:
+    driver = Driver()
+    driver.beat("c1", 0)
+
+    def join(member_id: str) -> JoinAnswer:
+        join_id = next(driver.ids)
+        [answer] = [a for a in driver.run(driver.core.join(
+            "g", member_id, "static-1", "consumer", [("range", subscription())], SESSION_MS,
+            REBALANCE_MS, "classic", driver.now_ms, join_id, topics=TOPICS))
+            if isinstance(a, JoinAnswer)]
+        return answer
+
+    first = join("")
+    assert first.error_code == Errors.NONE
+    group = driver.core.consumer_groups["g"]
+    before = group.members[first.member_id]
+    epoch = group.group_epoch
+    second = join("")  # the same instance id, restarted: no member id
+    assert second.error_code == Errors.NONE and second.member_id != first.member_id
+    assert set(group.members) == {"c1", second.member_id}
+    assert group.group_epoch == epoch  # a static member back is no rebalance
+    assert group.members[second.member_id].assigned == before.assigned
+    assert driver.core.heartbeat("g", first.member_id, first.generation_id, driver.now_ms,
+                                 group_instance_id="static-1") == Errors.FENCED_INSTANCE_ID
