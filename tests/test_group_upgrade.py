@@ -49,8 +49,13 @@ def _topic(boot: str, replicas: int = 1) -> str:
 
 
 def _fill(boot: str, topic: str, tag: str) -> list[bytes]:
-    values = [b"%s-%d" % (tag.encode(), i) for i in range(RECORDS)]
-    produce(boot, topic, [(None, v) for v in values])
+    """RECORDS records spread over every partition (each member then has some to read)."""
+    values = []
+    for partition in range(PARTITIONS):
+        batch = [b"%s-%d-%d" % (tag.encode(), partition, i)
+                 for i in range(RECORDS // PARTITIONS)]
+        produce(boot, topic, [(None, v) for v in batch], partition=partition)
+        values += batch
     return values
 
 

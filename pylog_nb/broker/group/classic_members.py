@@ -15,8 +15,8 @@ Theory of operation:
   assigned partitions, encoded in the version of its subscription.
 - A classic member revokes only by rejoining: its heartbeat answers REBALANCE_IN_PROGRESS
   while the group epoch is ahead of its epoch, while it has partitions to revoke, or once the
-  partitions it waits for are free; it must rejoin within its rebalance timeout
-  (``join_deadline_ms``). Its session is its JoinGroup session timeout.
+  partitions it waits for are free; it must rejoin, and sync after a join, within its
+  rebalance timeout (``join_deadline_ms``). Its session is its JoinGroup session timeout.
 - LeaveGroup removes the classic members named (a new group epoch, the others rebalance).
 - Generations are member epochs: a generation other than the member's is ILLEGAL_GENERATION.
 """
@@ -156,7 +156,10 @@ class ClassicMembers:
         if (member.member_epoch, member.state, member.assigned) != before:
             records.append(current_assignment_record(group.group_id, member))
         member.session_deadline_ms = now_ms + request.session_timeout_ms
-        member.revocation_deadline_ms = member.join_deadline_ms = None
+        member.revocation_deadline_ms = None
+        # Kafka's consumer group sync timeout: the SyncGroup must follow within the rebalance
+        # timeout (the same deadline as a rejoin's: a member waits for one of them at a time).
+        member.join_deadline_ms = now_ms + request.rebalance_timeout_ms
         group.update_state(now_ms)
         return JoinAnswer(group_id=group.group_id, now_ms=now_ms, join_id=join_id,
                           error_code=Errors.NONE, member_id=member.member_id,
@@ -170,18 +173,18 @@ class ClassicMembers:
         """The joining member: known, or new (Kafka creates a member for an id it does not
         know, as it hands out ids without keeping them)."""
         member = group.members.get(member_id)
-        if request.instance_id is not None:
-            held_by = group.static_members.get(request.instance_id)
-            if held_by is not None and held_by != member_id:
-                if request.member_id:  # a known id, not the one holding the instance
-                    raise _Refused(Errors.FENCED_INSTANCE_ID)
-                _release_static(group.members[held_by])
+        held_by = None if request.instance_id is None else group.static_members.get(
+            request.instance_id)
+        if held_by is not None and held_by != member_id and request.member_id:
+            raise _Refused(Errors.FENCED_INSTANCE_ID)  # a known id, not the instance's holder
         if member is not None:
             if not member.uses_classic_protocol:
                 raise _Refused(Errors.UNKNOWN_MEMBER_ID)
             return member
-        if len(group.members) >= self._consumer.group_members_max:
+        if held_by is None and len(group.members) >= self._consumer.group_members_max:
             raise _Refused(Errors.GROUP_MAX_SIZE_REACHED)
+        if held_by is not None:
+            _release_static(group.members[held_by])
         joining = HeartbeatRequest(
             group_id=group.group_id, member_id=member_id, member_epoch=0,
             instance_id=request.instance_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
@@ -217,6 +220,7 @@ class ClassicMembers:
                                       error_code=refused.error_code))
             return actions
         member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
+        member.join_deadline_ms = None
         assignment = encode_assignment(_by_topic_name(group, member.assigned),
                                        subscription_version(first[1]))
         answer = SyncAnswer(group_id=group.group_id, now_ms=now_ms, sync_id=sync_id,

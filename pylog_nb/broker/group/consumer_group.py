@@ -89,7 +89,8 @@ class ConsumerGroupMember:
     # A member that joined with the classic protocol (KIP-848's online upgrade): its session
     # timeout and JoinGroup protocols; None for a consumer-protocol member.
     classic: ClassicMemberMetadata | None = None
-    # A classic member told to rejoin must do so by then (Kafka's consumer group join timeout).
+    # A classic member told to rejoin, or that joined, must rejoin or sync by then (Kafka's
+    # consumer group join and sync timeouts).
     join_deadline_ms: int | None = None
 
     @property

@@ -346,3 +346,31 @@ def test_a_restarted_static_classic_member_takes_its_predecessors_place() -> Non
     assert group.members[second.member_id].assigned == before.assigned
     assert driver.core.heartbeat("g", first.member_id, first.generation_id, driver.now_ms,
                                  group_instance_id="static-1") == Errors.FENCED_INSTANCE_ID
+
+
+def test_a_classic_member_that_joins_but_never_syncs_is_fenced() -> None:
+    driver = Driver()
+    driver.beat("c1", 0)
+    joined = driver.join()
+    member_id = joined.member_id
+    for _ in range(4):  # it heartbeats (its session lives) but never sends SyncGroup
+        driver.now_ms += REBALANCE_MS // 4
+        driver.core.heartbeat("g", member_id, joined.generation_id, driver.now_ms)
+        _revoke(driver, "c1")
+        driver.run(driver.core.tick(driver.now_ms))
+    assert member_id not in driver.core.consumer_groups["g"].members
+    synced = driver.join()  # a member that syncs in time stays
+    driver.now_ms += REBALANCE_MS // 2
+    assert driver.sync(synced.member_id, synced.generation_id).error_code == Errors.NONE
+    _revoke(driver, "c1")
+    driver.now_ms += REBALANCE_MS // 2 + 1
+    driver.core.heartbeat("g", synced.member_id, synced.generation_id, driver.now_ms)
+    _revoke(driver, "c1")
+    driver.run(driver.core.tick(driver.now_ms))
+    assert synced.member_id in driver.core.consumer_groups["g"].members
+
+
+def _revoke(driver: Driver, member_id: str) -> None:
+    """A consumer-protocol member heartbeats owning only what it is assigned (it revoked)."""
+    member = driver.core.consumer_groups["g"].members[member_id]
+    driver.beat(member_id, member.member_epoch, owned=dict(member.assigned))
