@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import ConfigResource, NewTopic
 from support.clients import TIMEOUT_S, admin, produce
 from support.wire import call, connect
 
@@ -208,6 +208,10 @@ def test_under_policy_disabled_a_classic_group_is_not_upgraded(tmp_path) -> None
         _until(members, lambda: len(_read(members)) >= len(sent) + len(later),
                "the classic members to read on")
         assert sorted(_read(members)) == sorted(sent + later) and not refused.values
+        client = admin(boot)  # kept referenced until the result is in
+        broker = ConfigResource(ConfigResource.Type.BROKER, "1")
+        configs = client.describe_configs([broker])[broker].result(TIMEOUT_S)
+        assert configs["group.consumer.migration.policy"].value == "disabled"
         for member in [*members, refused]:
             member.close()
 

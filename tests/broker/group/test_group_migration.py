@@ -374,3 +374,22 @@ def _revoke(driver: Driver, member_id: str) -> None:
     """A consumer-protocol member heartbeats owning only what it is assigned (it revoked)."""
     member = driver.core.consumer_groups["g"].members[member_id]
     driver.beat(member_id, member.member_epoch, owned=dict(member.assigned))
+
+
+def test_an_upgrade_in_the_middle_of_a_classic_rebalance_sends_its_joins_back() -> None:
+    driver = Driver()
+    a_id, b_id = classic_group(driver)
+    parked = next(driver.ids)  # a rejoins: the group waits for b in PreparingRebalance
+    rejoined = driver.run(driver.core.join(
+        "g", a_id, None, "consumer", [("range", subscription())], SESSION_MS, REBALANCE_MS,
+        "classic", driver.now_ms, parked))
+    assert not [a for a in rejoined if isinstance(a, JoinAnswer)]
+    assert driver.core.groups["g"].is_(GroupState.PREPARING_REBALANCE)
+    request = HeartbeatRequest(group_id="g", member_id="c1", member_epoch=0,
+                               rebalance_timeout_ms=REBALANCE_MS,
+                               subscribed_topic_names=("orders",))
+    answers = driver.run(driver.core.consumer_group_heartbeat(request, TOPICS, driver.now_ms,
+                                                              next(driver.ids)))
+    [join] = [a for a in answers if isinstance(a, JoinAnswer)]
+    assert (join.join_id, join.error_code) == (parked, Errors.REBALANCE_IN_PROGRESS)
+    assert set(driver.core.consumer_groups["g"].members) == {a_id, b_id, "c1"}
