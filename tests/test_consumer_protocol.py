@@ -3,8 +3,9 @@
 
 The broker assigns (uniform or range), members revoke before a partition moves, offsets carry
 member epochs, static members come back to their partitions, and a group survives the death of
-its coordinator. kafka-python (classic only) is refused from a consumer-protocol group with
-Kafka's INCONSISTENT_GROUP_PROTOCOL and keeps working in its own group beside it.
+its coordinator. kafka-python (classic only) joins a consumer-protocol group as a classic member
+the broker assigns (KIP-848's migration; tests/test_group_upgrade.py has the rest), and works in
+its own group beside it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafka import KafkaConsumer
-from kafka.errors import InconsistentGroupProtocolError
 from support.clients import TIMEOUT_S, admin, produce
 
 from pylog_nb import LocalCluster
@@ -198,17 +198,25 @@ def test_listing_and_describing_report_the_consumer_type(one_broker) -> None:
     member.close()
 
 
-def test_classic_clients_are_refused_inside_and_work_beside(one_broker) -> None:
+def test_classic_clients_are_served_inside_and_work_beside(one_broker) -> None:
+    """Kafka 4 serves a classic member of a consumer group (classicGroupJoinToConsumerGroup):
+    the broker assigns it partitions; a classic group beside works as ever."""
     boot = one_broker.bootstrap_servers
     topic, group_id = _topic(boot), _name("g")
     sent = _fill(boot, topic, "x", 20)
     member = Member(boot, group_id, topics=[topic])
     _until([member], lambda: len(member.values) >= 20, "the consumer-protocol member")
-    intruder = KafkaConsumer(topic, bootstrap_servers=boot, group_id=group_id,
-                             consumer_timeout_ms=5_000)
-    with pytest.raises(InconsistentGroupProtocolError):
-        list(intruder)
-    intruder.close()
+    inside = KafkaConsumer(topic, bootstrap_servers=boot, group_id=group_id,
+                           auto_offset_reset="earliest")
+
+    def split() -> bool:
+        inside.poll(timeout_ms=100)
+        held = {tp.partition for tp in inside.assignment()}
+        return bool(held) and held.isdisjoint(member.partitions()) and (
+            held | member.partitions() == set(range(PARTITIONS)))
+
+    _until([member], split, "the classic member to get partitions")
+    inside.close()
     classic = KafkaConsumer(topic, bootstrap_servers=boot, group_id=_name("classic"),
                             auto_offset_reset="earliest", consumer_timeout_ms=5_000)
     assert {m.value for m in classic} == sent

@@ -17,6 +17,8 @@ from .process.dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
 from .server.broker import run_broker  # noqa: E402
 from .server.config import (  # noqa: E402
     GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+    GROUP_CONSUMER_MIGRATION_POLICIES,
+    GROUP_CONSUMER_MIGRATION_POLICY,
     GROUP_CONSUMER_SESSION_TIMEOUT_MS,
     GROUP_INITIAL_REBALANCE_DELAY_MS,
     LOG_CLEANER_BACKOFF_MS,
@@ -99,6 +101,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="whether share groups see records of open and aborted "
                              "transactions (Kafka's group config share.isolation.level, here "
                              "one value for every group)")
+    parser.add_argument("--group-consumer-migration-policy",
+                        choices=GROUP_CONSUMER_MIGRATION_POLICIES,
+                        default=GROUP_CONSUMER_MIGRATION_POLICY,
+                        help="whether a classic group upgrades to a consumer group when a "
+                             "consumer-protocol member joins, and back when the last one leaves "
+                             "(Kafka's group.consumer.migration.policy)")
     parser.add_argument("--offsets-retention-ms", type=int, default=OFFSETS_RETENTION_MS)
     parser.add_argument("--offsets-retention-check-interval-ms", type=int,
                         default=OFFSETS_RETENTION_CHECK_INTERVAL_MS)
@@ -141,6 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         group_share_delivery_count_limit=args.group_share_delivery_count_limit,
         share_auto_offset_reset=args.share_auto_offset_reset,
         share_isolation_level=args.share_isolation_level,
+        group_consumer_migration_policy=args.group_consumer_migration_policy,
         offsets_retention_ms=args.offsets_retention_ms,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,

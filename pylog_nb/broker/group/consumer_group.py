@@ -29,6 +29,7 @@ import enum
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from .consumer_records import ClassicMemberMetadata
 from .group import GroupOffsets
 
 __all__ = [
@@ -85,6 +86,16 @@ class ConsumerGroupMember:
     pending_revocation: Assignment = field(default_factory=dict)
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None
+    # A member that joined with the classic protocol (KIP-848's online upgrade): its session
+    # timeout and JoinGroup protocols; None for a consumer-protocol member.
+    classic: ClassicMemberMetadata | None = None
+    # A classic member told to rejoin, or that joined, must rejoin or sync by then (Kafka's
+    # consumer group join and sync timeouts).
+    join_deadline_ms: int | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def owned(self) -> Iterator[tuple[str, int]]:
         """Every (topic id, partition) this member may still be consuming."""
@@ -142,6 +153,31 @@ class ConsumerGroup(GroupOffsets):
                 assert owned not in epochs, f"{owned} owned twice in {self.group_id}"
                 epochs[owned] = member.member_epoch
         return epochs
+
+    def supports_classic_protocols(self, protocol_type: str, names: tuple[str, ...]) -> bool:
+        """Kafka's supportsClassicProtocols: a classic joiner of type "consumer" must share one
+        protocol with every classic member (any protocol if there is none)."""
+        if protocol_type != self.PROTOCOL_TYPE or not names:
+            return False
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        return not classic or any(
+            all(name in dict(c.supported_protocols) for c in classic) for name in names)
+
+    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
+        """Kafka's allMembersUseClassicProtocolExcept: ``member_id`` is the one member of the
+        consumer protocol."""
+        return all(m.uses_classic_protocol != (m.member_id == member_id)
+                   for m in self.members.values()) and member_id in self.members
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Kafka's waitingOnUnreleasedPartition: a partition of its target another member
+        still owns."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        epochs = self.partition_epochs(excluding=member.member_id)
+        return any((topic_id, partition) in epochs
+                   for topic_id, partitions in self.target.get(member.member_id, {}).items()
+                   for partition in partitions - member.assigned.get(topic_id, frozenset()))
 
     def preferred_assignor(self) -> str:
         """The server assignor most members ask for (ties: by name); the default without any

@@ -16,6 +16,11 @@ Theory of operation (Kafka's GroupMetadataManager.consumerGroupHeartbeat):
 - Timers: a member whose session ends (``group.consumer.session.timeout.ms``) or that does not
   revoke within its rebalance timeout is fenced: removed, its records tombstoned, the group
   epoch bumped so the others rebalance.
+- KIP-848's migration (``group_migration.py``): the first heartbeat to a classic group with
+  members upgrades it; the last consumer-protocol member leaving (or fenced) among classic
+  members downgrades it. Classic members inside a consumer group are ``classic_members.py``'s;
+  they share this handler's steps (``join``, ``update_member``, ``assign``, ``fence``) and keep
+  their classic session timeout.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from ..metadata.topics import COORDINATOR_TOPICS
 from .actions import Action, HeartbeatAnswer
 from .appends import PendingAppends, Untracked
 from .assignors import MemberSubscription, TopicMetadata, assignor
+from .classic_rebalance import ClassicRebalance
 from .consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -40,6 +46,7 @@ from .consumer_group import (
     MemberState,
     reconcile,
 )
+from .consumer_records import ClassicMemberMetadata
 from .consumer_storage import (
     assignment_epoch_record,
     current_assignment_record,
@@ -51,6 +58,7 @@ from .consumer_storage import (
 )
 from .errors import offset_store_error
 from .group import Group
+from .group_migration import ConversionStore, GroupMigration, MigrationRefused
 from .storage import Record, group_tombstone
 
 __all__ = ["ConsumerGroups", "HeartbeatRequest", "HeartbeatStore"]
@@ -118,10 +126,15 @@ class ConsumerGroups:
         group_members_max: int,
         seed: int,
         timeouts: GroupTimeouts | None = None,
+        migration: GroupMigration | None = None,
     ) -> None:
         self._groups = groups
         self._classic = classic
         self._appends = appends
+        # KIP-848's online upgrade and downgrade (group.consumer.migration.policy)
+        self._migration = migration or GroupMigration(
+            classic, groups, ClassicRebalance(appends, initial_rebalance_delay_ms=0),
+            group_members_max=group_members_max)
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         # A group's consumer.session.timeout.ms / heartbeat.interval.ms (group configs)
@@ -145,7 +158,7 @@ class ConsumerGroups:
         actions: list[Action] = []
         records: list[Record] = []
         try:
-            answer = self._heartbeat(request, topics, now_ms, request_id, records)
+            answer = self._heartbeat(request, topics, now_ms, request_id, records, actions)
         except _Refused as refused:
             answer = HeartbeatAnswer(
                 group_id=request.group_id, now_ms=now_ms, request_id=request_id,
@@ -166,16 +179,17 @@ class ConsumerGroups:
         actions.append(answer)
 
     def _heartbeat(self, request: HeartbeatRequest, topics: Mapping[str, TopicMetadata],
-                   now_ms: int, request_id: int, records: list[Record]) -> HeartbeatAnswer:
+                   now_ms: int, request_id: int, records: list[Record], actions: list[Action]
+                   ) -> HeartbeatAnswer:
         _validate(request)
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            return self._leave(request, now_ms, request_id, records)
-        group = self._group_for(request, now_ms, records)
+            return self._leave(request, now_ms, request_id, records, actions)
+        group = self._group_for(request, topics, now_ms, records, actions)
         member, full = self._member_for(group, request, now_ms, records)
         before = (member.member_epoch, member.state, dict(member.assigned))
-        self._update_member(group, member, request, topics, now_ms, records)
+        self.update_member(group, member, request, topics, now_ms, records)
         if group.group_epoch > group.assignment_epoch:
-            self._assign(group, topics, records)
+            self.assign(group, topics, records)
         target = group.target.get(member.member_id, {})
         epochs = group.partition_epochs(excluding=member.member_id)
         reconcile(member, group.assignment_epoch, target, request.owned,
@@ -192,8 +206,8 @@ class ConsumerGroups:
             heartbeat_interval_ms=self._heartbeat_ms(group.group_id),
             assignment=dict(member.assigned) if send_assignment else None)
 
-    def _group_for(self, request: HeartbeatRequest, now_ms: int,
-                   records: list[Record]) -> ConsumerGroup:
+    def _group_for(self, request: HeartbeatRequest, topics: Mapping[str, TopicMetadata],
+                   now_ms: int, records: list[Record], actions: list[Action]) -> ConsumerGroup:
         group = self._groups.get(request.group_id)
         if group is not None:
             return group
@@ -201,9 +215,10 @@ class ConsumerGroups:
             raise _Refused(Errors.UNKNOWN_MEMBER_ID, f"group {request.group_id} is unknown")
         classic = self._classic.get(request.group_id)
         if classic is not None and (classic.members or classic.pending_members):
-            raise _Refused(Errors.GROUP_ID_NOT_FOUND,
-                           f"cannot upgrade classic group {request.group_id} with members to a "
-                           "consumer group")
+            try:
+                return self._migration.upgrade(classic, topics, now_ms, records, actions)
+            except MigrationRefused as refused:
+                raise _Refused(Errors.GROUP_ID_NOT_FOUND, str(refused)) from None
         group = ConsumerGroup(request.group_id, state_timestamp_ms=now_ms)
         if classic is not None:  # an empty classic group: KIP-848's upgrade keeps its offsets
             group.take_offsets(classic)
@@ -220,7 +235,7 @@ class ConsumerGroups:
         member = group.members.get(request.member_id) if request.member_id else None
         if request.member_epoch == 0:
             if member is None:
-                member = self._join(group, request, now_ms, records)
+                member = self.join(group, request, now_ms, records)
             return member, full
         if member is None:
             raise _Refused(Errors.UNKNOWN_MEMBER_ID,
@@ -230,8 +245,9 @@ class ConsumerGroups:
             raise _Refused(Errors.FENCED_INSTANCE_ID, "the instance id does not match")
         return member, full
 
-    def _join(self, group: ConsumerGroup, request: HeartbeatRequest, now_ms: int,
-              records: list[Record]) -> ConsumerGroupMember:
+    def join(self, group: ConsumerGroup, request: HeartbeatRequest, now_ms: int,
+             records: list[Record]) -> ConsumerGroupMember:
+        """A new member (or a static member back) in ``group``."""
         if len(group.members) >= self.group_members_max:
             raise _Refused(Errors.GROUP_MAX_SIZE_REACHED,
                            f"group {group.group_id} has {len(group.members)} members")
@@ -269,10 +285,16 @@ class ConsumerGroups:
         # The heartbeat compares the member with itself after this: write it down here.
         records.append(current_assignment_record(group.group_id, member))
 
-    def _update_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
-                       request: HeartbeatRequest, topics: Mapping[str, TopicMetadata],
-                       now_ms: int, records: list[Record]) -> None:
+    def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                      request: HeartbeatRequest, topics: Mapping[str, TopicMetadata],
+                      now_ms: int, records: list[Record], *,
+                      classic: ClassicMemberMetadata | None = None) -> None:
+        """Take the request's changes to the member (``classic``: a classic member's JoinGroup
+        metadata); a new group epoch when what the assignor sees changed."""
         changed = resubscribed = False
+        if classic is not None and classic != member.classic:
+            member.classic = classic
+            changed = True
         for name in ("instance_id", "rack_id", "subscribed_topic_names", "subscribed_topic_regex",
                      "server_assignor"):
             value = getattr(request, name)
@@ -297,8 +319,8 @@ class ConsumerGroups:
                 group.group_epoch += 1
                 records.append(group_epoch_record(group))
 
-    def _assign(self, group: ConsumerGroup, topics: Mapping[str, TopicMetadata],
-                records: list[Record]) -> None:
+    def assign(self, group: ConsumerGroup, topics: Mapping[str, TopicMetadata],
+               records: list[Record]) -> None:
         """Compute the target assignment for the group epoch (Kafka's TargetAssignmentBuilder)."""
         group.assignor_name = group.preferred_assignor()
         chosen = assignor(group.assignor_name)
@@ -336,7 +358,7 @@ class ConsumerGroups:
     # -- leaving and fencing ---------------------------------------------------------------------
 
     def _leave(self, request: HeartbeatRequest, now_ms: int, request_id: int,
-               records: list[Record]) -> HeartbeatAnswer:
+               records: list[Record], actions: list[Action]) -> HeartbeatAnswer:
         group = self._groups.get(request.group_id)
         member = group.members.get(request.member_id) if group is not None else None
         if group is None or member is None:
@@ -348,7 +370,7 @@ class ConsumerGroups:
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
             member.session_deadline_ms = now_ms + self._session_ms(group.group_id)
             records.append(current_assignment_record(group.group_id, member))
-        else:
+        elif not self._migration.maybe_downgrade(group, member.member_id, now_ms, records, actions):
             self.fence(group, member.member_id, now_ms, records)
         return HeartbeatAnswer(
             group_id=group.group_id, now_ms=now_ms, request_id=request_id,
@@ -366,15 +388,22 @@ class ConsumerGroups:
         group.update_state(now_ms)
 
     def expire(self, group: ConsumerGroup, now_ms: int, actions: list[Action]) -> None:
-        """Fence every member whose session or revocation deadline passed by ``now_ms``."""
+        """Fence every member whose session, revocation or (classic) join deadline passed by
+        ``now_ms``; the last consumer-protocol member among classic ones downgrades the group."""
         records: list[Record] = []
         for member in list(group.members.values()):
-            revocation = member.revocation_deadline_ms
-            if member.session_deadline_ms <= now_ms or (
-                    revocation is not None and revocation <= now_ms):
+            if group.group_id not in self._groups:
+                break  # downgraded: the classic group's timers take over
+            deadlines = (member.session_deadline_ms, member.revocation_deadline_ms,
+                         member.join_deadline_ms)
+            if any(deadline is not None and deadline <= now_ms for deadline in deadlines) and (
+                    not self._migration.maybe_downgrade(group, member.member_id, now_ms, records,
+                                                        actions)):
                 self.fence(group, member.member_id, now_ms, records)
+        converted = group.group_id not in self._groups
+        pending = ConversionStore(group.group_id) if converted else Untracked(group.group_id)
         if records:
-            self._appends.append(Untracked(group.group_id), records, now_ms, actions)
+            self._appends.append(pending, records, now_ms, actions)
 
     def delete(self, group: ConsumerGroup) -> list[Record]:
         """The records that delete an empty group (DeleteGroups, or expiry of its offsets)."""

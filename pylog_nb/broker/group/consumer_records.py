@@ -30,10 +30,12 @@ Kafka's generated messages at version 0, which is flexible: an int16 version, th
 in schema order with compact strings (unsigned varint of length + 1, 0 for null), compact
 arrays (unsigned varint of count + 1), uuids as 16 big-endian bytes, and a tagged-field section
 (unsigned varint count, then per field its tag, size and bytes) at the end of the value and of
-every struct inside an array. We write every tagged section empty (none of the fields we model
-is tagged) and skip the tagged fields we read, as Kafka skips tags it does not know: that is how
-newer Kafka versions add fields to version 0 (e.g. ``ClassicMemberMetadata``, tag 0 of
-``ConsumerGroupMemberMetadataValue``, for members that joined with the classic protocol).
+every struct inside an array. We write every tagged section empty but one, and skip the tagged
+fields we do not model, as Kafka skips tags it does not know: that is how newer Kafka versions
+add fields to version 0. The one we model is
+``ClassicMemberMetadata``, tag 0 of ``ConsumerGroupMemberMetadataValue``: the session timeout
+and JoinGroup protocols of a member that joined with the classic protocol (KIP-848's online
+upgrade); it is written only for such members, as Kafka leaves a null tagged struct out.
 
 Assignments (``TopicPartitions``) are kept sorted - topics by id, partitions ascending - and a
 decoded one is put in that order: Kafka holds them as a map of sets and writes them in hash
@@ -43,6 +45,7 @@ repeated partitions collapse, as in Kafka's ``HashSet``.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 from dataclasses import dataclass
@@ -53,6 +56,7 @@ from .decode_errors import RecordDecodeError
 
 __all__ = [
     "CONSUMER_KEY_VERSIONS",
+    "ClassicMemberMetadata",
     "MEMBER_STATE_STABLE",
     "MEMBER_STATE_UNKNOWN",
     "MEMBER_STATE_UNRELEASED_PARTITIONS",
@@ -104,6 +108,8 @@ RACKS_DECODE_MAX = 10_000  # racks of one partition
 TAGGED_FIELDS_DECODE_MAX = 1_000  # tagged fields in one section
 
 UUID_BYTES = 16
+CLASSIC_MEMBER_METADATA_TAG = 0  # ConsumerGroupMemberMetadataValue's tagged ClassicMemberMetadata
+CLASSIC_PROTOCOLS_DECODE_MAX = 1_000  # protocols of one classic member (JoinGroup allows 64)
 
 TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 """(topic id, partitions ascending) per topic, topics in ascending id order."""
@@ -138,6 +144,15 @@ class ConsumerGroupMemberMetadataKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A consumer-group member that joined with the classic protocol (KIP-848's online
+    upgrade): its JoinGroup session timeout and protocols (assignor name, subscription)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -147,6 +162,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int  # Kafka's default: -1
     server_assignor: str | None  # None: the group's default assignor
+    classic_member_metadata: ClassicMemberMetadata | None = None  # tag 0; None: not classic
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +264,9 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
         writer.string(value.subscribed_topic_regex, compact=True)
         writer.int32(value.rebalance_timeout_ms)
         writer.string(value.server_assignor, compact=True)
+        if value.classic_member_metadata is not None:
+            _write_classic_member_metadata(writer, value.classic_member_metadata)
+            return writer.done()
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         writer.int32(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
@@ -262,6 +281,25 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
         raise ValueError(f"{type(value).__name__} is read only")
     writer.uvarint(0)  # the value's tagged fields: none
     return writer.done()
+
+
+def _write_classic_member_metadata(writer: SchemaWriter, classic: ClassicMemberMetadata) -> None:
+    """The value's tagged-field section holding ClassicMemberMetadata as tag 0."""
+    inner = SchemaWriter(0)
+    inner.parts.clear()  # a struct has no version prefix
+    inner.int32(classic.session_timeout_ms)
+    inner.count(len(classic.supported_protocols), compact=True)
+    for name, metadata in classic.supported_protocols:
+        inner.string(name, compact=True)
+        inner.uvarint(len(metadata) + 1)
+        inner.parts.append(metadata)
+        inner.uvarint(0)  # the protocol's tagged fields: none
+    inner.uvarint(0)  # the struct's tagged fields: none
+    data = inner.done()
+    writer.uvarint(1)  # one tagged field
+    writer.uvarint(CLASSIC_MEMBER_METADATA_TAG)
+    writer.uvarint(len(data))
+    writer.parts.append(data)
 
 
 def write_topic_partitions(writer: SchemaWriter, topics: TopicPartitions) -> None:
@@ -343,7 +381,10 @@ def decode_consumer_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecord
         if version != CONSUMER_VALUE_VERSION:
             raise RecordDecodeError(f"unknown value version {version} for {key!r}")
         value = _decode_fields(key, reader)
-        skip_tagged_fields(reader)
+        if isinstance(value, ConsumerGroupMemberMetadataValue):
+            value = _read_member_tagged_fields(reader, value)
+        else:
+            skip_tagged_fields(reader)
         reader.done()
     except UnicodeDecodeError as exc:
         raise RecordDecodeError(f"value of {key!r}: {exc}") from exc
@@ -391,6 +432,35 @@ def _decode_fields(key: ConsumerRecordKey, reader: SchemaReader) -> ConsumerReco
             partitions_pending_revocation=read_topic_partitions(reader),
         )
     raise TypeError(f"{key!r} is not a consumer-group key")
+
+
+def _read_member_tagged_fields(reader: SchemaReader, value: ConsumerGroupMemberMetadataValue
+                               ) -> ConsumerGroupMemberMetadataValue:
+    """The member value's tagged fields: ClassicMemberMetadata (tag 0) is read, others skipped."""
+    count = reader.uvarint()
+    if count > TAGGED_FIELDS_DECODE_MAX:
+        raise RecordDecodeError(f"{count} tagged fields (at most {TAGGED_FIELDS_DECODE_MAX})")
+    for _ in range(count):
+        tag = reader.uvarint()
+        data = reader.take(reader.uvarint())
+        if tag == CLASSIC_MEMBER_METADATA_TAG:
+            classic = _decode_classic_member_metadata(data)
+            value = dataclasses.replace(value, classic_member_metadata=classic)
+    return value
+
+
+def _decode_classic_member_metadata(data: bytes) -> ClassicMemberMetadata:
+    reader = SchemaReader(data, RecordDecodeError)
+    session_timeout_ms = reader.int32()
+    protocols = []
+    for _ in range(array_count(reader, CLASSIC_PROTOCOLS_DECODE_MAX, "SupportedProtocols")):
+        name = reader.string(compact=True)
+        metadata = reader.take(reader.uvarint() - 1)
+        skip_tagged_fields(reader)
+        protocols.append((name, metadata))
+    skip_tagged_fields(reader)
+    reader.done()
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
 
 
 def array_count(reader: SchemaReader, limit: int, field: str) -> int:

@@ -5,7 +5,9 @@ Theory of operation: each fact has its own key, so a change writes only what cha
 compaction keeps the latest of each. The group epoch (ConsumerGroupMetadata), each member's
 subscription (ConsumerGroupMemberMetadata), the target assignment's epoch and each member's
 target (ConsumerGroupTargetAssignmentMetadata / ...Member), and each member's reconciled
-assignment, epoch and state (ConsumerGroupCurrentMemberAssignment). A member leaves with
+assignment, epoch and state (ConsumerGroupCurrentMemberAssignment). A member that joined with
+the classic protocol also keeps its session timeout and JoinGroup protocols in its metadata
+record (ClassicMemberMetadata), and comes back with that session. A member leaves with
 tombstones for its three keys (current, target, metadata: Kafka's order), a group with its two.
 Loading replays the latest record per key; members come back with their sessions restarting.
 """
@@ -87,7 +89,8 @@ def member_record(group_id: str, member: ConsumerGroupMember) -> Record:
             subscribed_topic_names=tuple(member.subscribed_topic_names),
             subscribed_topic_regex=member.subscribed_topic_regex,
             rebalance_timeout_ms=member.rebalance_timeout_ms,
-            server_assignor=member.server_assignor))
+            server_assignor=member.server_assignor,
+            classic_member_metadata=member.classic))
 
 
 def target_record(group_id: str, member_id: str, assignment: Mapping[str, frozenset[int]]
@@ -149,6 +152,9 @@ def restore_consumer_groups(latest: Iterable[tuple[object, object]], now_ms: int
     for group in groups.values():
         group.assignor_name = group.preferred_assignor()
         group.update_state(now_ms)
+        for member in group.members.values():  # a classic member keeps its own session
+            if member.classic is not None:
+                member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
     return groups
 
 
@@ -187,3 +193,4 @@ def _restore_member(member: ConsumerGroupMember, value: ConsumerGroupMemberMetad
     member.subscribed_topic_regex = value.subscribed_topic_regex
     member.rebalance_timeout_ms = value.rebalance_timeout_ms
     member.server_assignor = value.server_assignor
+    member.classic = value.classic_member_metadata

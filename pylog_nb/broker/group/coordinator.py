@@ -31,6 +31,7 @@ from .actions import Action, HeartbeatAnswer, JoinAnswer, RevertToLog, SyncAnswe
 from .appends import PendingAppend, PendingAppends, Untracked
 from .assignors import TopicMetadata
 from .classic_groups import PROTOCOLS_PER_MEMBER_MAX, LeaveResult, Protocols
+from .classic_members import ClassicJoin, ClassicJoinStore
 from .classic_rebalance import NEW_MEMBER_JOIN_TIMEOUT_MS
 from .consumer_group import ConsumerGroup
 from .consumer_groups import GroupTimeouts, HeartbeatRequest, HeartbeatStore
@@ -39,11 +40,13 @@ from .errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
     GROUP_ID_NOT_FOUND,
     INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_SESSION_TIMEOUT,
     NONE,
     UNKNOWN_MEMBER_ID,
 )
 from .group import Group
 from .group_metadata_manager import AnyGroup, GroupMetadataManager
+from .group_migration import ConsumerGroupMigrationPolicy, ConversionStore
 from .offset_metadata_manager import (
     CommitStore,
     CommitTriple,
@@ -82,8 +85,13 @@ class GroupCoordinator:
         seed: int = 0,
         consumer_timeouts: GroupTimeouts | None = None,  # a group's overrides of the two
         share_timeouts: GroupTimeouts | None = None,
+        # group.consumer.migration.policy: KIP-848's online upgrade and downgrade
+        consumer_migration_policy: ConsumerGroupMigrationPolicy = (
+            ConsumerGroupMigrationPolicy.BIDIRECTIONAL),
     ) -> None:
         self.partition = partition
+        self.session_timeout_ms_min = session_timeout_ms_min
+        self.session_timeout_ms_max = session_timeout_ms_max
         self.loading = loading
         self._appends = PendingAppends(partition)
         self.consumer_session_timeout_ms = consumer_session_timeout_ms
@@ -98,6 +106,7 @@ class GroupCoordinator:
             consumer_heartbeat_interval_ms=consumer_heartbeat_interval_ms,
             consumer_timeouts=consumer_timeouts,
             share_timeouts=share_timeouts,
+            migration_policy=consumer_migration_policy,
         )
         self._offsets = OffsetMetadataManager(
             self._groups, self._appends, offset_metadata_bytes_max=offset_metadata_bytes_max
@@ -194,21 +203,51 @@ class GroupCoordinator:
         *,
         client_host: str = "",
         require_known_member_id: bool = False,
+        topics: Mapping[str, TopicMetadata] | None = None,
     ) -> list[Action]:
         """JoinGroup: the answer to ``join_id`` comes now or later as a ``JoinAnswer`` action.
 
         ``require_known_member_id``: JoinGroup v4+ (KIP-394). ``rebalance_timeout_ms`` is -1
-        for JoinGroup v0 (then the session timeout is used, as Kafka does).
+        for JoinGroup v0 (then the session timeout is used, as Kafka does). ``topics``: the
+        cluster's, by name, for a classic member joining a consumer group (None: the topics
+        the group last assigned from).
         """
-        if self.loading or self._groups.group_type(group_id) in ("consumer", "share"):
+        group_type = self._groups.group_type(group_id)
+        if self.loading or group_type == "share":
             error = LOADING if self.loading else INCONSISTENT_GROUP_PROTOCOL
             return [JoinAnswer(group_id=group_id, now_ms=now_ms, join_id=join_id,
                                error_code=error, member_id=member_id)]
-        return self._groups.classic.join(
+        actions: list[Action] = []
+        consumer_group = self._groups.consumer_groups.get(group_id)
+        if consumer_group is not None and consumer_group.members:
+            request = ClassicJoin(
+                group_id=group_id, member_id=member_id, instance_id=group_instance_id,
+                protocol_type=protocol_type, protocols=tuple(protocols),
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=(session_timeout_ms if rebalance_timeout_ms < 0
+                                      else rebalance_timeout_ms),
+                client_id=client_id, client_host=client_host,
+                require_known_member_id=require_known_member_id)
+            return self._join_consumer_group(consumer_group, request, topics, now_ms, join_id)
+        if consumer_group is not None:  # empty: it becomes a classic group, offsets kept
+            self._groups.convert_empty_consumer_group(group_id, now_ms, actions)
+        return actions + self._groups.classic.join(
             group_id, member_id, group_instance_id, protocol_type, protocols, session_timeout_ms,
             rebalance_timeout_ms, client_id, now_ms, join_id, client_host=client_host,
             require_known_member_id=require_known_member_id,
         )
+
+    def _join_consumer_group(self, group: ConsumerGroup, request: ClassicJoin,
+                             topics: Mapping[str, TopicMetadata] | None, now_ms: int,
+                             join_id: int) -> list[Action]:
+        if not (self.session_timeout_ms_min <= request.session_timeout_ms
+                <= self.session_timeout_ms_max):
+            return [JoinAnswer(group_id=group.group_id, now_ms=now_ms, join_id=join_id,
+                               error_code=INVALID_SESSION_TIMEOUT, member_id=request.member_id)]
+        if topics is None:
+            topics = {name: TopicMetadata(topic_id=topic_id, name=name, partitions=partitions)
+                      for name, (topic_id, partitions) in (group.subscribed_topics or {}).items()}
+        return self._groups.classic_members.join(group, request, topics, now_ms, join_id)
 
     def sync(
         self,
@@ -228,10 +267,15 @@ class GroupCoordinator:
         ``assignments`` (member id -> bytes) only matter from the leader; members it leaves out
         get empty assignments. ``protocol_type`` / ``protocol_name`` are checked when given (v5).
         """
-        if self.loading or self._groups.group_type(group_id) in ("consumer", "share"):
+        if self.loading or self._groups.group_type(group_id) == "share":
             error = LOADING if self.loading else UNKNOWN_MEMBER_ID
             return [SyncAnswer(group_id=group_id, now_ms=now_ms, sync_id=sync_id,
                                error_code=error)]
+        consumer_group = self._groups.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return self._groups.classic_members.sync(
+                consumer_group, member_id, group_instance_id, generation, protocol_type,
+                protocol_name, now_ms, sync_id)
         return self._groups.classic.sync(
             group_id, member_id, generation, assignments, now_ms, sync_id,
             group_instance_id=group_instance_id, protocol_type=protocol_type,
@@ -250,8 +294,12 @@ class GroupCoordinator:
         """Heartbeat: 0, REBALANCE_IN_PROGRESS (rejoin), ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID..."""
         if self.loading:
             return LOADING
-        if self._groups.group_type(group_id) in ("consumer", "share"):
+        if self._groups.group_type(group_id) == "share":
             return UNKNOWN_MEMBER_ID
+        consumer_group = self._groups.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return self._groups.classic_members.heartbeat(
+                consumer_group, member_id, group_instance_id, generation, now_ms)
         return self._groups.classic.heartbeat(
             group_id, member_id, generation, now_ms, group_instance_id=group_instance_id
         )
@@ -265,8 +313,11 @@ class GroupCoordinator:
         """
         if self.loading:
             return LeaveResult(LOADING, (), [])
-        if self._groups.group_type(group_id) in ("consumer", "share"):
+        if self._groups.group_type(group_id) == "share":
             return LeaveResult(UNKNOWN_MEMBER_ID, (), [])
+        consumer_group = self._groups.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return self._groups.classic_members.leave(consumer_group, members, now_ms)
         return self._groups.classic.leave(group_id, members, now_ms)
 
     def tick(self, now_ms: int) -> list[Action]:
@@ -453,7 +504,7 @@ class GroupCoordinator:
         heartbeat, fencing or expiry changes its group before the records are written (a classic
         SyncGroup or static rejoin undoes its own change on failure, and a failed commit never
         reached memory)."""
-        return isinstance(pending, HeartbeatStore) or (
+        return isinstance(pending, HeartbeatStore | ClassicJoinStore | ConversionStore) or (
             isinstance(pending, Untracked)
             and self._groups.group_type(pending.group_id) in ("consumer", "share"))
 

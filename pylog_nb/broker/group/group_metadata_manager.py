@@ -6,8 +6,11 @@ Theory of operation:
 - The manager owns the groups by id, one map per type (a group id is in at most one). Each
   type has its own handler for the requests of its protocol: ``classic``
   (``classic_groups.py``, JoinGroup/SyncGroup/Heartbeat/LeaveGroup, with
-  ``classic_rebalance.py``) and ``consumer`` (``consumer_groups.py``, KIP-848's
-  ConsumerGroupHeartbeat). What every type shares stays here.
+  ``classic_rebalance.py``), ``consumer`` (``consumer_groups.py``, KIP-848's
+  ConsumerGroupHeartbeat) and ``classic_members`` (``classic_members.py``, the classic
+  protocol's requests to a consumer group). KIP-848's online upgrade and downgrade move a group
+  between the classic and consumer maps (``group_migration.py``). What every type shares stays
+  here.
 - Shared here: the lookups (``group``, ``get_or_create_classic_group`` for a simple commit,
   as Kafka's OffsetMetadataManager asks it), DescribeGroups and ListGroups, the timers
   (``tick`` and ``expire`` hand each group to its type's handler), and the deletion of a group:
@@ -27,12 +30,15 @@ from collections.abc import Iterable, Mapping
 from .actions import Action
 from .appends import PendingAppend, PendingAppends, Untracked
 from .classic_groups import ClassicGroups, StaticRejoinStore
+from .classic_members import ClassicJoinStore, ClassicMembers
 from .classic_rebalance import SyncStore, transition
 from .consumer_group import ConsumerGroup, ConsumerGroupState
 from .consumer_groups import ConsumerGroups, GroupTimeouts, HeartbeatStore
+from .consumer_storage import group_tombstones
 from .describe import GroupDescription, ListedGroup, dead_group, describe_group, listed
 from .errors import GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NON_EMPTY_GROUP, NONE
 from .group import Group, GroupState
+from .group_migration import ConsumerGroupMigrationPolicy, ConversionStore, GroupMigration
 from .share_groups import ShareGroup, ShareGroups
 from .storage import Record, group_tombstone
 
@@ -58,6 +64,7 @@ class GroupMetadataManager:
         consumer_heartbeat_interval_ms: int = 5_000,
         consumer_timeouts: GroupTimeouts | None = None,
         share_timeouts: GroupTimeouts | None = None,
+        migration_policy: ConsumerGroupMigrationPolicy = ConsumerGroupMigrationPolicy.BIDIRECTIONAL,
     ) -> None:
         self._appends = appends
         self._groups: dict[str, Group] = {}
@@ -81,7 +88,11 @@ class GroupMetadataManager:
             group_members_max=group_members_max,
             seed=seed + 1,
             timeouts=consumer_timeouts,
+            migration=GroupMigration(self._groups, self._consumer_groups, self.classic.rebalance,
+                                     group_members_max=group_members_max,
+                                     policy=migration_policy),
         )
+        self.classic_members = ClassicMembers(self.consumer, appends, seed=seed + 2)
         self.share = ShareGroups(
             self._share_groups,
             appends,
@@ -129,6 +140,18 @@ class GroupMetadataManager:
         if group is None:
             group = self._groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
         return group
+
+    def convert_empty_consumer_group(self, group_id: str, now_ms: int, actions: list[Action]
+                                     ) -> None:
+        """A classic JoinGroup to an empty consumer group: it becomes an empty classic group
+        with the same offsets (Kafka's maybeDeleteEmptyConsumerGroup)."""
+        consumer_group = self._consumer_groups.pop(group_id)
+        assert not consumer_group.members, group_id
+        consumer_group.state = ConsumerGroupState.DEAD
+        group = self._groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
+        group.take_offsets(consumer_group)
+        self._appends.append(ConversionStore(group_id), group_tombstones(group_id), now_ms,
+                             actions)
 
     def replace(self, groups: Mapping[str, Group],
                 consumer_groups: Mapping[str, ConsumerGroup],
@@ -267,5 +290,7 @@ class GroupMetadataManager:
             self.classic.on_static_rejoin_stored(pending, error_code, now_ms, actions)
         elif isinstance(pending, HeartbeatStore):
             self.consumer.on_stored(pending, error_code, now_ms, actions)
+        elif isinstance(pending, ClassicJoinStore):
+            self.classic_members.on_join_stored(pending, error_code, now_ms, actions)
         else:
-            assert isinstance(pending, Untracked), pending
+            assert isinstance(pending, Untracked | ConversionStore), pending

@@ -22,7 +22,8 @@ Theory of operation (Kafka's GroupCoordinator.handleCommitOffsets / handleFetchO
 - KIP-848 consumer groups (ConsumerGroup.validateOffsetCommit): the commit's generation field
   carries the member epoch, which must be the member's current one (STALE_MEMBER_EPOCH); a
   simple commit is accepted while the group has no members. A transactional commit from a
-  member with an old epoch is ILLEGAL_GENERATION, as TxnOffsetCommit has no newer error.
+  member with an old epoch is ILLEGAL_GENERATION, as TxnOffsetCommit has no newer error, and so
+  is a classic member's (KIP-848's migration: a generation is its member epoch).
 """
 
 from __future__ import annotations
@@ -98,8 +99,9 @@ def check_consumer_commit(group: ConsumerGroup, member_id: str, member_epoch: in
     member = group.members.get(member_id)
     if member is None:
         return UNKNOWN_MEMBER_ID
-    if member_epoch != member.member_epoch:
-        return ILLEGAL_GENERATION if transactional else STALE_MEMBER_EPOCH
+    if member_epoch != member.member_epoch:  # a classic member knows generations only
+        classic = transactional or member.uses_classic_protocol
+        return ILLEGAL_GENERATION if classic else STALE_MEMBER_EPOCH
     return NONE
 
 
@@ -110,7 +112,9 @@ def check_consumer_fetch(group: ConsumerGroup, member_id: str | None, member_epo
     member = group.members.get(member_id)
     if member is None:
         return UNKNOWN_MEMBER_ID
-    return NONE if member_epoch == member.member_epoch else STALE_MEMBER_EPOCH
+    if member_epoch == member.member_epoch:
+        return NONE
+    return ILLEGAL_GENERATION if member.uses_classic_protocol else STALE_MEMBER_EPOCH
 
 
 def check_commit(

@@ -258,6 +258,8 @@ def _consumer_group_row(partition: int, group: ConsumerGroup, names: Mapping[str
             "server_assignor": member.server_assignor, "rack_id": member.rack_id,
             "rebalance_timeout_ms": member.rebalance_timeout_ms,
             "revocation_deadline_ms": member.revocation_deadline_ms,
+            # KIP-848's migration: a classic consumer served by this consumer group
+            "member_type": "classic" if member.uses_classic_protocol else "consumer",
         }
 
     return {

@@ -20,6 +20,8 @@ GROUP_INITIAL_REBALANCE_DELAY_MS = 0
 GROUP_CONSUMER_SESSION_TIMEOUT_MS = 45_000  # Kafka's group.consumer.session.timeout.ms
 # Kafka: 5 s; a lab wants a rebalance to play out in seconds, each step still visible.
 GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS = 1_000  # Kafka's group.consumer.heartbeat.interval.ms
+GROUP_CONSUMER_MIGRATION_POLICY = "bidirectional"  # Kafka 4's default
+GROUP_CONSUMER_MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000  # Kafka's offsets.retention.minutes (7 days)
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 60_000  # Kafka: 10 min
 # Kafka: 50 partitions; ten are plenty for a lab and still spread coordinators over brokers.
@@ -72,6 +74,9 @@ class BrokerConfig:
     group_share_delivery_count_limit: int = 5  # Kafka's default, the same name
     share_auto_offset_reset: str = "latest"  # Kafka's group config default
     share_isolation_level: str = "read_uncommitted"  # Kafka's group config default
+    # KIP-848's online upgrade/downgrade between classic and consumer groups (Kafka's
+    # group.consumer.migration.policy): disabled, upgrade, downgrade or bidirectional.
+    group_consumer_migration_policy: str = GROUP_CONSUMER_MIGRATION_POLICY
     offsets_retention_ms: int = OFFSETS_RETENTION_MS
     offsets_retention_check_interval_ms: int = OFFSETS_RETENTION_CHECK_INTERVAL_MS
     log_cleaner_backoff_ms: int = LOG_CLEANER_BACKOFF_MS
@@ -105,6 +110,7 @@ class BrokerConfig:
             "group.share.record.lock.duration.ms":
                 str(self.group_share_record_lock_duration_ms),
             "group.share.delivery.count.limit": str(self.group_share_delivery_count_limit),
+            "group.consumer.migration.policy": self.group_consumer_migration_policy,
             "offsets.retention.minutes": str(self.offsets_retention_ms // 60_000),
             "log.cleaner.backoff.ms": str(self.log_cleaner_backoff_ms),
             "transaction.state.log.num.partitions": str(self.transaction_state_num_partitions),

@@ -49,6 +49,7 @@ from ..group import (
     SyncAnswer,
     partition_for,
 )
+from ..group.group_migration import ConsumerGroupMigrationPolicy
 from ..group.storage import OffsetsBatch
 from ..metadata.image import ClusterImage
 from ..metadata.topics import OFFSETS_TOPIC
@@ -166,6 +167,8 @@ class GroupCoordinatorRuntime:
             seed=self.rng.getrandbits(64),  # member ids must not repeat a predecessor's
             consumer_timeouts=lambda group_id: self._timeouts(group_id, "consumer"),
             share_timeouts=lambda group_id: self._timeouts(group_id, "share"),
+            consumer_migration_policy=ConsumerGroupMigrationPolicy(
+                config.group_consumer_migration_policy),
         )
         self.cores[index] = core
         self.loading[index] = self._load(partition, core)

@@ -181,12 +181,15 @@ def test_offset_commits_carry_the_member_epoch() -> None:
 
 
 def test_the_protocols_do_not_mix_where_kafka_refuses() -> None:
+    """A classic member of another protocol type than "consumer" cannot join a consumer group,
+    and a classic group of another type cannot be upgraded (tests/broker/group/
+    test_group_migration.py has the upgrade and downgrade Kafka allows)."""
     driver = Driver()
     driver.beat("m1", 0)
-    [join] = driver.run(driver.core.join("g", "", None, "consumer", [("range", b"")], 10_000,
+    [join] = driver.run(driver.core.join("g", "", None, "connect", [("range", b"")], 10_000,
                                          10_000, "c", driver.now_ms, 99))
     assert isinstance(join, JoinAnswer) and join.error_code == Errors.INCONSISTENT_GROUP_PROTOCOL
-    driver.run(driver.core.join("classic", "", None, "consumer", [("range", b"")], 10_000,
+    driver.run(driver.core.join("classic", "", None, "connect", [("range", b"")], 10_000,
                                 10_000, "c", driver.now_ms, 100))
     refused = driver.beat("m1", 0, group_id="classic")
     assert refused.error_code == Errors.GROUP_ID_NOT_FOUND

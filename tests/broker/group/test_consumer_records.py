@@ -6,6 +6,7 @@ hand-made varints), not with the module's writer, so a layout mistake on either 
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from pylog_nb.broker.group.consumer_records import (
     MEMBER_STATE_UNRELEASED_PARTITIONS,
     MEMBER_STATE_UNREVOKED_PARTITIONS,
     PARTITIONS_DECODE_MAX,
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -317,13 +319,19 @@ def test_unknown_tagged_fields_are_skipped() -> None:
     assert decode_value(key, with_tags) == value
 
 
-def test_classic_member_metadata_tag_is_skipped() -> None:
+def test_classic_member_metadata_tag_is_read_and_written() -> None:
     # ClassicMemberMetadata, tag 0 of ConsumerGroupMemberMetadataValue: SessionTimeoutMs int32,
     # SupportedProtocols []{Name string, Metadata bytes (compact: uvarint length + 1), tags}, tags.
     key, value, data = golden_member()
     classic = (i32(45_000) + carray([cstr("range") + varint(3 + 1) + b"\x00\x01\x02" + NO_TAGS])
                + NO_TAGS)
-    assert decode_value(key, data[:-1] + tagged((0, classic))) == value
+    with_classic = data[:-1] + tagged((0, classic))
+    expected = dataclasses.replace(value, classic_member_metadata=ClassicMemberMetadata(
+        45_000, (("range", b"\x00\x01\x02"),)))
+    assert decode_value(key, with_classic) == expected
+    assert encode_consumer_value(expected) == with_classic
+    # Another tag beside it is still skipped.
+    assert decode_value(key, data[:-1] + tagged((0, classic), (7, b"zz"))) == expected
 
 
 def test_tagged_fields_inside_an_assignment_entry_are_skipped() -> None:
@@ -401,6 +409,9 @@ values: st.SearchStrategy[tuple[ConsumerRecordKey, ConsumerRecordValue]] = st.on
             st.none() | text,
             int32,
             st.none() | text,
+            st.none() | st.builds(
+                ClassicMemberMetadata, int32,
+                st.lists(st.tuples(text, st.binary(max_size=8)), max_size=3).map(tuple)),
         ),
     ),
     st.tuples(st.just(ConsumerGroupTargetAssignmentMetadataKey("g")),

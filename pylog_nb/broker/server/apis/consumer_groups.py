@@ -23,10 +23,11 @@ from ..core import BrokerCore
 from ..node import CLIENT_HOST
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
-MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe v1 MemberType: 0 classic, 1 consumer
+MEMBER_TYPE_CLASSIC = 0  # ConsumerGroupDescribe v1 MemberType: a member of the classic protocol
+MEMBER_TYPE_CONSUMER = 1
 
 
-def _topics(core: BrokerCore) -> dict[str, TopicMetadata]:
+def cluster_topics(core: BrokerCore) -> dict[str, TopicMetadata]:
     return {name: TopicMetadata(topic_id=str(topic.uuid), name=name,
                                 partitions=len(topic.partitions))
             for name, topic in core.image.topics.items()}
@@ -64,7 +65,7 @@ async def handle_consumer_group_heartbeat(core: BrokerCore, request: Request) ->
     coordinator = core.groups.route(body.group_id)
     if coordinator is None:
         return _response(Errors.NOT_COORDINATOR, heartbeat.member_id, heartbeat.member_epoch)
-    topics = _topics(core)
+    topics = cluster_topics(core)
     answer = await core.groups.submit(
         coordinator, lambda group_core, request_id: group_core.consumer_group_heartbeat(
             heartbeat, topics, core.now_ms(), request_id))
@@ -125,4 +126,5 @@ def _member(group: ConsumerGroup, member_id: str, names: Mapping[str, str]) -> d
             "subscribed_topic_regex": member.subscribed_topic_regex,
             "assignment": described(member.assigned),
             "target_assignment": described(group.target.get(member_id, {})),
-            "member_type": MEMBER_TYPE_CONSUMER}
+            "member_type": (MEMBER_TYPE_CLASSIC if member.uses_classic_protocol
+                            else MEMBER_TYPE_CONSUMER)}

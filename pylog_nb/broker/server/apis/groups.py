@@ -28,6 +28,7 @@ from ...protocol.codec import Request, duration_ms
 from ..core import BrokerCore
 from ..group_runtime import Coordinator
 from ..node import CLIENT_HOST, BrokerNode
+from .consumer_groups import cluster_topics
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 KEY_TYPE_GROUP = 0
@@ -78,6 +79,7 @@ async def handle_join_group(core: BrokerCore, request: Request) -> dict:
     if len(body.protocols) > PROTOCOLS_PER_MEMBER_MAX:
         return _join_response(version, INVALID_REQUEST, body.member_id)
     rebalance_timeout = getattr(body, "rebalance_timeout", None)
+    topics = cluster_topics(core)  # a classic member of a consumer group is assigned here
     answer = await core.groups.submit(coordinator, lambda group_core, join_id: group_core.join(
         body.group_id,
         body.member_id,
@@ -91,6 +93,7 @@ async def handle_join_group(core: BrokerCore, request: Request) -> dict:
         join_id,
         client_host=CLIENT_HOST.get(),
         require_known_member_id=version >= 4,
+        topics=topics,
     ))
     if answer is None:
         return _join_response(version, NOT_COORDINATOR, body.member_id)

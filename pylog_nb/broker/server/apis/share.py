@@ -47,7 +47,7 @@ from ..replica_manager import (
     Partition,
 )
 from ..share_runtime import UNINITIALIZED_START_OFFSET, share_key
-from .consumer_groups import AUTHORIZED_OPERATIONS_UNKNOWN, _topics, _wire_assignment
+from .consumer_groups import AUTHORIZED_OPERATIONS_UNKNOWN, _wire_assignment, cluster_topics
 from .fetch import wait_for_data
 
 SHARE_ASSIGNOR = "simple"  # Kafka's share-group assignor name
@@ -75,7 +75,7 @@ async def handle_share_group_heartbeat(core: BrokerCore, request: Request) -> di
     coordinator = core.groups.route(body.group_id)
     answer = None
     if coordinator is not None:
-        topics = _topics(core)
+        topics = cluster_topics(core)
         answer = await core.groups.submit(
             coordinator, lambda group_core, request_id: group_core.share_group_heartbeat(
                 heartbeat, topics, core.now_ms(), request_id))
