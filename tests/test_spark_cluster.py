@@ -39,35 +39,44 @@ LEFT_OUT = ("pylog_nb", "__editable__", "_pylog_nb")  # what the workers' Python
 
 STANDALONE_DRIVER = """
 import json, sys, time
+from IPython.core.interactiveshell import InteractiveShell
 from pyspark.sql import functions as F
 from pylog_nb.spark import spark_session
 
 bootstrap, master, source, copy, checkpoint = sys.argv[1:]
+shell = InteractiveShell.instance()  # a notebook's: a session made in it shows errors its way
+took, started = {}, time.monotonic()
+
+def lap(name):
+    global started
+    took[name] = round(time.monotonic() - started, 1)
+    started = time.monotonic()
+
 spark = spark_session("pylog-nb-standalone", master=master,
                       settings={"spark.executor.memory": "512m", "spark.cores.max": "2"})
 jvm_context = spark.sparkContext._jsc.sc()
 out = {"master": spark.sparkContext.master}
-deadline = time.monotonic() + 120  # executors register with the driver after the session
-while jvm_context.getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
-    time.sleep(0.2)
-out["executors"] = jvm_context.getExecutorMemoryStatus().size() - 1  # less the driver
+lap("session")
 
 rows = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(20)], "key string, value string")
-rows.repartition(2).write.format("pylog").option("bootstrap.servers", bootstrap) \\
+rows.write.format("pylog").option("bootstrap.servers", bootstrap) \\
     .option("topic", source).mode("append").save()
+lap("write")
 read = spark.read.format("pylog").option("bootstrap.servers", bootstrap) \\
     .option("subscribe", source).load()
 out["read"] = sorted(r.value for r in read.selectExpr("CAST(value AS STRING) AS value").collect())
+lap("read")
 
 query = (spark.readStream.format("pylog").option("bootstrap.servers", bootstrap)
          .option("subscribe", source).option("startingOffsets", "earliest")
-         .option("maxOffsetsPerTrigger", "8").load()
+         .option("maxOffsetsPerTrigger", "10").load()
          .selectExpr("key", "upper(CAST(value AS STRING)) AS value")
          .writeStream.format("pylog").option("bootstrap.servers", bootstrap)
          .option("topic", copy).option("checkpointLocation", checkpoint)
          .trigger(availableNow=True).start())
 query.awaitTermination()
 out["stream_batches"] = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+lap("stream")
 
 @F.udf("string")
 def imported_from(_):
@@ -77,6 +86,17 @@ def imported_from(_):
 
 found = spark.range(8).repartition(4).select(imported_from("id").alias("where")).collect()
 out["imported_from"] = sorted({r.where for r in found})
+lap("udf")
+deadline = time.monotonic() + 60  # both executors registered with the driver by now, or soon
+while jvm_context.getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
+    time.sleep(0.2)
+out["executors"] = jvm_context.getExecutorMemoryStatus().size() - 1  # less the driver
+shell.user_ns.update(rows=rows, bootstrap=bootstrap, source=source)
+print("CELL-START", flush=True)
+shell.run_cell('rows.write.format("pylog").option("bootstrap.servers", bootstrap)'
+               '.option("topic", source).save()')
+print("CELL-END", flush=True)
+out["took_s"] = took
 print("RESULT " + json.dumps(out), flush=True)
 """
 
@@ -264,6 +284,14 @@ def _assert_shipped(imported_from: list[str], python: str) -> None:
         assert re.search(r"/pylog_nb-[^/]*\.zip/pylog_nb/__init__\.py$", module), where
 
 
+def _assert_one_line_save_mode_error(stdout: str) -> None:
+    """What a notebook shows for ``.save()`` without a mode: one line, naming the fix."""
+    cell = stdout.split("CELL-START\n", 1)[1].split("CELL-END", 1)[0]
+    assert cell.strip().splitlines() == [
+        'AnalysisException: the pylog sink only appends to topics: write with .mode("append") '
+        "before .save()"], cell
+
+
 def test_the_workers_python_has_the_dependencies_but_not_pylog_nb(workers_python):
     deps = subprocess.run([workers_python, "-c", "import pyspark, pyarrow, pandas, "
                            "confluent_kafka, kio"], capture_output=True, text=True, cwd="/")
@@ -283,11 +311,15 @@ def test_a_standalone_cluster_reads_writes_and_streams_with_the_package_shipped(
                  str(tmp_path / "checkpoint"), PYSPARK_PYTHON=workers_python)
     assert out["master"] == standalone
     assert out["read"] == sorted(f"v{i}" for i in range(20))
-    assert sum(out["stream_batches"]) == 20 and max(out["stream_batches"]) <= 8
+    assert sum(out["stream_batches"]) == 20 and max(out["stream_batches"]) <= 10
     copied = read_to_end(cluster.bootstrap_servers, copy)
     assert sorted(m.value() for m in copied) == sorted(b"V%d" % i for i in range(20))
     assert out["executors"] == WORKERS
     _assert_shipped(out["imported_from"], workers_python)
+    _assert_one_line_save_mode_error(out["stdout"])
+    assert len(read_to_end(cluster.bootstrap_servers, source, partition=0)) + len(read_to_end(
+        cluster.bootstrap_servers, source, partition=1)) == 20  # the failed save wrote none
+    print(f"standalone driver: {out['took_s']}")
 
 
 def test_spark_connect_reads_and_writes_and_a_save_without_mode_is_one_line(
@@ -300,8 +332,5 @@ def test_spark_connect_reads_and_writes_and_a_save_without_mode_is_one_line(
     assert out["magic"] == [f"v{i}" for i in range(5)]
     assert out["read"] == [f"V{i}" for i in range(5)]
     _assert_shipped(out["imported_from"], workers_python)
-    cell = out["stdout"].split("CELL-START\n", 1)[1].split("CELL-END", 1)[0]
-    assert cell.strip().splitlines() == [
-        'AnalysisException: the pylog sink only appends to topics: write with .mode("append") '
-        "before .save()"], cell
+    _assert_one_line_save_mode_error(out["stdout"])
     assert len(read_to_end(cluster.bootstrap_servers, target)) == 5  # the failed save wrote none

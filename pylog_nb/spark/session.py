@@ -71,7 +71,8 @@ def local_spark(app_name: str = "pylog-nb", *, master: str | None = None,
         _CONNECTED = _connect_session(master, settings)
         return _CONNECTED
     running = SparkContext._active_spark_context
-    if master is None and running is None and _CONNECTED is not None:
+    if master is None and running is None and _CONNECTED is not None \
+            and not getattr(_CONNECTED, "is_stopped", False):
         return _CONNECTED  # the kernel's Spark is a Connect server
     if running is not None:  # the kernel's Spark, wherever it runs
         if master is not None and master != running.master:
