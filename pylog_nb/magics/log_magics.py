@@ -580,15 +580,20 @@ class LogMagics(Magics):
     @argument("--bytes", action="store_true", help="keep key and value binary, not text")
     @argument("-o", "--option", action="append", default=[],
               help="any option of the pylog source, KEY=VALUE, repeatable")
+    @argument("--master", default=None,
+              help="spark://HOST:PORT (a standalone cluster) or sc://HOST:PORT (Spark Connect) "
+                   "for the kernel's first Spark session; local[2] by default")
     @_one_line_errors
     def log_spark(self, line: str):
-        """A topic as a Spark DataFrame (``df = %log_spark orders``), on a local SparkSession."""
+        """A topic as a Spark DataFrame (``df = %log_spark orders``), on the kernel's
+        SparkSession: local unless --master names a standalone cluster or a Connect server."""
         args = parse_argstring(self.log_spark, line)
         to_spark = _spark_reader()
         try:
             return to_spark(self._target(), args.topic, starting=_partition_offsets(args.starting),
                             ending=_partition_offsets(args.ending), text=not args.bytes,
-                            include_headers=args.headers, **_configs(args.option))
+                            include_headers=args.headers, master=args.master,
+                            **_configs(args.option))
         except Exception as error:  # a JVM-side failure: keep the line that names the cause
             if type(error).__module__.startswith("pyspark"):
                 raise UsageError(_spark_cause(str(error))) from None
