@@ -19,6 +19,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from support.clients import TIMEOUT_S, admin, produce
 
 from pylog_nb import LocalCluster
+from pylog_nb.check.spark_workload import spark_anomalies
 from pylog_nb.client.io import consume
 from pylog_nb.spark import local_spark
 from pylog_nb.spark.source import PylogDataSource
@@ -195,3 +196,9 @@ def test_exactly_once_needs_the_topic_option_for_its_markers(spark, three, topic
         .option("exactlyOnce", "true").mode("append")
     with pytest.raises(Exception, match="SparkSourceError: exactlyOnce=true needs the topic"):
         writer.save()
+
+
+def test_the_spark_checks_analysis_names_lost_duplicate_and_unexpected_outputs():
+    rows = spark_anomalies(["p0-0", "p0-1", "p0-2"], ["f:p0-0", "f:p0-2", "f:p0-2", "f:x"])
+    assert [(r["kind"], r["value"]) for r in rows] == [
+        ("spark-lost", "f:p0-1"), ("spark-duplicate", "f:p0-2"), ("spark-unexpected", "f:x")]
