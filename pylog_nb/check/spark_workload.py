@@ -4,14 +4,16 @@ Theory of operation. A streaming query (the ``driver``: ``python -m
 pylog_nb.check.spark_workload``, its own local Spark, ``local[2,4]`` so a failed task is tried
 again) reads the input topic with the ``pylog`` source and writes ``f(value)`` to the output
 topic with ``exactlyOnce=true``, keeping its checkpoint in a directory of the check. The
-``Drivers`` thread runs it in a process group of its own and, seeded, either SIGKILLs the whole
-group (driver, JVM and Python workers: a crash anywhere in a micro-batch, between the tasks'
-commits and the checkpoint's included) or one forked Python worker (a task dies, Spark runs it
-again), each time a few seconds after the query started a micro-batch; a driver that is gone
-(killed, or failed on its own under broker faults) is started again from the same checkpoint. At the
-end the query runs once more with ``Trigger.AvailableNow`` to catch up, and the output is read
-read_committed up to its high watermark (a transaction a killed task left open holds the
-last stable offset back until its transactional id is used again or it times out).
+``Drivers`` thread runs it in a process group of its own and, seeded, a few seconds after the
+query started a micro-batch, SIGKILLs either that group or one forked Python worker (a task
+dies, Spark runs it again). The group is the driver and its JVM: a crash anywhere in a
+micro-batch, between the tasks' commits and the checkpoint's included; the Python workers, in
+the group of their ``pyspark.daemon``, die once it sees the JVM gone and may write until then,
+zombies that the transactions must fence. A driver that is gone (killed, or failed on its own
+under broker faults) is started again from the same checkpoint. At the end the query runs once
+more with ``Trigger.AvailableNow`` to catch up, and the output is read read_committed up to its
+high watermark (a transaction a killed task left open holds the last stable offset back until
+its transactional id is used again or it times out).
 
 ``spark_anomalies`` judges: every input record's ``f(value)`` exactly once in the output; a
 missing one is ``spark-lost``, a second copy ``spark-duplicate``, a value no input maps to
@@ -170,25 +172,30 @@ def drain(query: Query, log: SparkLog, clock: Callable[[], float], log_dir: Path
 
 
 def python_workers(driver_pid: int) -> list[int]:
-    """The driver's forked Python workers: in its process group, children of a
-    ``pyspark.daemon`` (read from /proc: Linux, as the cluster's own faults)."""
+    """The driver's forked Python workers: its descendants whose parent is a
+    ``pyspark.daemon`` (which sits in a process group of its own). Read from /proc: Linux, as
+    the cluster's own faults."""
     parents = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            stat = _proc_stat(entry)
-            if stat is not None and stat[1] == driver_pid:
-                parents[int(entry.name)] = stat[0]
-    return sorted(pid for pid, parent in parents.items()
-                  if parent in parents and DAEMON_MODULE in _cmdline(parent))
+            parent = _parent(entry)
+            if parent is not None:
+                parents[int(entry.name)] = parent
+    descendants: set[int] = set()
+    frontier = {driver_pid}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - descendants
+        descendants |= frontier
+    return sorted(pid for pid in descendants
+                  if parents[pid] != driver_pid and DAEMON_MODULE in _cmdline(parents[pid]))
 
 
-def _proc_stat(entry: Path) -> tuple[int, int] | None:
-    """(parent pid, process group) of a /proc entry; None when it is gone."""
+def _parent(entry: Path) -> int | None:
+    """The parent pid of a /proc entry; None when it is gone."""
     try:
-        fields = entry.joinpath("stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+        return int(entry.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
         return None
-    return int(fields[1]), int(fields[2])
 
 
 def _cmdline(pid: int) -> str:
