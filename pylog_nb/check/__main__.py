@@ -21,6 +21,7 @@ from .history import FaultLog
 from .nemesis import FAULTS
 from .run import SECONDS_DEFAULT, CheckResult, run_check
 from .share_run import ShareCheckResult, run_share_check
+from .spark_run import SPARK_PRODUCERS, SparkCheckResult, run_spark_check
 from .txn_run import TXN_PRODUCERS, TxnCheckResult, run_txn_check
 from .workload import RATE_PER_S
 
@@ -49,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         _report_faults(share_result.history)
         _report_anomalies(share_result, args.rows)
         return 0 if share_result.ok else 1
+    if args.workload == "spark":
+        spark_result = run_spark_check(seconds=args.seconds, seed=args.seed, faults=faults,
+                                       data_dir=args.data_dir,
+                                       producers=args.producers or SPARK_PRODUCERS)
+        _report_spark(spark_result, args.rows)
+        return 0 if spark_result.ok else 1
     if args.workload == "txn":
         txn_result = run_txn_check(seconds=args.seconds, seed=args.seed, faults=faults,
                                    data_dir=args.data_dir,
@@ -76,9 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="names the fault schedule")
     parser.add_argument("--faults", default=",".join(FAULTS),
                         help=f"comma-separated, from {','.join(FAULTS)}")
-    parser.add_argument("--workload", choices=("records", "txn", "share"), default="records",
+    parser.add_argument("--workload", choices=("records", "txn", "share", "spark"),
+                        default="records",
                         help="records: idempotent producers; txn: transactional producers "
-                             "across two topics, read_committed and read_uncommitted readers")
+                             "across two topics, read_committed and read_uncommitted readers; "
+                             "spark: an exactlyOnce streaming query whose driver and Python "
+                             "workers are killed at random")
     parser.add_argument("--producers", type=int, default=None,
                         help=f"default {PRODUCERS_DEFAULT} (records), {TXN_PRODUCERS} (txn)")
     parser.add_argument("--rate", type=int, default=RATE_PER_S,
@@ -111,6 +121,13 @@ def _report_txn(result: TxnCheckResult, rows: int) -> None:
     _report_anomalies(result, rows)
 
 
+def _report_spark(result: SparkCheckResult, rows: int) -> None:
+    _report_faults(result.history)
+    for at_s, kind, detail in result.spark.events:
+        print(f"spark: {at_s:.1f} s {kind} {detail}", file=sys.stderr)
+    _report_anomalies(result, rows)
+
+
 def _report_faults(history: FaultLog) -> None:
     for op in history.nemesis:
         where = "controller" if op.broker is None else f"broker {op.broker}"
@@ -120,8 +137,8 @@ def _report_faults(history: FaultLog) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
-def _report_anomalies(result: CheckResult | TxnCheckResult | ShareCheckResult,
-                      rows: int) -> None:
+def _report_anomalies(result: CheckResult | TxnCheckResult | ShareCheckResult
+                      | SparkCheckResult, rows: int) -> None:
     print(result.summary)
     counts = pd.Series(result.counts, name="count")
     print(counts.to_string())

@@ -16,8 +16,9 @@ joining it, so the group's lag is the query's (``%log_lag``, the live view).
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -50,7 +51,7 @@ from .planning import (
     split,
 )
 from .reading import read_range, schema_ddl
-from .writing import RecordSender, SinkOptions, parse_write_options
+from .writing import SinkOptions, parse_write_options, write_rows
 
 SHORT_NAME = "pylog"
 SUBSCRIPTION_SHOWN = 160  # characters of the subscription in a commit's metadata
@@ -265,17 +266,23 @@ class Written(WriterCommitMessage):
 
 
 class _BatchWriter(DataSourceArrowWriter):
+    """Made once per write on the driver: with exactlyOnce, that is where the write's job id,
+    shared by every attempt of its tasks, is drawn."""
+
     def __init__(self, options: SinkOptions) -> None:
-        self.options = options
+        mode = options.exactly_once
+        self.options = options if mode is None else replace(
+            options, exactly_once=replace(mode, job=f"job-{uuid.uuid4().hex}"))
 
     def write(self, iterator: Iterator) -> Written:
-        return Written(RecordSender(self.options).send_batches(iterator))
+        return Written(write_rows(self.options, iterator))
 
     def commit(self, messages: list) -> None:
-        """Nothing to do: every record was acknowledged before its task ended."""
+        """Nothing to do: every record was acknowledged (or committed) before its task ended."""
 
     def abort(self, messages: list) -> None:
-        """At least once, as Spark's Kafka sink: acknowledged records stay in the log."""
+        """Acknowledged records, and transactions tasks committed, stay in the log (Spark's
+        Kafka sink too): a task commits its own transaction, no other process can."""
 
 
 class _StreamWriter(DataSourceStreamArrowWriter):
@@ -283,13 +290,14 @@ class _StreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator) -> Written:
-        return Written(RecordSender(self.options).send_batches(iterator))
+        return Written(write_rows(self.options, iterator))
 
     def commit(self, messages: list, batchId: int) -> None:
-        """Nothing to do: every record was acknowledged before its task ended."""
+        """Nothing to do: every record was acknowledged (or committed) before its task ended."""
 
     def abort(self, messages: list, batchId: int) -> None:
-        """At least once, as Spark's Kafka sink: acknowledged records stay in the log."""
+        """Acknowledged records stay in the log, as with Spark's Kafka sink; with exactlyOnce
+        the batch's re-execution writes only what no committed transaction holds."""
 
 
 def _sink_options(options: Mapping[str, str], schema: StructType, overwrite: bool) -> SinkOptions:

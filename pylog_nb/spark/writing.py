@@ -1,10 +1,11 @@
-"""Write DataFrame rows as records: the Kafka sink's contract, at least once.
+"""Write DataFrame rows as records: the Kafka sink's contract, at least once or exactly once.
 
 Columns: ``value`` (string or binary) is required; ``key`` (string or binary), ``topic``
 (string), ``partition`` (int) and ``headers`` (array<struct<key string, value binary>>) are
 optional; others are ignored. The ``topic`` option, when given, wins over the column. A task
 returns only when every record it sent is acknowledged (acks=all, idempotent producer), and
-fails if any was refused.
+fails if any was refused. With ``exactlyOnce=true`` a task's rows go in one transaction
+that a re-run of the task recognises (:mod:`.exactly_once`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ import pyarrow as pa
 from confluent_kafka import KafkaException, Producer
 
 from ..client.io import client_config
+from .exactly_once import (
+    TXN_CALL_TIMEOUT_S,
+    ExactlyOnce,
+    Marker,
+    first_rows,
+    parse_exactly_once,
+    task_scope,
+)
 from .options import SparkSourceError, client_settings
 
 FLUSH_TIMEOUT_S = 120.0
@@ -37,6 +46,7 @@ POLL_EVERY = 1_000  # records between two polls of the producer
 class SinkOptions:
     client: Mapping[str, str]
     topic: str | None  # the topic option; None means every row names its topic
+    exactly_once: ExactlyOnce | None = None  # None: at least once
 
 
 def parse_write_options(options: Mapping[str, str], column_types: Mapping[str, str]) -> SinkOptions:
@@ -51,7 +61,54 @@ def parse_write_options(options: Mapping[str, str], column_types: Mapping[str, s
     topic = lowered.get("topic") or None
     if topic is None and "topic" not in column_types:
         raise SparkSourceError("no topic: give the topic option or a topic column")
-    return SinkOptions(client=client_settings(lowered), topic=topic)
+    client = client_settings(lowered)
+    return SinkOptions(client=client, topic=topic,
+                       exactly_once=parse_exactly_once(lowered, topic, client))
+
+
+def write_rows(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """A task's rows sent, at least once or exactly once; the count this attempt wrote."""
+    if options.exactly_once is None:
+        return RecordSender(options).send_batches(batches)
+    rows = first_rows(batches)
+    if rows is None:
+        return 0  # nothing to write, and so nothing to write twice
+    return _write_once(options, options.exactly_once, rows)
+
+
+def _write_once(options: SinkOptions, mode: ExactlyOnce,
+                batches: Iterator[pa.RecordBatch]) -> int:
+    """Fence older attempts, skip a batch already committed, else write it in a transaction."""
+    scope = task_scope(mode)
+    assert options.topic is not None  # parse_exactly_once required the topic option
+    sender = RecordSender(options, transactional_id=scope.transactional_id)
+    marker = Marker(options.client, scope, options.topic)
+    try:
+        _transact(scope.transactional_id, sender.producer.init_transactions, TXN_CALL_TIMEOUT_S)
+        if marker.done():
+            for _ in batches:  # Spark's worker expects its input read
+                pass
+            return 0
+        _transact(scope.transactional_id, sender.producer.begin_transaction)
+        sent = sender.send_batches(batches)
+        _transact(scope.transactional_id, sender.producer.send_offsets_to_transaction,
+                  marker.offsets(), marker.consumer.consumer_group_metadata(),
+                  TXN_CALL_TIMEOUT_S)
+        _transact(scope.transactional_id, sender.producer.commit_transaction,
+                  TXN_CALL_TIMEOUT_S)
+        return sent
+    finally:
+        marker.close()
+
+
+def _transact(transactional_id: str, call, *args) -> None:
+    """A transactional call; its failure one line (the task fails, Spark retries it, and the
+    retry's init_transactions aborts whatever this attempt left open)."""
+    try:
+        call(*args)
+    except KafkaException as error:
+        raise SparkSourceError(f"exactlyOnce {transactional_id}: "
+                               f"{error.args[0].str()}") from None
 
 
 class RecordSender:
@@ -63,8 +120,10 @@ class RecordSender:
     reported as failed was acknowledged.
     """
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, transactional_id: str | None = None) -> None:
         settings: dict[str, Any] = {**PRODUCER_DEFAULTS, **options.client}
+        if transactional_id is not None:
+            settings["transactional.id"] = transactional_id
         self.producer = Producer(client_config(settings.pop("bootstrap.servers"), **settings,
                                                on_delivery=self._delivered))
         self.topic = options.topic
