@@ -18,6 +18,12 @@ nonatomic-read, duplicate) and ``txn_run``:
 
     from pylog_nb.check import run_txn_check
     result = run_txn_check(seconds=60, seed=7, faults=("kill", "isolate"))
+
+Share groups (``--workload share``: ``share_workload``, ``share_run``) and a Spark query
+(``--workload spark``: ``spark_workload``, ``spark_run``: an ``exactlyOnce=true`` streaming
+query from topic to topic whose driver and Python workers are killed at random, restarted from
+its checkpoint; its output, read_committed, must hold each input's f(value) exactly once)
+have theirs too.
 """
 
 from .analysis import ANOMALY_KINDS, analyze
