@@ -8,8 +8,10 @@ rather than passing a broken cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
+import pandas as pd
 import pytest
 
 from pylog_nb.check import (
@@ -35,6 +37,7 @@ from pylog_nb.check.__main__ import main
 from pylog_nb.check.group_workload import group_anomalies
 from pylog_nb.check.share_run import run_share_check
 from pylog_nb.check.share_workload import DELIVERY_COUNT_LIMIT, share_anomalies
+from pylog_nb.check.shown import ShownResult
 
 # Over 25 s, seed 433 plays a short pause, a 12 s pause (past the session timeout and the
 # replica lag time), a kill and an isolation.
@@ -466,3 +469,18 @@ def test_a_share_group_under_broker_kills_loses_nothing_and_a_planted_loss_is_ca
              if s.outcome == "acked" and s.offset is not None}
     [lost] = share_anomalies(share, acked)
     assert (lost["kind"], lost["value"]) == ("share-lost", value)
+
+
+def test_a_result_shows_its_summary_as_text_and_its_anomalies_as_a_table():
+    @dataclasses.dataclass(repr=False)
+    class Shown(ShownResult):
+        anomalies: pd.DataFrame
+
+        @property
+        def summary(self) -> str:
+            return "seed 7: <b>1</b> lost"
+
+    clean, lossy = Shown(pd.DataFrame()), Shown(pd.DataFrame([{"kind": "lost-write"}]))
+    assert repr(clean) == "Shown(seed 7: <b>1</b> lost)"
+    assert clean._repr_html_() == "<p>seed 7: &lt;b&gt;1&lt;/b&gt; lost</p>"
+    assert "<table" in lossy._repr_html_() and "lost-write" in lossy._repr_html_()

@@ -18,7 +18,6 @@ and stops one of its own.
 
 from __future__ import annotations
 
-import html
 import time
 import uuid
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from .group_workload import (
 from .history import History
 from .nemesis import FAULTS, Nemesis, heal_all, plan
 from .observe import sample_leaders, wait_settled
+from .shown import ShownResult
 from .workload import RATE_PER_S, Workload
 
 BROKERS = 3
@@ -51,8 +51,8 @@ MIN_INSYNC_REPLICAS = 2
 SECONDS_DEFAULT = 60.0
 
 
-@dataclass
-class CheckResult:
+@dataclass(repr=False)
+class CheckResult(ShownResult):
     """A finished check: its history, every anomaly (one row each) and the counts."""
 
     seed: int
@@ -87,13 +87,6 @@ class CheckResult:
                      f"{c['group-consumed']:,} consumed, {c['group-lost']:,} lost, "
                      f"{c['group-redelivered']:,} redelivered")
         return line
-
-    def __repr__(self) -> str:
-        return f"CheckResult({self.summary})"
-
-    def _repr_html_(self) -> str:
-        table = self.anomalies.to_html(index=False) if len(self.anomalies) else ""
-        return f"<p>{html.escape(self.summary)}</p>{table}"
 
 
 def run_check(seconds: float = SECONDS_DEFAULT, seed: int = 0,

@@ -15,7 +15,6 @@ Theory of operation, in the order it happens:
 
 from __future__ import annotations
 
-import html
 import time
 import uuid
 from dataclasses import dataclass
@@ -38,14 +37,15 @@ from .share_workload import (
     share_anomalies,
     share_counts,
 )
+from .shown import ShownResult
 from .workload import RATE_PER_S, Workload
 
 SHARE_ANOMALY_KINDS = ("share-lost", "share-after-accept", "share-over-limit")
 SHARE_RATE_PER_S = RATE_PER_S // 4  # per producer: four members keep up with it under faults
 
 
-@dataclass
-class ShareCheckResult:
+@dataclass(repr=False)
+class ShareCheckResult(ShownResult):
     seed: int
     seconds: float
     faults: tuple[str, ...]
@@ -69,13 +69,6 @@ class ShareCheckResult:
                 f"{c['share-stalls']} stalls; {c['share-lost']:,} lost, "
                 f"{c['share-after-accept']:,} delivered after accept, "
                 f"{c['share-over-limit']:,} over the delivery limit; {c['faults']} faults")
-
-    def __repr__(self) -> str:
-        return f"ShareCheckResult({self.summary})"
-
-    def _repr_html_(self) -> str:
-        table = self.anomalies.to_html(index=False) if len(self.anomalies) else ""
-        return f"<p>{html.escape(self.summary)}</p>{table}"
 
 
 def run_share_check(seconds: float = 60.0, seed: int = 0, faults: tuple[str, ...] = FAULTS,

@@ -17,7 +17,6 @@ Theory of operation, in the order it happens:
 
 from __future__ import annotations
 
-import html
 import tempfile
 import time
 import uuid
@@ -34,6 +33,7 @@ from .history import History
 from .nemesis import FAULTS, Nemesis, heal_all, plan
 from .observe import wait_topics_settled
 from .run import BROKERS, MIN_INSYNC_REPLICAS, PARTITIONS, REPLICATION_FACTOR, run_clock
+from .shown import ShownResult
 from .spark_workload import (
     ANOMALY_KINDS,
     Drivers,
@@ -49,8 +49,8 @@ SPARK_PRODUCERS = 1
 SPARK_RATE_PER_S = 100  # per producer: a local[2] query on a shared machine keeps up
 
 
-@dataclass
-class SparkCheckResult:
+@dataclass(repr=False)
+class SparkCheckResult(ShownResult):
     seed: int
     seconds: float
     faults: tuple[str, ...]
@@ -80,13 +80,6 @@ class SparkCheckResult:
         if not c["output-read-complete"]:
             line += "; the output read stopped short of the high watermark"
         return line
-
-    def __repr__(self) -> str:
-        return f"SparkCheckResult({self.summary})"
-
-    def _repr_html_(self) -> str:
-        table = self.anomalies.to_html(index=False) if len(self.anomalies) else ""
-        return f"<p>{html.escape(self.summary)}</p>{table}"
 
 
 def run_spark_check(seconds: float, seed: int = 0, faults: tuple[str, ...] = FAULTS,

@@ -15,7 +15,6 @@ Theory of operation, in the order it happens:
 
 from __future__ import annotations
 
-import html
 import time
 import uuid
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pylog_nb.cluster import LocalCluster
 from .nemesis import FAULTS, Nemesis, heal_all, plan
 from .observe import wait_topics_settled
 from .run import BROKERS, MIN_INSYNC_REPLICAS, PARTITIONS, REPLICATION_FACTOR, run_clock
+from .shown import ShownResult
 from .txn_analysis import TXN_ANOMALY_KINDS, analyze_txns
 from .txn_history import TxnHistory
 from .txn_workload import TXN_TIMEOUT_MS, TxnReader, TxnWorkload, high_watermarks
@@ -39,8 +39,8 @@ TXN_PRODUCERS = 3
 READ_DEADLINE_S = TXN_TIMEOUT_MS / 1000 + 60.0
 
 
-@dataclass
-class TxnCheckResult:
+@dataclass(repr=False)
+class TxnCheckResult(ShownResult):
     seed: int
     seconds: float
     faults: tuple[str, ...]
@@ -66,13 +66,6 @@ class TxnCheckResult:
         if c["incomplete-read"]:
             line += f"; {c['incomplete-read']} partition reads short of the high watermark"
         return line
-
-    def __repr__(self) -> str:
-        return f"TxnCheckResult({self.summary})"
-
-    def _repr_html_(self) -> str:
-        table = self.anomalies.to_html(index=False) if len(self.anomalies) else ""
-        return f"<p>{html.escape(self.summary)}</p>{table}"
 
 
 def run_txn_check(seconds: float, seed: int = 0, faults: tuple[str, ...] = FAULTS,
