@@ -99,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="anomalies of each kind to print at most")
     parser.add_argument("--group-protocol", choices=PROTOCOLS, default=None,
                         help="records workload: a consumer group of this protocol also reads "
-                             "under the faults and is judged at-least-once (KIP-848: consumer)")
+                             "under the faults and is judged at-least-once (KIP-848: consumer; "
+                             "mixed: members of both, the group converted as they come and go)")
     parser.add_argument("--save", type=Path, default=None, metavar="DIR",
                         help="write the history and the anomalies there as CSV files")
     return parser

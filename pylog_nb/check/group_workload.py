@@ -1,11 +1,14 @@
 """A consumer group reading the check's topic under faults: at-least-once through commits.
 
-Theory of operation (``--group-protocol classic|consumer``):
+Theory of operation (``--group-protocol classic|consumer|mixed``):
 
 - While the producers write, ``GROUP_MEMBERS`` confluent-kafka consumers of one group
   (subscribed, auto commit off) poll the topic and commit what they consumed, synchronously,
   every ``COMMIT_INTERVAL_S``. With ``consumer`` they speak KIP-848 (``group.protocol=consumer``,
-  the broker assigns and members revoke incrementally); with ``classic`` JoinGroup/SyncGroup.
+  the broker assigns and members revoke incrementally); with ``classic`` JoinGroup/SyncGroup;
+  with ``mixed`` the members alternate (the n-th to join speaks ``consumer`` when n is odd), so
+  the group is converted between the two as they come and go (KIP-848's online upgrade and
+  downgrade), and classic members are served inside a consumer group.
   Every ``CHURN_INTERVAL_S`` one member (the seed picks which) closes and a new one joins, so
   rebalances overlap with the nemesis' broker, controller and coordinator faults.
 - After the faults heal, every member commits and closes; one fresh member of the group
@@ -36,7 +39,8 @@ POLL_S = 0.1
 RESUME_TIMEOUT_S = 120.0  # the resumed member's read to the high watermarks
 LOOK_INTERVAL_S = 1.0  # how often the resumed member asks where the group stands
 CLOSE_TIMEOUT_S = 30.0
-PROTOCOLS = ("classic", "consumer")
+PROTOCOLS = ("classic", "consumer", "mixed")
+MEMBER_PROTOCOLS = ("classic", "consumer")  # what one member speaks
 
 
 @dataclass
@@ -56,8 +60,14 @@ class GroupHistory:
             self.consumed.append((member, partition, offset, value))
 
 
-def member_config(bootstrap: str, group_id: str, protocol: str, client_id: str) -> dict:
+def member_protocol(protocol: str, joined: int) -> str:
+    """What the ``joined``-th member (from 0) of a group of ``protocol`` speaks."""
     assert protocol in PROTOCOLS, protocol
+    return MEMBER_PROTOCOLS[joined % 2] if protocol == "mixed" else protocol
+
+
+def member_config(bootstrap: str, group_id: str, protocol: str, client_id: str) -> dict:
+    assert protocol in MEMBER_PROTOCOLS, protocol
     conf = {"group.id": group_id, "client.id": client_id, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100}
     if protocol == "consumer":
@@ -68,11 +78,11 @@ def member_config(bootstrap: str, group_id: str, protocol: str, client_id: str) 
 
 
 class _Member(threading.Thread):
-    def __init__(self, bootstrap: str, topic: str, history: GroupHistory, name: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, history: GroupHistory, name: str,
+                 protocol: str) -> None:
         super().__init__(name=f"check-group-{name}", daemon=True)
         self.topic, self.history, self.member = topic, history, name
-        self.consumer = Consumer(member_config(bootstrap, history.group_id, history.protocol,
-                                               name))
+        self.consumer = Consumer(member_config(bootstrap, history.group_id, protocol, name))
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -111,7 +121,8 @@ class GroupReaders:
         self.churn = threading.Thread(target=self._churn, name="check-group-churn", daemon=True)
 
     def _member(self, index: int) -> _Member:
-        return _Member(self.bootstrap, self.topic, self.history, f"m{index}")
+        return _Member(self.bootstrap, self.topic, self.history, f"m{index}",
+                       member_protocol(self.history.protocol, index))
 
     def start(self) -> None:
         for member in self.members:
@@ -141,7 +152,8 @@ def resume_and_read(bootstrap: str, topic: str, history: GroupHistory,
                     targets: dict[int, int]) -> None:
     """One fresh member resumes from the committed offsets and reads to ``targets``."""
     history.targets = dict(targets)
-    consumer = Consumer(member_config(bootstrap, history.group_id, history.protocol, "resumed"))
+    protocol = member_protocol(history.protocol, 0)  # mixed: classic, the group converted back
+    consumer = Consumer(member_config(bootstrap, history.group_id, protocol, "resumed"))
     consumer.subscribe([topic])
     deadline_s = time.monotonic() + RESUME_TIMEOUT_S
     reached: dict[int, int] = {}

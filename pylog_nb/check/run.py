@@ -106,7 +106,7 @@ def check_cluster(cluster: LocalCluster, *, seconds: float = SECONDS_DEFAULT, se
                   ) -> CheckResult:
     """Write under faults for ``seconds``, read everything back, report every anomaly.
 
-    With ``group_protocol`` ("classic" or "consumer") a consumer group also reads the topic
+    With ``group_protocol`` ("classic", "consumer" or "mixed") a consumer group also reads the topic
     under the same faults (``group_workload.py``) and is judged at-least-once."""
     faults = tuple(faults)
     if len(cluster.brokers) < REPLICATION_FACTOR:
