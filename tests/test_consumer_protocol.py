@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafka import KafkaConsumer
-from support.clients import TIMEOUT_S, admin, produce
+from support.clients import TIMEOUT_S, admin, poll_until, produce
 
 from pylog_nb import LocalCluster
 
@@ -89,14 +89,6 @@ class Member:
         self.consumer.close()
 
 
-def _until(members: list[Member], condition, what: str, timeout_s: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        for member in members:
-            member.poll()
-
-
 def _disjoint(members: list[Member]) -> bool:
     held = [member.partitions() for member in members]
     return sum(len(h) for h in held) == len(set().union(*held))
@@ -107,7 +99,7 @@ def test_a_consumer_group_reads_everything_then_splits_incrementally(one_broker)
     topic, group_id = _topic(boot), _name("g")
     sent = _fill(boot, topic, "a")
     first = Member(boot, group_id, topics=[topic])
-    _until([first], lambda: len(first.values) >= RECORDS, "the first member to read all")
+    poll_until([first], lambda: len(first.values) >= RECORDS, "the first member to read all")
     assert set(first.values) == sent and first.partitions() == set(range(PARTITIONS))
     second = Member(boot, group_id, topics=[topic])
     members = [first, second]
@@ -118,11 +110,11 @@ def test_a_consumer_group_reads_everything_then_splits_incrementally(one_broker)
         seen_overlap = seen_overlap or not _disjoint(members)
         return len(first.partitions()) == len(second.partitions()) == PARTITIONS // 2
 
-    _until(members, split, "a 2 + 2 split")
+    poll_until(members, split, "a 2 + 2 split")
     assert not seen_overlap, "a partition was assigned to both members at once"
     assert first.partitions() | second.partitions() == set(range(PARTITIONS))
     later = _fill(boot, topic, "b")
-    _until(members, lambda: set(first.values + second.values) >= sent | later, "later records")
+    poll_until(members, lambda: set(first.values + second.values) >= sent | later, "later records")
     for member in members:
         member.close()
 
@@ -132,7 +124,7 @@ def test_offsets_committed_with_the_member_epoch_resume_the_group(one_broker) ->
     topic, group_id = _topic(boot), _name("g")
     _fill(boot, topic, "old")
     reader = Member(boot, group_id, topics=[topic])
-    _until([reader], lambda: len(reader.values) >= RECORDS, "every old record")
+    poll_until([reader], lambda: len(reader.values) >= RECORDS, "every old record")
     reader.consumer.commit(asynchronous=False)
     committed = reader.consumer.committed(
         [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=TIMEOUT_S)
@@ -142,7 +134,7 @@ def test_offsets_committed_with_the_member_epoch_resume_the_group(one_broker) ->
     reader.close()
     new = _fill(boot, topic, "new")
     successor = Member(boot, group_id, topics=[topic])
-    _until([successor], lambda: len(successor.values) >= RECORDS, "the new records")
+    poll_until([successor], lambda: len(successor.values) >= RECORDS, "the new records")
     time.sleep(0.5)
     successor.poll()
     assert set(successor.values) == new  # nothing old read twice
@@ -155,9 +147,9 @@ def test_a_regex_subscription_follows_matching_topics(one_broker) -> None:
     first = _topic(boot, name=f"{prefix}-a")
     _topic(boot, name=_name("other"))
     member = Member(boot, _name("g"), topics=[f"^{prefix}-.*"])
-    _until([member], lambda: len(member.consumer.assignment()) == PARTITIONS, "the first topic")
+    poll_until([member], lambda: len(member.consumer.assignment()) == PARTITIONS, "the first topic")
     second = _topic(boot, name=f"{prefix}-b")
-    _until([member], lambda: len(member.consumer.assignment()) == 2 * PARTITIONS,
+    poll_until([member], lambda: len(member.consumer.assignment()) == 2 * PARTITIONS,
            "the new matching topic")
     assert {tp.topic for tp in member.consumer.assignment()} == {first, second}
     member.close()
@@ -169,14 +161,14 @@ def test_range_assignor_and_a_static_member_that_returns(one_broker) -> None:
     conf = {"group.remote.assignor": "range"}
     a = Member(boot, group_id, topics=[topic], **{**conf, "group.instance.id": "box-a"})
     b = Member(boot, group_id, topics=[topic], **conf)
-    _until([a, b], lambda: len(a.partitions()) == len(b.partitions()) == 2, "a 2 + 2 split")
+    poll_until([a, b], lambda: len(a.partitions()) == len(b.partitions()) == 2, "a 2 + 2 split")
     held = a.partitions()
     client = admin(boot)
     described = client.describe_consumer_groups([group_id])[group_id].result(TIMEOUT_S)
     assert described.partition_assignor == "range"
     a.close()  # a static member leaves with epoch -2: its partitions wait for it
     back = Member(boot, group_id, topics=[topic], **{**conf, "group.instance.id": "box-a"})
-    _until([back, b], lambda: back.partitions() == held, "the static member's partitions")
+    poll_until([back, b], lambda: back.partitions() == held, "the static member's partitions")
     assert b.partitions() == set(range(PARTITIONS)) - held
     back.close()
     b.close()
@@ -186,7 +178,7 @@ def test_listing_and_describing_report_the_consumer_type(one_broker) -> None:
     boot = one_broker.bootstrap_servers
     topic, group_id = _topic(boot), _name("g")
     member = Member(boot, group_id, topics=[topic])
-    _until([member], lambda: len(member.partitions()) == PARTITIONS, "an assignment")
+    poll_until([member], lambda: len(member.partitions()) == PARTITIONS, "an assignment")
     client = admin(boot)
     listed = {g.group_id: g for g in client.list_consumer_groups().result(TIMEOUT_S).valid}
     assert listed[group_id].type.name == "CONSUMER"
@@ -205,7 +197,7 @@ def test_classic_clients_are_served_inside_and_work_beside(one_broker) -> None:
     topic, group_id = _topic(boot), _name("g")
     sent = _fill(boot, topic, "x", 20)
     member = Member(boot, group_id, topics=[topic])
-    _until([member], lambda: len(member.values) >= 20, "the consumer-protocol member")
+    poll_until([member], lambda: len(member.values) >= 20, "the consumer-protocol member")
     inside = KafkaConsumer(topic, bootstrap_servers=boot, group_id=group_id,
                            auto_offset_reset="earliest")
 
@@ -215,7 +207,7 @@ def test_classic_clients_are_served_inside_and_work_beside(one_broker) -> None:
         return bool(held) and held.isdisjoint(member.partitions()) and (
             held | member.partitions() == set(range(PARTITIONS)))
 
-    _until([member], split, "the classic member to get partitions")
+    poll_until([member], split, "the classic member to get partitions")
     inside.close()
     classic = KafkaConsumer(topic, bootstrap_servers=boot, group_id=_name("classic"),
                             auto_offset_reset="earliest", consumer_timeout_ms=5_000)
@@ -230,7 +222,7 @@ def test_the_group_survives_its_coordinators_death(three_brokers) -> None:
     sent = _fill(boot, topic, "before")
     members = [Member(boot, group_id, topics=[topic]) for _ in range(2)]
     read = lambda: {v for m in members for v in m.values}  # noqa: E731
-    _until(members, lambda: read() >= sent and _disjoint(members)
+    poll_until(members, lambda: read() >= sent and _disjoint(members)
            and all(len(m.partitions()) == 2 for m in members), "both members reading")
     for member in members:
         member.commit()
@@ -239,13 +231,13 @@ def test_the_group_survives_its_coordinators_death(three_brokers) -> None:
     three_brokers.kill(coordinator.coordinator.id)
     try:
         later = _fill(boot, topic, "after")
-        _until(members, lambda: read() >= sent | later, "the records after the failover",
+        poll_until(members, lambda: read() >= sent | later, "the records after the failover",
                timeout_s=3 * TIMEOUT_S)
         survivors = admin(boot)
         described = survivors.describe_consumer_groups([group_id])[group_id].result(TIMEOUT_S)
         assert described.coordinator.id != coordinator.coordinator.id
         assert len(described.members) == 2  # the successor loaded them: nobody was fenced
-        _until(members, lambda: _disjoint(members)
+        poll_until(members, lambda: _disjoint(members)
                and sorted(len(m.partitions()) for m in members) == [2, 2], "a stable split")
     finally:
         for member in members:

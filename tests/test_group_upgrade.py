@@ -16,7 +16,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
-from support.clients import TIMEOUT_S, admin, produce
+from support.clients import TIMEOUT_S, admin, poll_until, produce
 from support.wire import call, connect
 
 from pylog_nb import LocalCluster
@@ -95,14 +95,6 @@ class Member:
         self.consumer.close()
 
 
-def _until(members: list[Member], condition, what: str, timeout_s: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        for member in members:
-            member.poll()
-
-
 def _split(members: list[Member]) -> bool:
     """Every member holds partitions, no partition twice, all partitions held."""
     held = [member.partitions() for member in members]
@@ -129,7 +121,7 @@ def _classic_pair(boot: str, topic: str, group_id: str) -> tuple[list[Member], l
     """Two classic members that read (and committed) a first batch."""
     members = [Member(boot, group_id, topic, "classic") for _ in range(2)]
     sent = _fill(boot, topic, "before")
-    _until(members, lambda: _split(members) and sorted(_read(members)) == sorted(sent),
+    poll_until(members, lambda: _split(members) and sorted(_read(members)) == sorted(sent),
            "two classic members to read the first batch")
     assert _group_type(boot, group_id) == "CLASSIC"
     return members, sent
@@ -140,11 +132,11 @@ def _upgrade(boot: str, topic: str, group_id: str, members: list[Member],
     """A consumer-protocol member joins: everybody ends up with partitions, then reads."""
     newcomer = Member(boot, group_id, topic, "consumer")
     everyone = [*members, newcomer]
-    _until(everyone, lambda: _split(everyone), "the three members to split the partitions",
+    poll_until(everyone, lambda: _split(everyone), "the three members to split the partitions",
            timeout_s=2 * TIMEOUT_S)
     assert _group_type(boot, group_id) == "CONSUMER"
     later = _fill(boot, topic, "after")
-    _until(everyone, lambda: len(_read(everyone)) >= len(sent) + len(later),
+    poll_until(everyone, lambda: len(_read(everyone)) >= len(sent) + len(later),
            "the records after the upgrade")
     assert sorted(_read(everyone)) == sorted(sent + later)  # all read, nothing twice
     assert newcomer.values, "the consumer-protocol member read nothing"
@@ -161,10 +153,10 @@ def test_a_consumer_member_upgrades_a_classic_group_and_its_leaving_downgrades_i
     assert described.type.name == "CONSUMER" and len(described.members) == 3
     read_before = _read([*members, newcomer])
     newcomer.close()
-    _until(members, lambda: _group_type(boot, group_id) == "CLASSIC" and _split(members),
+    poll_until(members, lambda: _group_type(boot, group_id) == "CLASSIC" and _split(members),
            "the classic members to rebalance as a classic group again")
     last = _fill(boot, topic, "last")
-    _until(members, lambda: len(_read(members)) + len(newcomer.values) >= len(read_before)
+    poll_until(members, lambda: len(_read(members)) + len(newcomer.values) >= len(read_before)
            + len(last), "the records after the downgrade")
     assert sorted(_read(members) + newcomer.values) == sorted(read_before + last)
     for member in members:
@@ -177,7 +169,7 @@ def test_a_classic_member_of_another_protocol_type_is_refused(one_broker) -> Non
     boot = one_broker.bootstrap_servers
     topic, group_id = _topic(boot), _name("g")
     member = Member(boot, group_id, topic, "consumer")
-    _until([member], lambda: len(member.partitions()) == PARTITIONS, "an assignment")
+    poll_until([member], lambda: len(member.partitions()) == PARTITIONS, "an assignment")
     sock = connect(boot)
     try:
         answer = call(sock, JOIN_GROUP, JOIN_GROUP_VERSION, {
@@ -205,7 +197,7 @@ def test_under_policy_disabled_a_classic_group_is_not_upgraded(tmp_path) -> None
             assert not refused.partitions()
         assert _group_type(boot, group_id) == "CLASSIC" and _split(members)
         later = _fill(boot, topic, "after")
-        _until(members, lambda: len(_read(members)) >= len(sent) + len(later),
+        poll_until(members, lambda: len(_read(members)) >= len(sent) + len(later),
                "the classic members to read on")
         assert sorted(_read(members)) == sorted(sent + later) and not refused.values
         client = admin(boot)  # kept referenced until the result is in
@@ -228,13 +220,13 @@ def test_an_upgraded_group_survives_its_coordinators_death(tmp_path) -> None:
         cluster.kill(coordinator)
         try:
             later = _fill(boot, topic, "failover")
-            _until(everyone, lambda: len(_read(everyone)) >= len(read_before) + len(later),
+            poll_until(everyone, lambda: len(_read(everyone)) >= len(read_before) + len(later),
                    "the records after the failover", timeout_s=3 * TIMEOUT_S)
             assert sorted(_read(everyone)) == sorted(read_before + later)
             described = _describe(boot, group_id)
             assert described.coordinator.id != coordinator
             assert described.type.name == "CONSUMER" and len(described.members) == 3
-            _until(everyone, lambda: _split(everyone), "a split after the failover")
+            poll_until(everyone, lambda: _split(everyone), "a split after the failover")
         finally:
             for member in everyone:
                 member.close()

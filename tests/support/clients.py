@@ -101,3 +101,13 @@ def wait_for(condition, what: str, timeout_s: float = WAIT_S, poll_s: float = WA
             return value
         time.sleep(poll_s)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def poll_until(members, condition, what: str, timeout_s: float = TIMEOUT_S) -> None:
+    """Poll every member (anything with ``poll()``) until ``condition()``; fail naming ``what``
+    after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        for member in members:
+            member.poll()
