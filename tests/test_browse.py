@@ -21,8 +21,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from pylog_nb.client import browse, create_topic
-from pylog_nb.client.browse import COLUMNS, COUNT_MAX
-from pylog_nb.client.io import LogClientError, client_config
+from pylog_nb.client.browsing import COLUMNS, COUNT_MAX
+from pylog_nb.client.config import client_config
+from pylog_nb.client.io import LogClientError
 from pylog_nb.widgets import MessageBrowser
 from pylog_nb.widgets import browser as browser_module
 

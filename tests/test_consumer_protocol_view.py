@@ -34,8 +34,9 @@ from support.view_recorder import Recorder
 
 from pylog_nb import LocalCluster
 from pylog_nb.client import groups_frame, members_frame
+from pylog_nb.client.config import CLIENT_LOG
 from pylog_nb.client.groups import GROUP_COLUMNS, MEMBER_COLUMNS
-from pylog_nb.client.io import CLIENT_LOG, create_topic, produce
+from pylog_nb.client.io import create_topic, produce
 from pylog_nb.widgets.render import render_groups
 from pylog_nb.widgets.snapshot import _rebalance_steps
 

@@ -18,8 +18,8 @@ from support.clients import TIMEOUT_S, admin, create_topic, produce
 from pylog_nb import LocalCluster
 from pylog_nb.broker.group.records import partition_for
 from pylog_nb.client import groups_frame, lag_frame
+from pylog_nb.client.config import through_failover
 from pylog_nb.client.groups import GROUP_COLUMNS, LAG_COLUMNS
-from pylog_nb.client.io import through_failover
 
 WAIT_S = 30  # a bound on waiting for a group to settle or a leader to move, never a measure
 POLL_S = 0.05

@@ -44,8 +44,9 @@ from pylog_nb.client import (
     share_partitions_frame,
     share_records_frame,
 )
+from pylog_nb.client.config import CLIENT_LOG
 from pylog_nb.client.groups import GROUP_COLUMNS, MEMBER_COLUMNS
-from pylog_nb.client.io import CLIENT_LOG, consume, create_topic, produce
+from pylog_nb.client.io import consume, create_topic, produce
 from pylog_nb.client.share_consume import SHARE_COLUMNS
 from pylog_nb.client.shares import (
     SHARE_GROUP_COLUMNS,

@@ -17,7 +17,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from pylog_nb.client.io import client_config
+from pylog_nb.client.config import client_config
 
 from .history import History, PartitionRead, Read
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from pylog_nb.client.io import client_config
+from pylog_nb.client.config import client_config
 
 GROUP_MEMBERS = 3
 COMMIT_INTERVAL_S = 0.5

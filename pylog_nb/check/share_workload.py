@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
-from pylog_nb.client.io import client_config
+from pylog_nb.client.config import client_config
 
 SHARE_MEMBERS = 4
 RELEASE_RATE = 0.02  # of deliveries: a member that failed to process the record

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from pylog_nb.client.io import client_config
+from pylog_nb.client.config import client_config
 
 OUTPUT_PREFIX = "f:"  # f(v) = "f:" + v, in SQL: concat('f:', value)
 MASTER = "local[2,4]"  # two cores; a task is tried up to four times

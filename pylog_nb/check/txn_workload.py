@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from pylog_nb.client.io import client_config
+from pylog_nb.client.config import client_config
 
 from .final_read import WATERMARK_TIMEOUT_S
 from .txn_history import Isolation, ReaderEnd, Txn, TxnHistory, TxnRead, TxnRecord

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from pylog_nb.client.io import client_config
+from pylog_nb.client.config import client_config
 
 from .history import History, Send
 

@@ -25,7 +25,8 @@ from confluent_kafka.admin import (
 )
 
 from ..cluster import LocalCluster
-from .io import LogClientError, client_config
+from .config import client_config
+from .io import LogClientError
 
 RESULT_TIMEOUT_S = 15.0  # an answer of the controller's decision, through the broker
 CONFIG_COLUMNS = ["group", "name", "value", "source"]

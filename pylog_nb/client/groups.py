@@ -44,7 +44,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
 
 from ..cluster import LocalCluster
-from .io import client_config, through_failover
+from .config import SPARK_QUERY_MARKER, client_config, through_failover
 from .shares import SHARE_GROUP_TYPE, share_groups
 
 REQUEST_TIMEOUT_S = 10.0  # librdkafka gives up on each admin request after this...
@@ -73,10 +73,6 @@ _STATE_NAMES = {
     ConsumerGroupState.DEAD: "Dead",
     ConsumerGroupState.EMPTY: "Empty",
 }
-
-# Committed offsets whose metadata starts with this were committed by a Spark query (the pylog
-# source's kafka.group.id): "spark-query pylog subscribe=orders, started 2026-...Z".
-SPARK_QUERY_MARKER = "spark-query"
 
 Source = LocalCluster | str
 Key = tuple[str, int]  # (topic, partition)

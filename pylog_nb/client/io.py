@@ -9,10 +9,8 @@ the call began, so a call always ends; reading with a group subscribes and commi
 from __future__ import annotations
 
 import functools
-import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 from confluent_kafka import (
@@ -26,6 +24,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from .config import client_config, through_failover
+
 PRODUCE_TIMEOUT_S = 30.0
 METADATA_TIMEOUT_S = 10.0
 CONSUME_TIMEOUT_S = 10.0  # give up waiting for records after this long without one
@@ -38,44 +38,10 @@ ISOLATION_LEVELS = ("read_committed", "read_uncommitted")  # librdkafka's defaul
 # group.protocol: classic (JoinGroup/SyncGroup, the default) or consumer (KIP-848)
 GROUP_PROTOCOLS = ("classic", "consumer")
 REMOTE_ASSIGNORS = ("uniform", "range")  # group.remote.assignor: the coordinator's assignors
-FAILOVER_WAIT_S = 20.0  # a leader or coordinator election takes about 3 s here
-FAILOVER_BACKOFF_S = 0.25
-# Answers that mean "ask again in a moment" while a leader or a group coordinator moves, and
-# that librdkafka hands back to the caller of an admin or watermark query instead of retrying.
-FAILOVER_ERRORS = frozenset({
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.NOT_COORDINATOR, KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-})
-
 # Metadata's answers for a topic the cluster does not have
 MISSING_TOPIC_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
 
 Record = tuple[bytes | str | None, bytes | str | None]  # (key, value)
-T = TypeVar("T")
-# librdkafka's own log lines (a refused connection to a killed broker...) go to Python logging,
-# not into the notebook's output: failures reach the user as LogClientError.
-CLIENT_LOG = logging.getLogger("pylog.client")
-CLIENT_LOG.addHandler(logging.NullHandler())  # silent unless the application configures logging
-
-
-def client_config(bootstrap: str, **settings) -> dict:
-    """Settings every client of this package uses."""
-    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG, **settings}
-
-
-def through_failover(ask: Callable[[], T], wait_s: float = FAILOVER_WAIT_S) -> T:
-    """``ask()``, asked again while it fails with an error that a failover causes and heals."""
-    deadline_s = time.monotonic() + wait_s
-    while True:
-        try:
-            return ask()
-        except KafkaException as error:
-            if error.args[0].code() not in FAILOVER_ERRORS or time.monotonic() > deadline_s:
-                raise
-        time.sleep(FAILOVER_BACKOFF_S)
-
-
 class LogClientError(Exception):
     """A produce or consume that failed; the message is one line for the notebook."""
 

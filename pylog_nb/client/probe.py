@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
-from .io import LogClientError, client_config
+from .config import client_config
+from .io import LogClientError
 
 CONNECT_TIMEOUT_S = 3.0  # a broker answers in milliseconds; a user waiting longer learns nothing
 ADDRESSES_MAX = 64  # a bootstrap list names a few brokers; a longer one is a pasting mistake

@@ -29,7 +29,7 @@ share sessions, so it holds nothing afterwards):
   a share group has no committed offsets to start from.
 
 Errors are one ``LogClientError`` line; librdkafka's log lines (its "Preview" warning of the
-share consumer included) go to the package's quiet logger (``io.CLIENT_LOG``).
+share consumer included) go to the package's quiet logger (``config.CLIENT_LOG``).
 """
 
 from __future__ import annotations

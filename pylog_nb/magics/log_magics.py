@@ -38,9 +38,9 @@ from ..client import (
     partitions_frame,
     quorum_frame,
 )
-from ..client.browse import COUNT_DEFAULT as BROWSE_COUNT_DEFAULT
-from ..client.browse import COUNT_MAX as BROWSE_COUNT_MAX
-from ..client.browse import browse
+from ..client.browsing import COUNT_DEFAULT as BROWSE_COUNT_DEFAULT
+from ..client.browsing import COUNT_MAX as BROWSE_COUNT_MAX
+from ..client.browsing import browse
 from ..client.controller_faults import controller_fault
 from ..client.io import (
     CONSUME_TIMEOUT_S,

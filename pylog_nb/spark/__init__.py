@@ -6,12 +6,24 @@
 >>> df = to_spark(cluster, "orders")            # or a bootstrap string for a real Kafka
 >>> spark.read.format("pylog").option("bootstrap.servers", b).option("subscribe", "t").load()
 
-PySpark is imported only when this package is: the rest of pylog_nb works without it.
+PySpark is imported only when one of these names is: the rest of pylog_nb works without it.
+Each is imported on first use, so Spark's Python workers import ``source`` and what it needs
+only (``pylog_nb.lazy``).
 """
 
-from .options import SparkSourceError
-from .session import local_spark, package_zip, spark_log_path, spark_session, to_spark
-from .source import SHORT_NAME, PylogDataSource
+from typing import TYPE_CHECKING
 
-__all__ = ["SHORT_NAME", "PylogDataSource", "SparkSourceError", "local_spark", "package_zip",
-           "spark_log_path", "spark_session", "to_spark"]
+from ..lazy import lazy_exports
+
+_MODULES = {
+    ".options": ("SparkSourceError",),
+    ".session": ("local_spark", "package_zip", "spark_log_path", "spark_session", "to_spark"),
+    ".source": ("SHORT_NAME", "PylogDataSource"),
+}
+__all__ = sorted(name for names in _MODULES.values() for name in names)
+__getattr__ = lazy_exports(__name__, _MODULES)
+
+if TYPE_CHECKING:
+    from .options import SparkSourceError
+    from .session import local_spark, package_zip, spark_log_path, spark_session, to_spark
+    from .source import SHORT_NAME, PylogDataSource

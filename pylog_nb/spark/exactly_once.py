@@ -44,7 +44,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark import TaskContext
 
-from ..client.io import client_config
+from ..client.config import client_config
 from .options import SparkSourceError
 
 EXACTLY_ONCE = "exactlyonce"  # option names, lowered as Spark passes them

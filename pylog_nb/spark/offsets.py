@@ -20,7 +20,7 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..client.io import client_config, through_failover
+from ..client.config import client_config, through_failover
 from ..client.status import waiting
 from .options import ISOLATION_LEVEL, READ_COMMITTED, Bound, SparkSourceError, TopicSpec
 from .planning import TopicPartition, Watermarks

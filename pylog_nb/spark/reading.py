@@ -19,13 +19,16 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from ..client.io import client_config
+from ..client.config import client_config
 from .options import ISOLATION_LEVEL, ISOLATION_LEVELS, SourceOptions, SparkSourceError
 from .planning import OffsetRange, skip_lost
 
-CONSUME_RECORDS = 2_000  # per consume() call
+CONSUME_RECORDS = 2_000  # per consume() call, at most
 BATCH_ROWS = 20_000  # rows per Arrow record batch handed to Spark
-POLL_S = 0.5
+# consume() returns when it has as many records as asked for or after this: it asks for no
+# more than the range holds, so only offsets without a record (transaction markers,
+# compaction) make it wait to the end
+POLL_S = 0.1
 WATERMARK_TIMEOUT_S = 10.0
 NO_TIMESTAMP_TYPE = -1  # Kafka's TimestampType ids: -1 none, 0 CreateTime, 1 LogAppendTime
 TIMESTAMP_TYPES = {0: NO_TIMESTAMP_TYPE, 1: 0, 2: 1}  # librdkafka's TIMESTAMP_* -> Kafka's ids
@@ -78,7 +81,8 @@ class _RangeReader:
     def batches(self) -> Iterator[pa.RecordBatch]:
         idle_since = time.monotonic()
         while self.next_offset < self.range.end:
-            messages = self.consumer.consume(CONSUME_RECORDS, timeout=POLL_S)
+            wanted = min(CONSUME_RECORDS, self.range.end - self.next_offset)
+            messages = self.consumer.consume(wanted, timeout=POLL_S)
             if messages:
                 idle_since = time.monotonic()
             elif (time.monotonic() - idle_since) * 1000 > self.options.poll_timeout_ms:

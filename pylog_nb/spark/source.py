@@ -37,7 +37,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..client.groups import SPARK_QUERY_MARKER
+from ..client.config import SPARK_QUERY_MARKER
 from .offsets import ClusterOffsets
 from .options import SourceOptions, SparkSourceError, check_option_names, parse_read_options
 from .planning import (

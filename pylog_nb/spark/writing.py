@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import KafkaException, Producer
 
-from ..client.io import client_config
+from ..client.config import client_config
 from .exactly_once import (
     TXN_CALL_TIMEOUT_S,
     ExactlyOnce,

@@ -30,7 +30,7 @@ import anywidget
 import pandas as pd
 import traitlets
 
-from ..client.browse import COUNT_DEFAULT, browse, decode, moment
+from ..client.browsing import COUNT_DEFAULT, browse, decode, moment
 from ..client.io import LogClientError
 
 SHOWN_CHARS_MAX = 4_000  # a value longer than this is cut in the table (the frame has it all)
