@@ -2,7 +2,8 @@
 
 Usage::
 
-    .venv/bin/python bench/spark.py [--records N] [--repeats R] [--only ours|tansu]
+    .venv/bin/python bench/spark.py [--records N] [--partitions P] [--repeats R]
+                                    [--only ours|tansu]
 
 Targets (one fresh single broker each, on 127.0.0.1, reusing bench/bench.py's helpers)
     ours   pylog_nb.LocalCluster(brokers=1, data_dir=<fresh temp dir>) (bench.start_ours).
@@ -17,10 +18,10 @@ the broker, the JVM and the Python workers share the same 2 cores, so the figure
 the machine's load (printed with the results).
 
 Data
-    One topic of 4 partitions (RF 1) holding N records (default 400,000): 8-byte keys (the
-    record's index, big-endian) and 100-byte values from bench.py's value pool, produced before
-    any timing with bench.py's producer (acks=1, lz4, linger.ms=5; librdkafka's default
-    partitioner spreads the keys over the 4 partitions). Then, untimed, the sum of the
+    One topic of P partitions (default 4; RF 1) holding N records (default 400,000): 8-byte
+    keys (the record's index, big-endian) and 100-byte values from bench.py's value pool,
+    produced before any timing with bench.py's producer (acks=1, lz4, linger.ms=5; librdkafka's
+    default partitioner spreads the keys over the P partitions). Then, untimed, the sum of the
     partitions' high watermarks (ListOffsets latest) is compared with N; when it is short, the
     records are counted by fetching every partition to its end, and both figures are printed
     as a note below the tables.
@@ -59,10 +60,15 @@ batch write
     the next ones (Python workers start on the write path, the idempotent producer's first
     InitProducerId).
 stream, availableNow
-    ``spark.readStream.format("pylog")`` with startingOffsets=earliest and
-    maxOffsetsPerTrigger=N/4 (so at least 4 micro-batches) into the ``noop`` sink with
-    ``trigger(availableNow=True)`` and a fresh checkpoint directory; timed from before
-    ``start()`` until ``awaitTermination()`` returns. The query's numInputRows must sum to N.
+    ``spark.readStream.format("pylog")`` with startingOffsets=earliest into the ``noop`` sink
+    with ``trigger(availableNow=True)`` and a fresh checkpoint directory: one micro-batch of
+    the N records; timed from before ``start()`` until ``awaitTermination()`` returns, so it
+    includes the query's start (Spark starts a Python planning worker for a Python streaming
+    source: about 1.3 s here for a source that reads nothing). The query's numInputRows must
+    sum to N.
+stream, availableNow, 4 micro-batches
+    The same with maxOffsetsPerTrigger=N/4: at least 4 micro-batches, so each micro-batch's
+    own cost (planning, offsets log and commit log writes, tasks) shows.
 plain consumer
     The floor a single Python client sets: one confluent-kafka Consumer (group.id set only
     because librdkafka requires it; no subscribe, no commits; fetch.queue.backoff.ms=0 as in
@@ -74,7 +80,9 @@ records/s is N / seconds for each repeat; MB/s counts value bytes only (N * 100 
 1 MB = 1e6 bytes); each row of the table is the median of its own R samples. The second table
 divides each Spark read's records/s by the plain consumer's on the same broker: the share of a
 lone Python client's speed that the Spark source reaches (above 1 is possible: Spark reads
-with 2 Python workers at once). The batch write has no row there (a write is not a read).
+with 2 Python workers at once). The batch write has no row there (a write is not a read). The
+third divides each stream's records/s by the batch read's: what streaming the same records
+costs over reading them once.
 
 A measurement that fails (an unsupported API, a timeout, a wrong count) is shown as
 "n/a (reason)", and its remaining repeats are skipped.
@@ -115,9 +123,12 @@ METRIC_READ = "batch read"
 METRIC_READ_SPLIT = f"batch read, minPartitions={MIN_PARTITIONS}"
 METRIC_WRITE = "batch write"
 METRIC_STREAM = "stream, availableNow"
+METRIC_STREAM_BATCHES = f"stream, availableNow, {TRIGGERS} micro-batches"
 METRIC_PLAIN = "plain consumer"
-METRICS = (METRIC_READ, METRIC_READ_SPLIT, METRIC_WRITE, METRIC_STREAM, METRIC_PLAIN)
-SPARK_READS = (METRIC_READ, METRIC_READ_SPLIT, METRIC_STREAM)
+METRICS = (METRIC_READ, METRIC_READ_SPLIT, METRIC_WRITE, METRIC_STREAM, METRIC_STREAM_BATCHES,
+           METRIC_PLAIN)
+STREAMS = (METRIC_STREAM, METRIC_STREAM_BATCHES)
+SPARK_READS = (METRIC_READ, METRIC_READ_SPLIT, *STREAMS)
 UNITS = ("s", "records/s", "MB/s")
 
 # The write DataFrame's value: "v<id>:" + sha2(id) (64 hex digits), padded to 100 ASCII bytes.
@@ -223,10 +234,11 @@ def write(frame, bootstrap: str, topic: str) -> None:
      .mode("append").save())
 
 
-def measure_batch_write(frame, bootstrap: str, records: int, notes: dict[str, str]) -> float:
+def measure_batch_write(frame, bootstrap: str, records: int, partitions: int,
+                        notes: dict[str, str]) -> float:
     """Seconds for the save(). High watermarks that do not sum to N are checked by counting
     the records: when the records are all there, the broker's ListOffsets is what is short."""
-    topic = base.create_topic(bootstrap, partitions=TOPIC_PARTITIONS)
+    topic = base.create_topic(bootstrap, partitions=partitions)
     t0 = time.perf_counter()
     write(frame, bootstrap, topic)
     elapsed_s = time.perf_counter() - t0
@@ -243,13 +255,14 @@ def measure_batch_write(frame, bootstrap: str, records: int, notes: dict[str, st
     return elapsed_s
 
 
-def measure_stream(spark, bootstrap: str, topic: str, records: int) -> float:
+def measure_stream(spark, bootstrap: str, topic: str, records: int, triggers: int) -> float:
+    """availableNow over the topic in ``triggers`` micro-batches or more (1: no limit)."""
     checkpoint = tempfile.mkdtemp(prefix="pylog-bench-spark-checkpoint-")
     try:
+        limit = {"maxOffsetsPerTrigger": str(max(1, records // triggers))} if triggers > 1 else {}
         stream = (spark.readStream.format(FORMAT)
                   .option("bootstrap.servers", bootstrap).option("subscribe", topic)
-                  .option("startingOffsets", "earliest")
-                  .option("maxOffsetsPerTrigger", str(max(1, records // TRIGGERS))).load()
+                  .option("startingOffsets", "earliest").options(**limit).load()
                   .writeStream.format("noop").option("checkpointLocation", checkpoint)
                   .trigger(availableNow=True))  # fmt: skip
         t0 = time.perf_counter()
@@ -269,21 +282,21 @@ def measure_stream(spark, bootstrap: str, topic: str, records: int) -> float:
         if rows != records:
             raise RuntimeError(f"numInputRows sum to {rows}, expected {records}")
         batches = sum(1 for p in progress if p["numInputRows"])
-        if batches < TRIGGERS:
-            raise RuntimeError(f"{batches} micro-batches with rows, expected >= {TRIGGERS}")
+        if batches < triggers:
+            raise RuntimeError(f"{batches} micro-batches with rows, expected >= {triggers}")
         return elapsed_s
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
 
 
-def measure_plain_consumer(bootstrap: str, topic: str, records: int) -> float:
+def measure_plain_consumer(bootstrap: str, topic: str, records: int, partitions: int) -> float:
     consumer = base.make_consumer(bootstrap, "error")
     try:
         consumer.list_topics(topic, timeout=base.METADATA_TIMEOUT_S)  # connect, untimed
         received = value_bytes = 0
         t0 = time.perf_counter()
         last_progress = t0
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(TOPIC_PARTITIONS)])
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         while received < records:
             batch = consumer.consume(base.CONSUME_BATCH_MESSAGES, base.CONSUME_POLL_TIMEOUT_S)
             for message in batch:
@@ -370,14 +383,14 @@ def run_target(target: str, spark, frame, args: argparse.Namespace) -> SparkResu
 
 def measure_target(target: str, spark, frame, args: argparse.Namespace,
                    result: SparkResult) -> None:
-    n, repeats = args.records, args.repeats
+    n, repeats, partitions = args.records, args.repeats, args.partitions
     with base.BROKER_STARTERS[target]() as broker:
         bootstrap = broker.bootstrap_servers
         print(f"[{target}] broker ready in {broker.startup_s:.3f} s at {bootstrap}", flush=True)
-        topic = base.create_topic(bootstrap, partitions=TOPIC_PARTITIONS)
+        topic = base.create_topic(bootstrap, partitions=partitions)
         t0 = time.perf_counter()
         produce_keyed(bootstrap, topic, n)
-        print(f"  [{target}] produced {n:,} records into {topic} ({TOPIC_PARTITIONS} partitions)"
+        print(f"  [{target}] produced {n:,} records into {topic} ({partitions} partitions)"
               f" in {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
         check_offsets(result, target, bootstrap, topic, n)
 
@@ -393,15 +406,17 @@ def measure_target(target: str, spark, frame, args: argparse.Namespace,
                    lambda: measure_batch_read(spark, bootstrap, topic, n,
                                               minPartitions=str(MIN_PARTITIONS)))
         warm_s = base.attempt(result, target, (METRIC_WRITE,),
-                         lambda: measure_batch_write(frame, bootstrap, n, {}))
+                         lambda: measure_batch_write(frame, bootstrap, n, partitions, {}))
         if warm_s is not None:
             print(f"  [{target}] warm-up batch write (untimed): {warm_s:.2f} s", flush=True)
             repeat(result, target, METRIC_WRITE, repeats, n,
-                   lambda: measure_batch_write(frame, bootstrap, n, result.notes))
+                   lambda: measure_batch_write(frame, bootstrap, n, partitions, result.notes))
         repeat(result, target, METRIC_STREAM, repeats, n,
-               lambda: measure_stream(spark, bootstrap, topic, n))
+               lambda: measure_stream(spark, bootstrap, topic, n, 1))
+        repeat(result, target, METRIC_STREAM_BATCHES, repeats, n,
+               lambda: measure_stream(spark, bootstrap, topic, n, TRIGGERS))
         repeat(result, target, METRIC_PLAIN, repeats, n,
-               lambda: measure_plain_consumer(bootstrap, topic, n))
+               lambda: measure_plain_consumer(bootstrap, topic, n, partitions))
 
 
 # --------------------------------------------------------------------------- report
@@ -434,17 +449,18 @@ def markdown_table(results: dict[str, SparkResult], records: int) -> str:
     return "\n".join(lines)
 
 
-def plain_ratio_table(results: dict[str, SparkResult], records: int) -> str:
+def ratio_table(results: dict[str, SparkResult], records: int, title: str,
+                metrics: tuple[str, ...], over: str) -> str:
+    """records/s of each of ``metrics`` divided by that of ``over``, per target."""
     targets = [t for t in base.TARGETS if t in results]
-    header = ["Spark records/s ÷ plain consumer records/s", *targets]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for metric in SPARK_READS:
+    lines = ["| " + " | ".join([title, *targets]) + " |", "|" + "---|" * (len(targets) + 1)]
+    for metric in metrics:
         cells = []
         for target in targets:
-            spark_rate = results[target].figure(metric, "records/s", records)
-            plain_rate = results[target].figure(METRIC_PLAIN, "records/s", records)
-            cells.append(format_ratio(spark_rate / plain_rate)
-                         if spark_rate is not None and plain_rate else "–")  # fmt: skip
+            rate = results[target].figure(metric, "records/s", records)
+            base_rate = results[target].figure(over, "records/s", records)
+            cells.append(format_ratio(rate / base_rate)
+                         if rate is not None and base_rate else "–")  # fmt: skip
         lines.append(f"| {metric} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -464,11 +480,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=DEFAULT_RECORDS,
                         help="records in the topic (and rows written)")  # fmt: skip
+    parser.add_argument("--partitions", type=int, default=TOPIC_PARTITIONS,
+                        help="partitions of the read and written topics")
     parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="runs per metric")
     parser.add_argument("--only", choices=base.TARGETS, help="benchmark a single broker")
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.records < TRIGGERS:
-        parser.error(f"--repeats must be at least 1 and --records at least {TRIGGERS}")
+    if args.repeats < 1 or args.records < TRIGGERS or args.partitions < 1:
+        parser.error(f"--repeats and --partitions must be at least 1 and --records at least "
+                     f"{TRIGGERS}")
     return args
 
 
@@ -504,13 +523,17 @@ def main(argv: list[str] | None = None) -> int:
     print("Machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
     print(f"Load average (1/5/15 min) before: {' '.join(f'{v:.2f}' for v in load_before)}, "
           f"after: {' '.join(f'{v:.2f}' for v in load_after)}")
-    print(f"Workload: {args.records:,} records ({TOPIC_PARTITIONS} partitions, 8-byte keys, "
+    print(f"Workload: {args.records:,} records ({args.partitions} partitions, 8-byte keys, "
           f"{VALUE_SIZE_BYTES}-byte values), median of {args.repeats} repeat(s); one fresh single "
           f"broker each; Spark {info['spark_master']}; ran {time.monotonic() - t0:.0f} s")
     print()
     print(markdown_table(results, args.records))
     print()
-    print(plain_ratio_table(results, args.records))
+    print(ratio_table(results, args.records, "Spark records/s ÷ plain consumer records/s",
+                      SPARK_READS, METRIC_PLAIN))
+    print()
+    print(ratio_table(results, args.records, "stream records/s ÷ batch read records/s",
+                      STREAMS, METRIC_READ))
     for target, result in results.items():
         for note in result.notes.values():
             print(f"\nNote, {target}: {note}")
