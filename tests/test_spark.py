@@ -281,6 +281,20 @@ def test_bad_writes_are_refused_and_leave_the_topic_untouched(spark, three, topi
     assert _read(spark, three, subscribe=topic).count() == 0
 
 
+def test_a_missing_sink_topic_is_one_line_before_any_task_unless_the_cluster_creates_it(
+        spark, three, topic, tmp_path):
+    rows = spark.createDataFrame([("v",)], "value string")
+    with LocalCluster(data_dir=tmp_path / "strict", broker_args=(
+            *UNVERIFIED_BROKER_ARGS, "--no-auto-create")) as strict:
+        with pytest.raises(Exception, match=f"SparkSourceError: topic {topic} does not exist "
+                           r"and the cluster does not create topics on first use"):
+            rows.write.format("pylog").option("bootstrap.servers", strict.bootstrap_servers) \
+                .option("topic", topic).mode("append").save()
+    rows.write.format("pylog").option("bootstrap.servers", three.bootstrap_servers) \
+        .option("topic", topic).mode("append").save()  # auto-created, as Kafka's producers do
+    assert [r.value for r in _read(spark, three, subscribe=topic).collect()] == [b"v"]
+
+
 def test_a_stream_reads_in_micro_batches_of_max_offsets_and_resumes_from_its_checkpoint(
         spark, three, topic, tmp_path):
     _topic(three, topic, partitions=2)

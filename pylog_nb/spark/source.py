@@ -51,7 +51,7 @@ from .planning import (
     split,
 )
 from .reading import read_range, schema_ddl
-from .writing import SinkOptions, parse_write_options, write_rows
+from .writing import SinkOptions, check_sink_topic, parse_write_options, write_rows
 
 SHORT_NAME = "pylog"
 SUBSCRIPTION_SHOWN = 160  # characters of the subscription in a commit's metadata
@@ -303,7 +303,10 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 def _sink_options(options: Mapping[str, str], schema: StructType, overwrite: bool) -> SinkOptions:
     if overwrite:
         raise SparkSourceError("a topic cannot be overwritten: write with mode append")
-    return parse_write_options(options, {f.name: f.dataType.simpleString() for f in schema.fields})
+    columns = {f.name: f.dataType.simpleString() for f in schema.fields}
+    parsed = parse_write_options(options, columns)
+    check_sink_topic(parsed)
+    return parsed
 
 
 def _to_json(offsets: Mapping[TopicPartition, int]) -> StreamOffset:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..client.config import client_config
 from .exactly_once import (
@@ -40,6 +40,7 @@ ALLOWED_TYPES = {  # column -> Spark types it may have (simpleString)
 PRODUCER_DEFAULTS = {"acks": "all", "enable.idempotence": True, "linger.ms": 5,
                      "delivery.report.only.error": True}
 POLL_EVERY = 1_000  # records between two polls of the producer
+METADATA_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,30 @@ def parse_write_options(options: Mapping[str, str], column_types: Mapping[str, s
     client = client_settings(lowered)
     return SinkOptions(client=client, topic=topic,
                        exactly_once=parse_exactly_once(lowered, topic, client))
+
+
+def check_sink_topic(options: SinkOptions) -> None:
+    """On the driver, before any task: the topic option's topic exists or the cluster creates it
+    now (a producer's Metadata request may create topics, auto.create.topics.enable); otherwise
+    one line. Without this, every task would retry its first record for message.timeout.ms."""
+    if options.topic is None:
+        return  # rows name their topics: each is checked as it is written
+    settings = dict(options.client)
+    producer = Producer(client_config(settings.pop("bootstrap.servers"), **settings))
+    try:
+        found = producer.list_topics(options.topic, timeout=METADATA_TIMEOUT_S)
+    except KafkaException as error:
+        raise SparkSourceError(f"{options.topic}: {error.args[0].str()}") from None
+    finally:
+        producer.flush(0)
+    error = found.topics[options.topic].error
+    if error is None:
+        return
+    if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        raise SparkSourceError(f"topic {options.topic} does not exist and the cluster does not "
+                               "create topics on first use (auto.create.topics.enable=false): "
+                               "create it first")
+    raise SparkSourceError(f"topic {options.topic}: {error.str()}")
 
 
 def write_rows(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
