@@ -128,6 +128,7 @@ class Controller:
         self._now_ms = now_ms
         # Grace period: every broker gets a whole session from now, as if it had just heartbeat.
         self._lease_expiry_ms = {b: now_ms + session_timeout_ms for b in self.image.brokers}
+        self._lease_extended_ms: dict[int, int] = {}  # by controller stalls, since the grant
         # A fenced broker is unfenced only once it has applied the metadata up to here: the
         # records that fenced it (and moved its leaderships away) or registered it. A new
         # Controller does not know the fencing record's offset, so the whole journal must be
@@ -256,17 +257,20 @@ class Controller:
 
     def _grant_lease(self, broker_id: int, now_ms: int) -> None:
         self._lease_expiry_ms[broker_id] = now_ms + self.session_timeout_ms
+        self._lease_extended_ms.pop(broker_id, None)
 
     def extend_leases(self, by_ms: int) -> None:
         """Move every lease ``by_ms`` later: the controller itself was stalled that long, and a
-        heartbeat sent meanwhile may still wait unread in its sockets. A lease so counts only
-        the time the controller was awake to hear heartbeats: each broker keeps the time it had
-        left when the stall began, however long the stall. Fencing later is always safe, and a
-        dead broker is still fenced once the controller has been awake for that time (the
-        server ticks at least every other loop, stalled or not)."""
+        heartbeat sent meanwhile may still wait unread in its sockets. Fencing later is always
+        safe; fencing a broker for the controller's own silence is not fair to it. A lease grows
+        by at most one session between heartbeats, so a controller that keeps stalling still
+        fences a dead broker."""
         assert by_ms >= 0, by_ms
         for broker_id in self._lease_expiry_ms:
-            self._lease_expiry_ms[broker_id] += by_ms
+            extended_ms = self._lease_extended_ms.get(broker_id, 0)
+            step_ms = min(by_ms, self.session_timeout_ms - extended_ms)
+            self._lease_expiry_ms[broker_id] += step_ms
+            self._lease_extended_ms[broker_id] = extended_ms + step_ms
 
     def next_lease_expiry_ms(self) -> int | None:
         """The earliest lease of an unfenced broker: when ``tick`` next has something to do."""

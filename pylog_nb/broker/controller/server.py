@@ -366,7 +366,6 @@ class ControllerServer:
     # -- timers and publication ------------------------------------------------------------------
 
     async def _tick_loop(self) -> None:
-        extended = False  # the last loop extended the leases and did not tick
         while True:
             delay_ms = self._tick_delay_ms()
             slept_from_ms = self.now_ms()
@@ -378,10 +377,7 @@ class ControllerServer:
             if late_ms > CONTROLLER_STALL_MS_MIN:
                 log.info("controller stalled %d ms: broker leases extended by as much", late_ms)
                 active.extend_leases(late_ms)
-                if not extended:  # the heartbeats waiting in the sockets are read first, once
-                    extended = True
-                    continue
-            extended = False
+                continue  # the heartbeats waiting in the sockets are read before the next tick
             try:
                 active.tick(self.now_ms())
                 self.shell.send(self.quorum.take_sends())
