@@ -165,14 +165,25 @@ async def register(client: ControllerClient, brokers=BROKERS) -> dict[int, str]:
 
 
 async def heartbeat_forever(client, incarnations: dict[int, str], failures: list) -> None:
-    """Heartbeat like a live broker; ``incarnations`` may shrink to silence a broker."""
-    while True:
-        for broker_id, incarnation in list(incarnations.items()):
+    """Heartbeat like live brokers, each on connections of its own (so a controller resuming
+    from a stall finds every broker's heartbeat waiting in its sockets, as with real brokers);
+    a broker taken out of ``incarnations`` falls silent."""
+
+    async def beat(broker_id: int, own) -> None:
+        while broker_id in incarnations:
             try:
-                await client.call("heartbeat", broker_id=broker_id, incarnation_id=incarnation)
+                await own.call("heartbeat", broker_id=broker_id,
+                               incarnation_id=incarnations[broker_id])
             except (ConnectionError, ControllerRpcError, TimeoutError) as error:
                 failures.append(error)
-        await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+    twins = {broker_id: client.twin() for broker_id in incarnations}
+    try:
+        await asyncio.gather(*(beat(b, twin) for b, twin in twins.items()))
+    finally:
+        for twin in twins.values():
+            await twin.close()
 
 
 async def fetch_all(client, from_offset: int = 0) -> tuple[list, int]:
