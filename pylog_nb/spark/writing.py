@@ -81,14 +81,14 @@ def check_sink_topic(options: SinkOptions) -> None:
         raise SparkSourceError(f"{options.topic}: {error.args[0].str()}") from None
     finally:
         producer.flush(0)
-    error = found.topics[options.topic].error
-    if error is None:
+    refused = found.topics[options.topic].error
+    if refused is None:
         return
-    if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+    if refused.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
         raise SparkSourceError(f"topic {options.topic} does not exist and the cluster does not "
                                "create topics on first use (auto.create.topics.enable=false): "
                                "create it first")
-    raise SparkSourceError(f"topic {options.topic}: {error.str()}")
+    raise SparkSourceError(f"topic {options.topic}: {refused.str()}")
 
 
 def write_rows(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
