@@ -41,7 +41,7 @@ class StartLockTimeout(RuntimeError):
 @contextlib.contextmanager
 def start_lock(data_dir: Path, wait_s: float = START_LOCK_WAIT_S) -> Iterator[None]:
     """Hold ``data_dir``'s start lock for the block: one start at a time per directory."""
-    fd = os.open(data_dir / START_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(data_dir / START_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)  # owner only
     try:
         deadline = time.monotonic() + wait_s
         while not _try_flock(fd, fcntl.LOCK_EX):

@@ -51,6 +51,11 @@ CONTROLLERS_DEFAULT = 3  # survives one controller failure
 STOP_TIMEOUT_S = 10.0
 LOG_TAIL_BYTES = 2000
 CLUSTER_FILE = "cluster.json"
+# A cluster's files are its owner's alone: directories it creates 0700, files 0600 (the nodes
+# run under this umask), so another account on a shared machine cannot read its records.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_UMASK = 0o077
 ADMIN_TIMEOUT_S = 10.0
 # A live controller answers describe in milliseconds; one slower than this is wedged, and asking
 # it must not hold up finding the active one.
@@ -131,7 +136,7 @@ class LocalCluster:
                                f"got {controllers}")
         self._temporary = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="pylog-") if data_dir is None else data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
         self.host = host
         self.broker_args = tuple(broker_args)
         saved = self._load()
@@ -630,10 +635,11 @@ class LocalCluster:
 
     def _launch(self, node: _Node) -> int:
         """Start ``node``'s process; the pipe it writes its ports to once listening."""
-        node.data_dir.mkdir(parents=True, exist_ok=True)
+        node.data_dir.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
         ready_r, ready_w = os.pipe()
         command = self._command(node, ready_w)
-        with open(node.log_path, "ab") as log_file:
+        log_fd = os.open(node.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE)
+        with open(log_fd, "ab") as log_file:
             node.process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
@@ -641,6 +647,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 pass_fds=(ready_w, self._parent_r),
                 start_new_session=True,  # Ctrl+C reaches the supervisor, which stops them
+                umask=PRIVATE_UMASK,  # what the node creates is its owner's alone
             )
         os.close(ready_w)
         return ready_r
@@ -721,8 +728,11 @@ class LocalCluster:
         controllers = {c.node_id: {"port": c.port, "raft_port": c.raft_port,
                                    "pid": c.proc.pid if c.running else None}
                        for c in self._controllers.values()}
-        (self.data_dir / CLUSTER_FILE).write_text(
-            json.dumps({"ports": ports, "pids": pids, "controllers": controllers}))
+        path = self.data_dir / CLUSTER_FILE
+        text = json.dumps({"ports": ports, "pids": pids, "controllers": controllers})
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE),
+                  "w") as file:
+            file.write(text)
 
 
 def _controllers_for(brokers: int) -> int:
