@@ -1,0 +1,1 @@
+"""Authentication and authorization: SASL mechanisms (PLAIN, SCRAM-SHA-256/512), sans-IO."""

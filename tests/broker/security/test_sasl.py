@@ -1,0 +1,108 @@
+"""The broker's SASL mechanisms against an independent client: scramp's ScramClient for SCRAM
+(RFC 5802 / 7677), hand-built tokens for PLAIN (RFC 4616)."""
+
+from __future__ import annotations
+
+import pytest
+from scramp import ScramClient
+
+from pylog_nb.broker.security.sasl import (
+    FAILED,
+    PLAIN,
+    SCRAM_ITERATIONS_MAX,
+    SCRAM_ITERATIONS_MIN,
+    SCRAM_MECHANISMS,
+    SaslAuthenticationFailed,
+    SaslServer,
+    ScramCredential,
+    plain_checker,
+    scram_credential,
+)
+
+PASSWORDS = {"alice": "wonderland", "bob": "builder"}
+
+
+def server(mechanism: str, credentials: dict | None = None) -> SaslServer:
+    stored = credentials if credentials is not None else {
+        (user, m): scram_credential(m, password)
+        for user, password in PASSWORDS.items() for m in SCRAM_MECHANISMS}
+    return SaslServer(mechanism, scram=lambda user, m: stored.get((user, m)),
+                      plain=plain_checker(PASSWORDS))
+
+
+def scram_exchange(mechanism: str, user: str, password: str, sasl: SaslServer) -> ScramClient:
+    client = ScramClient([mechanism], user, password)
+    client.set_server_first(sasl.step(client.get_client_first().encode()).decode())
+    client.set_server_final(sasl.step(client.get_client_final().encode()).decode())
+    return client
+
+
+@pytest.mark.parametrize("mechanism", SCRAM_MECHANISMS)
+def test_a_scram_client_with_the_password_authenticates_and_verifies_the_server(mechanism):
+    sasl = server(mechanism)
+    scram_exchange(mechanism, "alice", "wonderland", sasl)  # the client checks server-final
+    assert (sasl.complete, sasl.principal) == (True, "alice")
+
+
+@pytest.mark.parametrize("mechanism", SCRAM_MECHANISMS)
+@pytest.mark.parametrize("user, password", [("alice", "builder"), ("mallory", "wonderland")])
+def test_a_wrong_password_or_an_unknown_user_fails_alike(mechanism, user, password):
+    sasl = server(mechanism)
+    with pytest.raises(SaslAuthenticationFailed) as failed:
+        scram_exchange(mechanism, user, password, sasl)
+    assert str(failed.value) == FAILED  # never says which of the two was wrong
+    assert (sasl.complete, sasl.principal) == (False, None)
+
+
+def test_a_credential_of_the_other_scram_mechanism_does_not_serve():
+    only_256 = {("alice", "SCRAM-SHA-256"): scram_credential("SCRAM-SHA-256", "wonderland")}
+    with pytest.raises(SaslAuthenticationFailed):
+        scram_exchange("SCRAM-SHA-512", "alice", "wonderland", server("SCRAM-SHA-512", only_256))
+
+
+def test_credentials_keep_no_password_and_are_salted_afresh():
+    first, second = (scram_credential("SCRAM-SHA-512", "wonderland") for _ in range(2))
+    assert first.salt != second.salt and first.stored_key != second.stored_key
+    assert b"wonderland" not in first.salt + first.stored_key + first.server_key
+    assert first.iterations == SCRAM_ITERATIONS_MIN
+
+
+@pytest.mark.parametrize("iterations", [SCRAM_ITERATIONS_MIN - 1, SCRAM_ITERATIONS_MAX + 1])
+def test_iterations_outside_kafkas_bounds_are_refused(iterations):
+    with pytest.raises(ValueError, match="iterations must be between 4096 and 16384"):
+        scram_credential("SCRAM-SHA-256", "pw", iterations)
+    with pytest.raises(AssertionError):
+        ScramCredential("SCRAM-SHA-256", b"s", b"k", b"k", iterations)
+
+
+@pytest.mark.parametrize("token, principal", [
+    (b"\0alice\0wonderland", "alice"), (b"alice\0alice\0wonderland", "alice")])
+def test_plain_with_the_password_authenticates(token, principal):
+    sasl = server(PLAIN)
+    assert sasl.step(token) == b""
+    assert (sasl.complete, sasl.principal) == (True, principal)
+
+
+@pytest.mark.parametrize("token, message", [
+    (b"\0alice\0builder", FAILED),
+    (b"\0mallory\0x", FAILED),
+    (b"bob\0alice\0wonderland", "authorization id that is different from username"),
+    (b"alice\0wonderland", "expected 3 tokens"),
+    (b"\0\0wonderland", "empty user or password"),
+    (b"\0\xff\0x", "not UTF-8"),
+])
+def test_plain_refusals_are_one_line(token, message):
+    with pytest.raises(SaslAuthenticationFailed, match=message):
+        server(PLAIN).step(token)
+
+
+def test_an_exchange_ends_once():
+    sasl = server(PLAIN)
+    sasl.step(b"\0alice\0wonderland")
+    with pytest.raises(SaslAuthenticationFailed, match="already complete"):
+        sasl.step(b"\0alice\0wonderland")
+
+
+def test_an_unknown_mechanism_is_refused():
+    with pytest.raises(ValueError, match="unsupported SASL mechanism 'GSSAPI'"):
+        server("GSSAPI")
