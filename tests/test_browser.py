@@ -26,6 +26,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from support import view_page, wire
+from support.clients import kafka_conf
 from support.lab import (
     CHROMIUM,
     KERNEL_IDLE,
@@ -73,7 +74,7 @@ def notebook_cells(data_dir: Path, go: Path) -> list[str]:
         "from pylog_nb.client.io import produce\n"
         f"produce(cluster.bootstrap_servers, {TOPIC!r}, [(f'key-{{i}}', 'x') for i in range(40)])",
         "from confluent_kafka import Consumer, TopicPartition\n"
-        f'consumer = Consumer({{"bootstrap.servers": cluster.bootstrap_servers, '
+        f'consumer = Consumer({{**kafka_conf(cluster.bootstrap_servers), '
         f'"group.id": {HOSTILE_GROUP!r}}})\n'
         f"consumer.commit(offsets=[TopicPartition({TOPIC!r}, 0, 0)], asynchronous=False)\n"
         "consumer.close()",
@@ -204,7 +205,7 @@ def test_a_hundred_partitions_read_as_a_grid_a_page_and_a_focus(page, view, lab,
     create_topics(bootstrap, [NewTopic(WIDE, WIDE_PARTITIONS, 3), NewTopic(COMPACTED, 1, 3, config={
         "cleanup.policy": "compact", "segment.bytes": "1024",
         "min.cleanable.dirty.ratio": "0.01"})])
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 0})
+    producer = Producer({**kafka_conf(bootstrap), "acks": "all", "log_level": 0})
     for n in range(WIDE_PARTITIONS * 5):
         producer.produce(WIDE, f"v{n}", key=f"k{n}")
     for n in range(40):  # four keys, ten updates each: compaction leaves gaps
@@ -255,7 +256,7 @@ def create_topics(bootstrap: str, topics: list) -> None:
     """Create ``topics``, again while the controller counts too few live brokers: on this
     shared 2-core machine a controller election (or a late heartbeat) leaves the new active
     controller without live brokers for a moment, as a real client would see and retry."""
-    client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    client = AdminClient({**kafka_conf(bootstrap), "log_level": 0})
     deadline = time.monotonic() + WAIT_S
     while topics:
         futures = client.create_topics(topics)
@@ -331,7 +332,7 @@ def test_killing_the_leader_from_the_view_shows_pending_then_a_new_leader(page, 
 
 def produce_more(root: Path, partition: int, count: int) -> None:
     """Write ``count`` records to ``partition`` from the test, through the running brokers."""
-    producer = Producer({"bootstrap.servers": bootstrap_of(root / "data"), "acks": "all",
+    producer = Producer({**kafka_conf(bootstrap_of(root / "data")), "acks": "all",
                          "log_level": 0})
     for n in range(count):
         producer.produce(TOPIC, f"more-{n}", partition=partition)
@@ -415,7 +416,7 @@ def test_commit_and_abort_markers_are_drawn_on_every_replica(view, lab, artifact
 
 def leader_address_of(bootstrap: str, topic: str) -> tuple[int, str]:
     """The partition 0 leader's id and host:port, once it has one."""
-    client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    client = AdminClient({**kafka_conf(bootstrap), "log_level": 0})
     for _attempt in range(WAIT_S):
         metadata = client.list_topics(topic, timeout=WAIT_S)
         leader = metadata.topics[topic].partitions[0].leader

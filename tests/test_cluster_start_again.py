@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from support.clients import kafka_conf
 
 from pylog_nb import LocalCluster
 from pylog_nb.client import consume, produce
@@ -36,7 +37,7 @@ def _node_pids(cluster: LocalCluster) -> set[int]:
 
 def _topic_with_records(cluster: LocalCluster) -> str:
     topic = f"t-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin = AdminClient({**kafka_conf(cluster.bootstrap_servers)})
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(TIMEOUT_S)
     produce(cluster.bootstrap_servers, topic, [(None, "kept")])
     return topic

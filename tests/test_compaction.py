@@ -18,6 +18,7 @@ from support.clients import (
     admin,
     cleaned_to_active_segment,
     consume_all,
+    kafka_conf,
     produce,
     read_to_end,
     wait_for,
@@ -117,7 +118,7 @@ def test_a_record_without_a_key_is_refused_and_the_topic_keeps_its_records(three
     _create(three, topic)
     produce(three.bootstrap_servers, topic, [(b"k", b"kept")], acks="all")
     errors = []
-    producer = Producer({"bootstrap.servers": three.bootstrap_servers, "acks": "all",
+    producer = Producer({**kafka_conf(three.bootstrap_servers), "acks": "all",
                          "message.send.max.retries": 0})
     producer.produce(topic, value=b"no key", on_delivery=lambda e, _m: errors.append(e))
     producer.flush(TIMEOUT_S)
@@ -130,7 +131,7 @@ def test_a_record_without_a_key_is_refused_and_the_topic_keeps_its_records(three
 
 def test_consumer_offsets_is_a_compacted_topic(three, topic):
     _create(three, topic)
-    consumer = Consumer({"bootstrap.servers": three.bootstrap_servers, "group.id": topic,
+    consumer = Consumer({**kafka_conf(three.bootstrap_servers), "group.id": topic,
                          "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
     consumer.close()
@@ -148,7 +149,7 @@ def test_consumer_offsets_is_a_compacted_topic(three, topic):
 def test_a_coordinator_rebuilds_groups_from_a_compacted_offsets_log(three, topic):
     _create(three, topic)
     commits = 300
-    member = Consumer({"bootstrap.servers": three.bootstrap_servers, "group.id": topic,
+    member = Consumer({**kafka_conf(three.bootstrap_servers), "group.id": topic,
                        "enable.auto.commit": False})
     for i in range(1, commits + 1):
         member.commit(offsets=[TopicPartition(topic, 0, i)], asynchronous=False)
@@ -163,7 +164,7 @@ def test_a_coordinator_rebuilds_groups_from_a_compacted_offsets_log(three, topic
     assert all(r["size_bytes"] < 4096 * 3 for r in replicas)  # 300 commits, a few kept
     three.kill(coordinator)
     try:
-        successor = Consumer({"bootstrap.servers": three.bootstrap_servers, "group.id": topic,
+        successor = Consumer({**kafka_conf(three.bootstrap_servers), "group.id": topic,
                               "enable.auto.commit": False})
         committed = successor.committed([TopicPartition(topic, 0)], timeout=TIMEOUT_S)
         successor.close()

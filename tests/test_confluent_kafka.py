@@ -14,7 +14,7 @@ from confluent_kafka.admin import (
     NewTopic,
     OffsetSpec,
 )
-from support.clients import TIMEOUT_S, admin, consume_all, create_topic, produce
+from support.clients import TIMEOUT_S, admin, consume_all, create_topic, kafka_conf, produce
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -75,7 +75,7 @@ def test_idempotent_producer(bootstrap, topic_name):
 
 def test_min_insync_replicas_above_isr_refuses_acks_all(bootstrap, topic_name):
     create_topic(bootstrap, topic_name, config={"min.insync.replicas": "2"})
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+    producer = Producer({**kafka_conf(bootstrap), "acks": "all",
                          "message.timeout.ms": 3000, "retries": 0})
     errors = []
     producer.produce(topic_name, b"x", on_delivery=lambda e, m: errors.append(e))
@@ -104,7 +104,7 @@ def test_multiple_partitions_keyed(bootstrap, topic_name):
 
 
 def _watermarks(bootstrap, topic, partition):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm"})
+    consumer = Consumer({**kafka_conf(bootstrap), "group.id": "wm"})
     try:
         return consumer.get_watermark_offsets(TopicPartition(topic, partition), TIMEOUT_S)
     finally:
@@ -124,7 +124,7 @@ def test_list_offsets_earliest_latest_timestamp(bootstrap, topic_name):
         got[name] = (result.offset, result.timestamp)
     assert got == {"earliest": (0, -1), "latest": (10, -1), "ts": (5, 1_000_050),
                    "max": (9, 1_000_090)}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ts"})
+    consumer = Consumer({**kafka_conf(bootstrap), "group.id": "ts"})
     found = consumer.offsets_for_times([TopicPartition(topic_name, 0, 1_000_045)], TIMEOUT_S)
     consumer.close()
     assert found[0].offset == 5
@@ -208,7 +208,7 @@ def test_admin_delete_records_moves_log_start(bootstrap, topic_name):
 
 def test_unknown_partition_errors(bootstrap, topic_name):
     create_topic(bootstrap, topic_name)
-    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 2000})
+    producer = Producer({**kafka_conf(bootstrap), "message.timeout.ms": 2000})
     errors = []
     producer.produce(topic_name, b"x", partition=7, on_delivery=lambda e, m: errors.append(e))
     producer.flush(TIMEOUT_S)

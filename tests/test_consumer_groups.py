@@ -13,7 +13,7 @@ from concurrent.futures import Future
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from support.clients import TIMEOUT_S, admin, create_topic, produce, wait_for
+from support.clients import TIMEOUT_S, admin, create_topic, kafka_conf, produce, wait_for
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.group.records import partition_for
@@ -35,7 +35,7 @@ class Member:
 
     def __init__(self, bootstrap: str, group: str, topic: str, **conf) -> None:
         self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            **kafka_conf(bootstrap), "group.id": group, "auto.offset.reset": "earliest",
             "session.timeout.ms": 10_000, "heartbeat.interval.ms": 500,
             "fetch.wait.max.ms": 100, **conf,
         })
@@ -178,7 +178,7 @@ def test_cooperative_sticky_keeps_unaffected_partitions_through_a_rebalance(clus
 
 
 def _consumer(bootstrap: str, group: str, **conf) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+    return Consumer({**kafka_conf(bootstrap), "group.id": group,
                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
                      "fetch.wait.max.ms": 100, **conf})
 

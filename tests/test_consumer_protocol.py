@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafka import KafkaConsumer
-from support.clients import TIMEOUT_S, admin, poll_until, produce
+from support.clients import TIMEOUT_S, admin, kafka_conf, poll_until, produce
 
 from pylog_nb import LocalCluster
 
@@ -63,7 +63,7 @@ class Member:
     def __init__(self, boot: str, group_id: str, *, topics: list[str] | None = None,
                  client_id: str = "", **conf: object) -> None:
         self.consumer = Consumer({
-            "bootstrap.servers": boot, "group.id": group_id, "group.protocol": "consumer",
+            **kafka_conf(boot), "group.id": group_id, "group.protocol": "consumer",
             "auto.offset.reset": "earliest", "client.id": client_id or _name("c"),
             "enable.auto.commit": False, "log_level": 0, **conf})
         self.consumer.subscribe(topics or [])

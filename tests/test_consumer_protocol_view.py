@@ -28,7 +28,7 @@ import pytest
 from confluent_kafka import Consumer
 from IPython.core.interactiveshell import InteractiveShell
 from support import view_page
-from support.clients import wait_for
+from support.clients import kafka_conf, wait_for
 from support.lab import headless_chromium
 from support.view_recorder import Recorder
 
@@ -61,7 +61,7 @@ class Member:
 
     def __init__(self, bootstrap: str, group: str, topic: str, client_id: str) -> None:
         self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            **kafka_conf(bootstrap), "group.id": group, "group.protocol": "consumer",
             "client.id": client_id, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
             "logger": CLIENT_LOG,  # the package's quiet logger: no librdkafka lines in output
         })
@@ -235,7 +235,7 @@ def commit_classic(bootstrap: str, group: str, topic: str) -> None:
     """A classic group with one committed offset and no members."""
     from confluent_kafka import TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+    consumer = Consumer({**kafka_conf(bootstrap), "group.id": group,
                          "logger": CLIENT_LOG})
     consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
     consumer.close()

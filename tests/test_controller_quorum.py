@@ -11,7 +11,7 @@ import time
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import NewTopic
-from support.clients import TIMEOUT_S, admin, consume_all
+from support.clients import TIMEOUT_S, admin, consume_all, kafka_conf
 from support.replicated_cluster import (
     LAG_MS,
     controller_partition,
@@ -41,7 +41,7 @@ class _Load:
         self.acked: dict[tuple[int, int], bytes] = {}
         self.errors: list = []
         self._stop = threading.Event()
-        self._producer = Producer({"bootstrap.servers": cluster.bootstrap_servers,
+        self._producer = Producer({**kafka_conf(cluster.bootstrap_servers),
                                    "acks": "all", "enable.idempotence": True, "linger.ms": 5,
                                    "message.timeout.ms": 60_000})
         self._thread = threading.Thread(target=self._run, name="load", daemon=True)

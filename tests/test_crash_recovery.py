@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from confluent_kafka import Producer
-from support.clients import consume_all, create_topic, produce
+from support.clients import consume_all, create_topic, kafka_conf, produce
 
 from pylog_nb import LocalCluster
 
@@ -41,7 +41,7 @@ def test_kill_during_continuous_produce(tmp_path, topic_name):
             if error is None:
                 acked[message.offset()] = message.value()
 
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "1",
+        producer = Producer({**kafka_conf(bootstrap), "linger.ms": 1, "acks": "1",
                              "message.timeout.ms": 3000})
         sent = 0
         while len(acked) < KILL_AFTER_ACKS:  # kill while requests are still in flight

@@ -29,7 +29,7 @@ from confluent_kafka.admin import NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import KafkaAdminClient
-from support.clients import TIMEOUT_S, admin, create_topic, produce
+from support.clients import TIMEOUT_S, admin, create_topic, kafka_conf, produce
 
 from pylog_nb import LocalCluster
 
@@ -301,7 +301,7 @@ def _ck_member(boot: str, group_id: str, topic: str, client_id: str,
     Messages the polls return meanwhile go to ``into``.
     """
     consumer = ConfluentConsumer({
-        "bootstrap.servers": boot, "group.id": group_id, "client.id": client_id,
+        **kafka_conf(boot), "group.id": group_id, "client.id": client_id,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
         "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
     })

@@ -15,7 +15,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from support.clients import TIMEOUT_S, admin, produce
+from support.clients import TIMEOUT_S, admin, kafka_conf, produce
 
 from pylog_nb import LocalCluster
 from pylog_nb.client import share_partitions_frame
@@ -94,7 +94,7 @@ def test_group_configs_survive_a_restart_of_the_cluster(tmp_path) -> None:
 
 
 def _share_consumer(boot: str, group: str, topic: str) -> ShareConsumer:
-    consumer = ShareConsumer({"bootstrap.servers": boot, "group.id": group, "log_level": 0,
+    consumer = ShareConsumer({**kafka_conf(boot), "group.id": group, "log_level": 0,
                               "share.acknowledgement.mode": "implicit"})
     consumer.subscribe([topic])
     return consumer

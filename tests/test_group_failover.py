@@ -8,7 +8,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
-from support.clients import TIMEOUT_S, admin, produce
+from support.clients import TIMEOUT_S, admin, kafka_conf, produce
 
 from pylog_nb import LocalCluster
 
@@ -26,7 +26,7 @@ def three(tmp_path):
 
 
 def _consumer(bootstrap: str, group: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+    return Consumer({**kafka_conf(bootstrap), "group.id": group,
                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
                      "session.timeout.ms": 10_000, "fetch.wait.max.ms": 100})
 

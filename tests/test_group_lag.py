@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
-from support.clients import TIMEOUT_S, admin, create_topic, produce
+from support.clients import TIMEOUT_S, admin, create_topic, kafka_conf, produce
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.group.records import partition_for
@@ -59,7 +59,7 @@ def members(cluster):
 
 
 def _member(bootstrap: str, group: str, topic: str, client_id: str = "rdkafka") -> Consumer:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+    consumer = Consumer({**kafka_conf(bootstrap), "group.id": group,
                          "client.id": client_id, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "heartbeat.interval.ms": 500})
     consumer.subscribe([topic])

@@ -16,7 +16,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
-from support.clients import TIMEOUT_S, admin, poll_until, produce
+from support.clients import TIMEOUT_S, admin, kafka_conf, poll_until, produce
 from support.wire import call, connect
 
 from pylog_nb import LocalCluster
@@ -64,7 +64,7 @@ class Member:
     record by record, so a partition that moves is read on from the next record."""
 
     def __init__(self, boot: str, group_id: str, topic: str, protocol: str) -> None:
-        conf = {"bootstrap.servers": boot, "group.id": group_id, "group.protocol": protocol,
+        conf = {**kafka_conf(boot), "group.id": group_id, "group.protocol": protocol,
                 "auto.offset.reset": "earliest", "enable.auto.commit": False,
                 "client.id": _name(protocol), "log_level": 0}
         if protocol == "classic":

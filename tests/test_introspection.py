@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from support.clients import TIMEOUT_S, admin, create_topic, produce, wait_for
+from support.clients import TIMEOUT_S, admin, create_topic, kafka_conf, produce, wait_for
 
 from pylog_nb import LocalCluster
 from pylog_nb.client import partitions_frame
@@ -111,7 +111,7 @@ def test_an_isolated_leader_is_a_stale_claim_beside_the_controllers_leader_until
 
 
 def _commit(cluster: LocalCluster, group: str, topic: str) -> None:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    consumer = Consumer({**kafka_conf(cluster.bootstrap_servers), "group.id": group})
     consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
     consumer.close()
 

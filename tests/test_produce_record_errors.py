@@ -11,7 +11,7 @@ message too"); records in batches of their own are delivered.
 from __future__ import annotations
 
 from confluent_kafka import KafkaError, Producer
-from support.clients import TIMEOUT_S, create_topic, read_to_end
+from support.clients import TIMEOUT_S, create_topic, kafka_conf, read_to_end
 
 RECORD_COUNT = 100
 KEYLESS_EVERY = 10  # records 0, 10, ..., 90 have no key
@@ -30,7 +30,7 @@ def _produce(bootstrap: str, topic: str, **conf) -> dict[bytes, int]:
     def on_delivery(error, message):
         outcomes[message.value()] = error.code() if error is not None else 0
 
-    producer = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0, **conf})
+    producer = Producer({**kafka_conf(bootstrap), "message.send.max.retries": 0, **conf})
     for key, value in _records():
         producer.produce(topic, value=value, key=key, partition=0, on_delivery=on_delivery)
     assert producer.flush(TIMEOUT_S) == 0

@@ -14,7 +14,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
-from support.clients import TIMEOUT_S, admin, consume_all
+from support.clients import TIMEOUT_S, admin, consume_all, kafka_conf
 from support.replicated_cluster import (
     LAG_MS,
     WAIT_S,
@@ -49,7 +49,7 @@ def _replicas_when(cluster, topic: str, predicate) -> dict[int, dict]:
 
 
 def _producer(cluster, **conf) -> Producer:
-    return Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 2,
+    return Producer({**kafka_conf(cluster.bootstrap_servers), "linger.ms": 2,
                      "acks": "all", "message.timeout.ms": 20_000, **conf})
 
 
@@ -194,7 +194,7 @@ def test_acks_1_writes_to_an_isolated_leader_are_lost_and_shown(three, topic_nam
     _replicas_when(three, topic_name, _all_caught_up(100))
     three.isolate(old["leader"])
     # The isolated leader still answers clients and still thinks it leads: acks=1 succeeds.
-    stale = Producer({"bootstrap.servers": f"127.0.0.1:{three.brokers[old['leader']].port}",
+    stale = Producer({**kafka_conf(f"127.0.0.1:{three.brokers[old['leader']].port}"),
                       "acks": "1", "topic.metadata.refresh.interval.ms": 600_000})
     doomed = _produce(stale, topic_name, [b"doomed%d" % i for i in range(50)])
     assert sorted(doomed) == list(range(100, 150))  # acknowledged...
@@ -206,7 +206,7 @@ def test_acks_1_writes_to_an_isolated_leader_are_lost_and_shown(three, topic_nam
     # send a client to the isolated leader, where an acks=all produce waits for nothing.
     _replicas_when(three, topic_name, _serving_leader(new["leader"], exclude=old["leader"]))
     others = ",".join(f"127.0.0.1:{b.port}" for i, b in three.brokers.items() if i != old["leader"])
-    survivor = _produce(Producer({"bootstrap.servers": others, "acks": "all"}), topic_name,
+    survivor = _produce(Producer({**kafka_conf(others), "acks": "all"}), topic_name,
                         [b"new%d" % i for i in range(10)])
     assert sorted(survivor) == list(range(100, 110))
     three.heal(old["leader"])

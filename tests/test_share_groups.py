@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
 from confluent_kafka.admin import NewTopic
 from support import wire
-from support.clients import TIMEOUT_S, admin, produce
+from support.clients import TIMEOUT_S, admin, kafka_conf, produce
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.errors import Errors
@@ -61,7 +61,7 @@ def _fill(boot: str, topic: str, count: int) -> set[bytes]:
 def _consumer(boot: str, group_id: str, topic: str, *, explicit: bool = False,
               **conf: object) -> ShareConsumer:
     consumer = ShareConsumer({
-        "bootstrap.servers": boot, "group.id": group_id, "log_level": 0,
+        **kafka_conf(boot), "group.id": group_id, "log_level": 0,
         "share.acknowledgement.mode": "explicit" if explicit else "implicit", **conf})
     consumer.subscribe([topic])
     return consumer

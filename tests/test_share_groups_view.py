@@ -32,7 +32,7 @@ from confluent_kafka import AcknowledgeType, ShareConsumer
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from support import view_page
-from support.clients import wait_for
+from support.clients import kafka_conf, wait_for
 from support.lab import headless_chromium
 from support.view_recorder import Recorder
 
@@ -100,7 +100,7 @@ def topic(cluster) -> str:
 def member(bootstrap: str, group: str, topic: str, client_id: str,
            max_records: int | None = None) -> ShareConsumer:
     """A share group member that acknowledges explicitly, quiet (the package's logger)."""
-    settings = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+    settings = {**kafka_conf(bootstrap), "group.id": group, "client.id": client_id,
                 "share.acknowledgement.mode": "explicit", "logger": CLIENT_LOG}
     if max_records is not None:
         settings["max.poll.records"] = max_records

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Producer, ShareConsumer
-from support.clients import TIMEOUT_S, create_topic, produce
+from support.clients import TIMEOUT_S, create_topic, kafka_conf, produce
 
 from pylog_nb import LocalCluster
 
@@ -40,7 +40,7 @@ def _topic(boot: str) -> str:
 
 
 def _producer(boot: str) -> Producer:
-    producer = Producer({"bootstrap.servers": boot, "transactional.id": _name("tx"),
+    producer = Producer({**kafka_conf(boot), "transactional.id": _name("tx"),
                          "linger.ms": 5})
     producer.init_transactions(TIMEOUT_S)
     return producer
@@ -59,7 +59,7 @@ def _in_transaction(producer: Producer, topic: str, values: list[bytes], *,
 
 
 def _consumer(boot: str, topic: str) -> ShareConsumer:
-    consumer = ShareConsumer({"bootstrap.servers": boot, "group.id": _name("sg"),
+    consumer = ShareConsumer({**kafka_conf(boot), "group.id": _name("sg"),
                               "log_level": 0, "share.acknowledgement.mode": "implicit"})
     consumer.subscribe([topic])
     return consumer

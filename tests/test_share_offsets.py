@@ -17,7 +17,7 @@ import uuid
 import pytest
 from confluent_kafka import ShareConsumer
 from support import wire
-from support.clients import TIMEOUT_S, create_topic, produce
+from support.clients import TIMEOUT_S, create_topic, kafka_conf, produce
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.errors import Errors
@@ -46,7 +46,7 @@ def _topic(boot: str) -> str:
 
 
 def _consumer(boot: str, group_id: str, topic: str) -> ShareConsumer:
-    consumer = ShareConsumer({"bootstrap.servers": boot, "group.id": group_id, "log_level": 0,
+    consumer = ShareConsumer({**kafka_conf(boot), "group.id": group_id, "log_level": 0,
                               "share.acknowledgement.mode": "implicit"})
     consumer.subscribe([topic])
     return consumer

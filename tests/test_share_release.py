@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import ShareConsumer
 from confluent_kafka.admin import NewTopic
 from support import wire
-from support.clients import TIMEOUT_S, admin, produce
+from support.clients import TIMEOUT_S, admin, kafka_conf, produce
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.errors import Errors
@@ -100,7 +100,7 @@ HOLDER = textwrap.dedent("""
     import sys, time
     from confluent_kafka import ShareConsumer
     boot, group_id, topic = sys.argv[1:4]
-    consumer = ShareConsumer({"bootstrap.servers": boot, "group.id": group_id,
+    consumer = ShareConsumer({**kafka_conf(boot), "group.id": group_id,
                               "log_level": 0, "share.acknowledgement.mode": "explicit"})
     consumer.subscribe([topic])
     deadline = time.monotonic() + 30
@@ -125,7 +125,7 @@ def test_a_killed_share_consumers_records_go_to_another_at_once(cluster) -> None
         holder.kill()
         holder.wait(TIMEOUT_S)
     killed_at = time.monotonic()
-    taker = ShareConsumer({"bootstrap.servers": boot, "group.id": group_id, "log_level": 0,
+    taker = ShareConsumer({**kafka_conf(boot), "group.id": group_id, "log_level": 0,
                            "share.acknowledgement.mode": "implicit"})
     taker.subscribe([topic])
     got: list = []

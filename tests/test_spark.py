@@ -23,6 +23,7 @@ from support.clients import (
     admin,
     cleaned_to_active_segment,
     consume_all,
+    kafka_conf,
     produce,
     read_to_end,
     wait_for,
@@ -78,7 +79,7 @@ def _topic(cluster, name: str, partitions: int = 1, replicas: int = 1, **config)
 
 def _read(spark, cluster, **options):
     return spark.read.format("pylog").options(
-        **{"bootstrap.servers": cluster.bootstrap_servers, **options}).load()
+        **{**kafka_conf(cluster.bootstrap_servers), **options}).load()
 
 
 def _offsets(frame) -> list[tuple[int, int]]:
@@ -203,7 +204,7 @@ def test_a_task_whose_records_are_deleted_under_it_fails_or_skips_them(three, to
     client = admin(three.bootstrap_servers)
     client.delete_records([TopicPartition(topic, 0, 60)])[TopicPartition(topic, 0, 60)].result(
         TIMEOUT_S)
-    strict = parse_read_options({"bootstrap.servers": three.bootstrap_servers,
+    strict = parse_read_options({**kafka_conf(three.bootstrap_servers),
                                  "subscribe": topic}, streaming=False)
     with pytest.raises(SparkSourceError, match=rf"offsets 0..59 of {topic}-0 are gone"):
         list(read_range(strict, planned))
@@ -215,7 +216,7 @@ def test_a_task_whose_records_are_deleted_under_it_fails_or_skips_them(three, to
 def test_a_task_waiting_for_offsets_that_never_come_gives_up_after_the_poll_timeout(three, topic):
     _topic(three, topic)
     produce(three.bootstrap_servers, topic, [(None, b"x")] * 10, partition=0)
-    options = parse_read_options({"bootstrap.servers": three.bootstrap_servers,
+    options = parse_read_options({**kafka_conf(three.bootstrap_servers),
                                   "subscribe": topic, "kafkaConsumer.pollTimeoutMs": "1000"},
                                  streaming=False)
     with pytest.raises(SparkSourceError, match=rf"{topic}-0: no record at offset 10 within 1000"):

@@ -13,7 +13,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
 from confluent_kafka.admin import NewTopic
-from support.clients import TIMEOUT_S, admin, produce, wait_for
+from support.clients import TIMEOUT_S, admin, kafka_conf, produce, wait_for
 
 from pylog_nb import LocalCluster
 from pylog_nb.client.groups import SPARK_QUERY_MARKER, groups_frame, lag_frame, spark_query_of
@@ -27,7 +27,7 @@ BOOTSTRAP = "127.0.0.1:9092"  # the option tests connect to nothing
 
 
 def _parsed(streaming: bool = True, **options: str):
-    return parse_read_options({"bootstrap.servers": BOOTSTRAP, "subscribe": "t", **options},
+    return parse_read_options({**kafka_conf(BOOTSTRAP), "subscribe": "t", **options},
                               streaming=streaming)
 
 
@@ -82,7 +82,7 @@ def test_genuine_spark_and_client_options_pass():
     ({"assign": '{"a": [0]}'}, [("a", 1)]),
 ])
 def test_offsets_of_partitions_a_query_does_not_read_are_another_querys(options, foreign):
-    reader = PylogDataSource({"bootstrap.servers": BOOTSTRAP, **options}).streamReader(None)
+    reader = PylogDataSource({**kafka_conf(BOOTSTRAP), **options}).streamReader(None)
     own = {("a", 0): 3}
     assert reader._own(own) == own
     with pytest.raises(SparkSourceError, match=f"^the checkpoint holds offsets of "
@@ -126,7 +126,7 @@ def _topic(cluster, topic: str, partitions: int) -> str:
 
 def _stream(spark, cluster, topic: str, **options: str):
     return spark.readStream.format("pylog").options(**{
-        "bootstrap.servers": cluster.bootstrap_servers, "subscribe": topic,
+        **kafka_conf(cluster.bootstrap_servers), "subscribe": topic,
         "startingOffsets": "earliest", **options}).load()
 
 
@@ -188,7 +188,7 @@ def test_a_batch_read_with_a_group_id_reads_and_commits_nothing(spark, cluster, 
     topic = _topic(cluster, f"{name}-t", partitions=1)
     produce(cluster.bootstrap_servers, topic, [(None, b"v")] * 5)
     rows = spark.read.format("pylog").options(**{
-        "bootstrap.servers": cluster.bootstrap_servers, "subscribe": topic,
+        **kafka_conf(cluster.bootstrap_servers), "subscribe": topic,
         "kafka.group.id": name}).load().count()
     assert rows == 5
     assert _committed(cluster, name) == {}
@@ -234,7 +234,7 @@ def test_a_member_joining_the_group_later_stops_the_query_at_its_next_commit(
 
 def _member(cluster, group: str, topic: str) -> Consumer:
     """A confluent-kafka consumer in ``group``, once it has its assignment."""
-    member = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+    member = Consumer({**kafka_conf(cluster.bootstrap_servers), "group.id": group,
                        "client.id": "live-one", "auto.offset.reset": "latest",
                        "enable.auto.commit": False})
     member.subscribe([topic])

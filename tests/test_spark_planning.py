@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.clients import kafka_conf
 
 from pylog_nb.spark.options import SparkSourceError, parse_read_options
 from pylog_nb.spark.planning import (
@@ -22,7 +23,7 @@ from pylog_nb.spark.planning import (
 )
 from pylog_nb.spark.writing import parse_write_options
 
-BOOT = {"bootstrap.servers": "127.0.0.1:9092"}
+BOOT = {**kafka_conf("127.0.0.1:9092")}
 MARKS = Watermarks(low={("t", 0): 10, ("t", 1): 0}, high={("t", 0): 50, ("t", 1): 7})
 
 
@@ -37,7 +38,7 @@ def test_defaults_follow_sparks_kafka_source():
     assert batch.fail_on_data_loss and not batch.include_headers
     # Spark's source names no isolation level: the Java consumer's default, read_uncommitted
     # (librdkafka's own default would be read_committed)
-    assert batch.client == {"bootstrap.servers": "127.0.0.1:9092",
+    assert batch.client == {**kafka_conf("127.0.0.1:9092"),
                             "isolation.level": "read_uncommitted"}
 
 
@@ -54,7 +55,7 @@ def test_option_names_are_case_insensitive_and_kafka_prefixed_settings_reach_the
     options = parse_read_options({"KAFKA.bootstrap.servers": "h:1", "kafka.client.id": "me",
                                   "SubScribe": "a, b", "INCLUDEHEADERS": "true"},
                                  streaming=False)
-    assert options.client == {"bootstrap.servers": "h:1", "client.id": "me",
+    assert options.client == {**kafka_conf("h:1"), "client.id": "me",
                               "isolation.level": "read_uncommitted"}
     assert options.topics.topics == ("a", "b") and options.include_headers
 

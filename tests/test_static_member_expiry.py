@@ -7,7 +7,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState
-from support.clients import TIMEOUT_S, admin, create_topic, produce
+from support.clients import TIMEOUT_S, admin, create_topic, kafka_conf, produce
 
 from pylog_nb import LocalCluster
 
@@ -27,7 +27,7 @@ def test_delete_groups_at_the_session_timeout_of_a_closed_static_member(cluster)
     create_topic(bootstrap, topic)
     produce(bootstrap, topic, [(None, b"one")])
     consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": "lab-1",
+        **kafka_conf(bootstrap), "group.id": group, "group.instance.id": "lab-1",
         "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 100,
         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
     })

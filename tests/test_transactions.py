@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from kafka import KafkaProducer
 from support import wire
-from support.clients import TIMEOUT_S, wait_for
+from support.clients import TIMEOUT_S, kafka_conf, wait_for
 from support.txn_clients import (
     KEY_TYPE_TRANSACTION,
     add_partitions,
@@ -155,7 +155,7 @@ def test_consume_transform_produce_commits_offsets_with_the_output_or_neither(cl
     producer.begin_transaction()
     inputs = send(producer, source, "first") + send(producer, source, "second")  # offsets 0-3
     producer.commit_transaction(TIMEOUT_S)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("transformers"),
+    consumer = Consumer({**kafka_conf(bootstrap), "group.id": unique("transformers"),
                          "enable.auto.commit": False, "isolation.level": "read_committed"})
     consumer.assign([TopicPartition(source[0].topic, 0, 0)])
     try:

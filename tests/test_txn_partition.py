@@ -15,7 +15,7 @@ from __future__ import annotations
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from support import wire
-from support.clients import TIMEOUT_S, admin, create_topic, wait_for
+from support.clients import TIMEOUT_S, admin, create_topic, kafka_conf, wait_for
 from support.txn import (
     FETCH,
     PRODUCE,
@@ -36,7 +36,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 
 def read_all(bootstrap: str, topic: str, isolation: str) -> tuple[list[bytes], int]:
     """Every value a consumer with ``isolation.level`` gets, reading until it stops moving."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-tests",
+    consumer = Consumer({**kafka_conf(bootstrap), "group.id": "txn-tests",
                          "enable.auto.commit": False, "isolation.level": isolation,
                          "fetch.wait.max.ms": 100, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, 0, 0)])

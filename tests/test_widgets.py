@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from support import wire
-from support.clients import TIMEOUT_S, admin, create_topic, wait_for
+from support.clients import TIMEOUT_S, admin, create_topic, kafka_conf, wait_for
 from support.txn import UNVERIFIED_BROKER_ARGS, TxnProducer, end_txn, plain, stopped_log
 
 from pylog_nb import LocalCluster, widgets
@@ -946,7 +946,7 @@ def test_a_compacted_topic_shows_how_far_each_replicas_cleaner_got(three, topic_
 
 def _offsets(cluster, topic: str) -> list[int]:
     """The offsets a consumer reads from partition 0 of ``topic``, start to end."""
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": topic,
+    consumer = Consumer({**kafka_conf(cluster.bootstrap_servers), "group.id": topic,
                          "enable.auto.commit": False, "log_level": 0})
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
@@ -1048,7 +1048,7 @@ def _shown_replicas(view, topic: str) -> dict[int, dict]:
 def test_group_ids_and_client_ids_reach_the_snapshot_verbatim(three, view, topic_name):
     """The browser draws them as text (tests/test_browser.py); the HTML fallback escapes."""
     _create(three, topic_name)
-    consumer = Consumer({"bootstrap.servers": three.bootstrap_servers, "group.id": HOSTILE,
+    consumer = Consumer({**kafka_conf(three.bootstrap_servers), "group.id": HOSTILE,
                          "client.id": HOSTILE})
     consumer.commit(offsets=[TopicPartition(topic_name, 0, 0)], asynchronous=False)
     consumer.close()

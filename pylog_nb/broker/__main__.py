@@ -27,7 +27,9 @@ from .server.config import (  # noqa: E402
     OFFSETS_TOPIC_PARTITIONS,
     OFFSETS_TOPIC_REPLICATION_FACTOR,
     OFFSETS_TOPIC_SEGMENT_BYTES,
+    PLAINTEXT,
     REPLICA_LAG_TIME_MAX_MS,
+    SECURITY_PROTOCOLS,
     TRANSACTION_MAX_TIMEOUT_MS,
     TRANSACTION_STATE_PARTITIONS,
     TRANSACTION_STATE_REPLICATION_FACTOR,
@@ -111,6 +113,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--offsets-retention-check-interval-ms", type=int,
                         default=OFFSETS_RETENTION_CHECK_INTERVAL_MS)
     parser.add_argument("--log-cleaner-backoff-ms", type=int, default=LOG_CLEANER_BACKOFF_MS)
+    parser.add_argument("--security-protocol", choices=SECURITY_PROTOCOLS, default=PLAINTEXT,
+                        help="the listener's security.protocol")
+    parser.add_argument("--secrets", type=Path,
+                        help="the cluster's secrets file (tokens, inter-broker principal)")
+    parser.add_argument("--connections-max-reauth-ms", type=int, default=0,
+                        help="KIP-368: a SASL session lasts this long (0: for ever)")
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
 
@@ -157,6 +165,9 @@ def main(argv: list[str] | None = None) -> None:
         transaction_state_replication_factor=args.transaction_state_replication_factor,
         transaction_max_timeout_ms=args.transaction_max_timeout_ms,
         transaction_partition_verification_enable=not args.no_transaction_partition_verification,
+        security_protocol=args.security_protocol,
+        secrets_file=args.secrets,
+        connections_max_reauth_ms=args.connections_max_reauth_ms,
     )
     try:
         lock_data_dir(args.data_dir)

@@ -13,6 +13,8 @@ from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
+from ..cluster.credentials import client_settings
+
 FAILOVER_WAIT_S = 20.0  # a leader or coordinator election takes about 3 s here
 FAILOVER_BACKOFF_S = 0.25
 # Answers that mean "ask again in a moment" while a leader or a group coordinator moves, and
@@ -34,8 +36,10 @@ CLIENT_LOG.addHandler(logging.NullHandler())  # silent unless the application co
 
 
 def client_config(bootstrap: str, **settings) -> dict:
-    """Settings every client of this package uses."""
-    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG, **settings}
+    """Settings every client of this package uses: for a local cluster of this account, its
+    owner's credentials too (``cluster/credentials.py``)."""
+    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG,
+            **client_settings(bootstrap), **settings}
 
 
 def through_failover(ask: Callable[[], T], wait_s: float = FAILOVER_WAIT_S) -> T:

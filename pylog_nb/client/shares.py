@@ -25,10 +25,7 @@ watermark, that are not yet delivered completely (neither acknowledged nor archi
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 
@@ -158,7 +155,7 @@ def share_partitions(cluster: LocalCluster, claims: dict[int, list[dict]] | None
 
 def share_partition_claims(cluster: LocalCluster) -> dict[int, list[dict]]:
     """Per answering broker, the share partitions it says it leads."""
-    return {broker_id: _get_json(f"{url}/v1/share_partitions")
+    return {broker_id: cluster.admin_get(f"{url}/v1/share_partitions", ADMIN_TIMEOUT_S)
             for broker_id, url in cluster.admin_urls().items()}
 
 
@@ -205,7 +202,3 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
              if c != "lock_deadline"}
     return frame.astype(types).reset_index(drop=True)
 
-
-def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=ADMIN_TIMEOUT_S) as response:  # noqa: S310 (loopback)
-        return json.loads(response.read())

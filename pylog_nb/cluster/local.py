@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..broker.security import secrets
+from . import credentials
 from .leftovers import StartLockTimeout, is_paused, running_nodes, start_lock, stop_nodes
 
 READY_TIMEOUT_S = 60.0  # recovery of a large log can take a while
@@ -60,6 +62,10 @@ ADMIN_TIMEOUT_S = 10.0
 # A live controller answers describe in milliseconds; one slower than this is wedged, and asking
 # it must not hold up finding the active one.
 DESCRIBE_TIMEOUT_S = 2.0
+SASL = "sasl"  # SASL_PLAINTEXT listeners, an admin principal, tokens: the default
+NO_SECURITY = "none"  # PLAINTEXT listeners and open admin endpoints, for those who ask
+SECURITY_MODES = (SASL, NO_SECURITY)
+CLIENT_MECHANISM = "SCRAM-SHA-512"  # what the owner's clients authenticate with
 HEALTHY = "up"  # a node start() reuses: running as recorded, answering, not paused or isolated
 _WAS = {"down": "was down", "silent": "did not answer", "extra": "is not in this cluster",
         "unrecorded": "is not in cluster.json"}  # how start() names what it found wrong
@@ -128,7 +134,10 @@ class LocalCluster:
         host: str = "127.0.0.1",
         broker_args: tuple[str, ...] = (),
         controllers: int | None = None,
+        security: str = SASL,
     ) -> None:
+        if security not in SECURITY_MODES:
+            raise ClusterError(f"security must be one of {SECURITY_MODES}, got {security!r}")
         if not 1 <= brokers <= BROKERS_MAX:
             raise ClusterError(f"brokers must be between 1 and {BROKERS_MAX}, got {brokers}")
         if controllers is not None and not 1 <= controllers <= CONTROLLERS_MAX:
@@ -139,6 +148,8 @@ class LocalCluster:
         self.data_dir.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
         self.host = host
         self.broker_args = tuple(broker_args)
+        self.security = security
+        self.secrets = self._own_secrets() if security == SASL else None
         saved = self._load()
         self.brokers = {i: self._broker_node(i, saved) for i in range(1, brokers + 1)}
         count = _controllers_for(brokers) if controllers is None else controllers
@@ -146,6 +157,37 @@ class LocalCluster:
         self._active_hint: int | None = None  # the active controller as last found
         self._parent_r, self._parent_w = os.pipe()
         self._started = False
+
+    def _own_secrets(self) -> secrets.ClusterSecrets:
+        """This data directory's secrets, generated (0600) the first time."""
+        path = self.data_dir / secrets.SECRETS_FILE
+        if not path.exists():
+            secrets.write(path, secrets.generate())
+        try:
+            return secrets.load(path)
+        except secrets.SecretsError as error:
+            raise ClusterError(str(error)) from None
+
+    def client_config(self, **settings: str) -> dict[str, str]:
+        """The settings any Kafka client needs to reach this cluster as its owner (librdkafka
+        and Java names): ``Producer(cluster.client_config())``, ``{**cluster.client_config(),
+        "group.id": "g"}``."""
+        config = {"bootstrap.servers": self.bootstrap_servers, **self._security_settings()}
+        return {**config, **settings}
+
+    def _security_settings(self) -> dict[str, str]:
+        if self.secrets is None:
+            return {}
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": CLIENT_MECHANISM,
+                "sasl.username": self.secrets.admin_user,
+                "sasl.password": self.secrets.admin_password}
+
+    def _publish_credentials(self) -> None:
+        credentials.publish(
+            self.data_dir, [f"{self.host}:{b.port}" for b in self.brokers.values()],
+            [f"{self.host}:{b.admin_port}" for b in self.brokers.values()],
+            self._security_settings(),
+            None if self.secrets is None else self.secrets.admin_http_token)
 
     def __repr__(self) -> str:
         state = "running" if self._started else "stopped"
@@ -181,6 +223,7 @@ class LocalCluster:
             self._spawn_all(self._nodes())
             self._save()
         self._started = True
+        self._publish_credentials()
         self.wait_until_ready()
 
     def _reuse_or_clear(self) -> bool:
@@ -239,8 +282,8 @@ class LocalCluster:
             described = self._describe(node, quorum_only=True)
             return None if described is None else described["quorum"]
         try:
-            return _get_json(f"http://{self.host}:{node.admin_port}/v1/broker",
-                             timeout_s=DESCRIBE_TIMEOUT_S)
+            return self.admin_get(f"http://{self.host}:{node.admin_port}/v1/broker",
+                                  timeout_s=DESCRIBE_TIMEOUT_S)
         except (OSError, ValueError):
             return None
 
@@ -263,7 +306,7 @@ class LocalCluster:
 
     def _cluster_view_complete(self, running: set[int]) -> bool:
         try:
-            views = [_get_json(f"{url}/v1/broker") for url in self.admin_urls().values()]
+            views = [self.admin_get(f"{url}/v1/broker") for url in self.admin_urls().values()]
         except OSError:
             return False
         return all(set(v["live_brokers"]) >= running for v in views)
@@ -281,6 +324,7 @@ class LocalCluster:
             os.close(self._parent_w)
             os.close(self._parent_r)
             self._parent_w = self._parent_r = -1
+        credentials.withdraw(self.data_dir)
         if self._temporary:
             shutil.rmtree(self.data_dir, ignore_errors=True)
         self._started = False
@@ -337,7 +381,8 @@ class LocalCluster:
         if not broker.answering:
             raise ClusterError(f"broker {broker_id} is not running")
         request = urllib.request.Request(
-            f"http://{self.host}:{broker.admin_port}/v1/faults/{action}", method="POST", data=b"")
+            f"http://{self.host}:{broker.admin_port}/v1/faults/{action}", method="POST", data=b"",
+            headers=self._admin_headers())
         with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S):  # noqa: S310 (loopback)
             pass
 
@@ -536,7 +581,7 @@ class LocalCluster:
             for event in found[1].get("events", []):
                 merged.append({"source": "controller", **event})
         for broker_id, url in self.admin_urls().items():
-            for event in _get_json(f"{url}/v1/events"):
+            for event in self.admin_get(f"{url}/v1/events"):
                 merged.append({"source": f"broker-{broker_id}", **event})
         return sorted(merged, key=lambda e: e["now_ms"])
 
@@ -556,6 +601,15 @@ class LocalCluster:
         return {i: f"http://{self.host}:{b.admin_port}" for i, b in self.brokers.items()
                 if b.answering}
 
+    def admin_get(self, url: str, timeout_s: float = ADMIN_TIMEOUT_S) -> Any:
+        """GET one of this cluster's admin endpoints (with its token), as parsed JSON."""
+        return _get_json(url, self._admin_headers(), timeout_s)
+
+    def _admin_headers(self) -> dict[str, str]:
+        if self.secrets is None:
+            return {}
+        return {"Authorization": f"Bearer {self.secrets.admin_http_token}"}
+
     def broker_states(self) -> dict[int, str]:
         """Each broker's state as a fault-injecting user sees it: up, paused, isolated or down."""
         return {broker_id: state for broker_id, (state, _view) in self.broker_views().items()}
@@ -568,20 +622,20 @@ class LocalCluster:
             if not broker.answering:
                 views[broker_id] = (broker.state, None)
             else:
-                view = _get_json(f"http://{self.host}:{broker.admin_port}/v1/broker")
+                view = self.admin_get(f"http://{self.host}:{broker.admin_port}/v1/broker")
                 views[broker_id] = ("isolated" if view.get("isolated") else "up", view)
         return views
 
     def describe(self) -> dict[int, list[dict]]:
         """Per broker, every hosted partition: leader, epoch, ISR, log start, HW, LEO, segments."""
-        return {i: _get_json(f"{url}/v1/partitions") for i, url in self.admin_urls().items()}
+        return {i: self.admin_get(f"{url}/v1/partitions") for i, url in self.admin_urls().items()}
 
     def groups(self) -> list[dict]:
         """Every consumer group, from the broker coordinating it: state, members and what each
         is assigned, committed offsets (``GET /v1/groups``; "coordinator" names the broker)."""
         return [{**group, "coordinator": broker_id}
                 for broker_id, url in self.admin_urls().items()
-                for group in _get_json(f"{url}/v1/groups")]
+                for group in self.admin_get(f"{url}/v1/groups")]
 
     # -- internals -------------------------------------------------------------------------
     def _broker(self, broker_id: int) -> _Node:
@@ -602,7 +656,13 @@ class LocalCluster:
         addresses = ",".join(f"{self.host}:{c.port}" for c in self._controllers.values())
         return [sys.executable, "-m", "pylog_nb.broker", "--broker-id", str(node.node_id),
                 "--admin-port", str(node.admin_port), *common, "--controller", addresses,
-                *self.broker_args]
+                *self._broker_security_args(), *self.broker_args]
+
+    def _broker_security_args(self) -> list[str]:
+        if self.secrets is None:
+            return []
+        return ["--security-protocol", "SASL_PLAINTEXT",
+                "--secrets", str(self.data_dir / secrets.SECRETS_FILE)]
 
     def _voters(self) -> str:
         """Every controller as ID@HOST:RAFT_PORT, the static voter set of the quorum."""
@@ -773,8 +833,9 @@ def _stop_at_exit(ref: weakref.ref) -> None:
         cluster.stop()
 
 
-def _get_json(url: str, timeout_s: float = ADMIN_TIMEOUT_S) -> Any:  # parsed JSON
-    with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 (loopback)
+def _get_json(url: str, headers: dict[str, str], timeout_s: float) -> Any:  # parsed JSON
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (loopback)
         return json.loads(response.read())
 
 

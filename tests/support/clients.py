@@ -7,11 +7,19 @@ import time
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from pylog_nb.cluster.credentials import client_settings
+
 TIMEOUT_S = 30
 
 
+def kafka_conf(bootstrap: str, **settings) -> dict:
+    """A librdkafka config for ``bootstrap``: a local cluster of ours is reached as its owner,
+    as every tool of the package reaches it (``cluster.client_config()``)."""
+    return {**kafka_conf(bootstrap), **client_settings(bootstrap), **settings}
+
+
 def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+    return AdminClient(kafka_conf(bootstrap))
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None):
@@ -30,7 +38,7 @@ def produce(bootstrap: str, topic: str, messages, partition: int = -1, **conf) -
         assert error is None, error
         delivered.append(message)
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+    producer = Producer(kafka_conf(bootstrap, **{"linger.ms": 5, **conf}))
     for item in messages:
         key, value, *rest = item
         headers = rest[0] if rest else None
@@ -45,7 +53,7 @@ def consume_all(bootstrap: str, topic: str, count: int, partition: int = 0,
                 offset: int = 0, **conf) -> list:
     """Read ``count`` messages from one partition starting at ``offset``."""
     consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "tests", "enable.auto.commit": False,
+        **kafka_conf(bootstrap), "group.id": "tests", "enable.auto.commit": False,
         "fetch.wait.max.ms": 100, **conf,
     })
     consumer.assign([TopicPartition(topic, partition, offset)])
@@ -65,7 +73,7 @@ def consume_all(bootstrap: str, topic: str, count: int, partition: int = 0,
 def read_to_end(bootstrap: str, topic: str, partition: int = 0) -> list:
     """Every message of one partition from offset 0 to its end, however far apart their
     offsets are (a compacted topic has gaps): reading stops at librdkafka's end-of-partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tests",
+    consumer = Consumer({**kafka_conf(bootstrap), "group.id": "tests",
                          "enable.partition.eof": True, "fetch.wait.max.ms": 100})
     consumer.assign([TopicPartition(topic, partition, 0)])
     messages = []

@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from support import wire
-from support.clients import TIMEOUT_S, admin, wait_for
+from support.clients import TIMEOUT_S, admin, kafka_conf, wait_for
 
 KEY_TYPE_TRANSACTION = 1
 
@@ -38,7 +38,7 @@ def create_replicated(bootstrap: str, name: str, partitions: int) -> list[TopicP
 
 def transactional_producer(bootstrap: str, transactional_id: str,
                            timeout_ms: int = TXN_TIMEOUT_MS) -> Producer:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+    producer = Producer({**kafka_conf(bootstrap), "transactional.id": transactional_id,
                          "transaction.timeout.ms": timeout_ms, "linger.ms": 5})
     producer.init_transactions(TIMEOUT_S)
     return producer
@@ -60,7 +60,7 @@ def read_everything(bootstrap: str, partitions: list[TopicPartition], isolation:
                     ) -> list[bytes]:
     """Every value a consumer with ``isolation.level`` reads up to the end of each partition
     (the LSO for read_committed, the HW for read_uncommitted), sorted."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"),
+    consumer = Consumer({**kafka_conf(bootstrap), "group.id": unique("reader"),
                          "enable.auto.commit": False, "isolation.level": isolation,
                          "fetch.wait.max.ms": 100, "enable.partition.eof": True})
     consumer.assign([TopicPartition(tp.topic, tp.partition, 0) for tp in partitions])

@@ -11,14 +11,35 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from pylog_nb.broker.protocol.codec import to_entity
+from pylog_nb.broker.protocol.versions import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
+from pylog_nb.broker.security.sasl_client import SaslClient, SaslCredentials
+from pylog_nb.cluster.credentials import client_settings
 
 SOCKET_TIMEOUT_S = 10
 
 
-def connect(bootstrap: str) -> socket.socket:
+def connect(bootstrap: str, authenticate: bool = True) -> socket.socket:
+    """A connection to the first broker of ``bootstrap``; to a local cluster of ours, signed in
+    as its owner (unless ``authenticate`` is False: a stranger's connection)."""
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=SOCKET_TIMEOUT_S)
+    settings = client_settings(bootstrap)
+    if authenticate and settings:
+        sign_in(sock, SaslCredentials(settings["sasl.username"], settings["sasl.password"],
+                                      settings["sasl.mechanism"]))
     return sock
+
+
+def sign_in(sock: socket.socket, credentials: SaslCredentials) -> None:
+    """SaslHandshake v1, then SaslAuthenticate v2 until done (asserting every step succeeds)."""
+    handshake = call(sock, SASL_HANDSHAKE_KEY, 1, {"mechanism": credentials.mechanism})
+    assert handshake.error_code == 0, handshake
+    client = SaslClient(credentials)
+    token: bytes | None = client.first()
+    while token is not None:
+        answer = call(sock, SASL_AUTHENTICATE_KEY, 2, {"auth_bytes": token})
+        assert answer.error_code == 0, answer
+        token = client.step(answer.auth_bytes)
 
 
 def request_frame(api_key: int, version: int, body: dict, correlation_id: int = 1) -> bytes:

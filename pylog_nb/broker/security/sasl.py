@@ -12,12 +12,16 @@ The wire (SaslHandshake picks the mechanism, SaslAuthenticate carries each token
 
 A failure is ``SaslAuthenticationFailed`` with the message Kafka's clients show
 (SASL_AUTHENTICATION_FAILED on the wire); it never says whether the user or the password was
-wrong.
+wrong, and ``CredentialStore`` makes an unknown user cost what a wrong password costs: SCRAM goes
+through both rounds with a mock credential (RFC 5802, section 5.1: the same salt each time for
+the same name), and PLAIN derives a key from the password against a mock credential too. A
+PLAIN password is checked against the user's SCRAM credential, so one store serves both.
 """
 
 from __future__ import annotations
 
 import hmac
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -146,6 +150,43 @@ class SaslServer:
     def _done(self, user: str, answer: bytes) -> bytes:
         self.principal, self.complete = user, True
         return answer
+
+
+class CredentialStore:
+    """SCRAM credentials (``lookup``) for a SaslServer, with a mock for an unknown user."""
+
+    def __init__(self, lookup: ScramLookup, mock_key: bytes | None = None) -> None:
+        self.lookup = lookup
+        self._mock_key = mock_key or secrets.token_bytes(32)  # per process: mocks stay stable
+
+    def scram(self, user: str, mechanism: str) -> ScramCredential:
+        """The user's credential, or a mock one no password matches."""
+        return self.lookup(user, mechanism) or self._mock(user, mechanism)
+
+    def plain(self, user: str, password: str) -> bool:
+        """Whether ``password`` is the user's: checked against the SCRAM-SHA-512 (else -256)
+        credential, with the same key derivation for an unknown user."""
+        credential = next((c for c in (self.lookup(user, m) for m in reversed(SCRAM_MECHANISMS))
+                           if c is not None), None)
+        known = credential is not None
+        credential = credential or self._mock(user, SCRAM_SHA_512)
+        _salt, stored_key, _server_key, _count = ScramMechanism(
+            credential.mechanism).make_auth_info(password, iteration_count=credential.iterations,
+                                                 salt=credential.salt)
+        return hmac.compare_digest(stored_key, credential.stored_key) and known
+
+    def _mock(self, user: str, mechanism: str) -> ScramCredential:
+        hash_name = "sha512" if mechanism == SCRAM_SHA_512 else "sha256"
+
+        def derived(purpose: str) -> bytes:
+            message = f"{purpose}\0{mechanism}\0{user}".encode()
+            return hmac.new(self._mock_key, message, hash_name).digest()
+
+        return ScramCredential(mechanism, derived("salt")[:16], derived("stored key"),
+                               derived("server key"), SCRAM_ITERATIONS_DEFAULT)
+
+    def server(self, mechanism: str) -> SaslServer:
+        return SaslServer(mechanism, scram=self.scram, plain=self.plain)
 
 
 def plain_checker(passwords: dict[str, str]) -> PlainCheck:

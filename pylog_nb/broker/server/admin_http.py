@@ -87,6 +87,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hmac
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -416,6 +417,9 @@ class AdminHttpServer:
         if len(parts) != 3:
             return 400, {"error": "malformed request line"}
         method, target, _version = parts
+        if not self._authorized(head):
+            return 401, {"error": "this endpoint needs the cluster's admin token "
+                                  "(Authorization: Bearer ...)"}
         path = target.split("?", 1)[0]
         routes = FAULT_ROUTES if path in FAULT_ROUTES else ROUTES
         route = routes.get(path)
@@ -427,9 +431,22 @@ class AdminHttpServer:
             return 405, {"error": f"{path} takes {wanted}"}
         return 200, route(self.node)
 
+    def _authorized(self, head: bytes) -> bool:
+        """Whether the request carries the admin token (always, when the cluster has none)."""
+        secrets = self.node.secrets
+        if secrets is None:
+            return True
+        expected = f"bearer {secrets.admin_http_token}".encode()
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"authorization":
+                scheme, _, token = value.strip().partition(b" ")
+                return hmac.compare_digest(scheme.lower() + b" " + token.strip(), expected)
+        return False
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            500: "Internal Server Error"}
+
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            405: "Method Not Allowed", 500: "Internal Server Error"}
 
 
 def _share_settings(node: BrokerNode, group_id: str) -> ShareGroupSettings:

@@ -18,6 +18,8 @@ import struct
 from typing import Any, Generic, TypeVar
 
 from ..protocol import codec
+from ..security.sasl_client import SaslCredentials
+from .authentication import authenticate_connection
 from .ports import BrokerDirectory
 
 _SIZE = struct.Struct(">i")
@@ -26,9 +28,11 @@ _SIZE = struct.Struct(">i")
 class BrokerChannel:
     """One connection to another broker, one request at a time."""
 
-    def __init__(self, address: tuple[str, int], client_id: str) -> None:
+    def __init__(self, address: tuple[str, int], client_id: str,
+                 credentials: SaslCredentials | None = None) -> None:
         self.address = address
         self.client_id = client_id
+        self.credentials = credentials  # authenticate each new connection as this principal
         self.lock = asyncio.Lock()
         self.correlation_id = 0
         self.connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
@@ -48,6 +52,9 @@ class BrokerChannel:
         if self.connection is None:
             self.connection = await asyncio.wait_for(asyncio.open_connection(*self.address),
                                                      timeout_s)
+            if self.credentials is not None:
+                await authenticate_connection(*self.connection, self.credentials,
+                                              self.client_id, timeout_s)
         reader, writer = self.connection
         self.correlation_id += 1
         writer.write(codec.encode_request(api_key, version, self.correlation_id, self.client_id,
@@ -94,7 +101,8 @@ class BrokerChannels(Generic[Channel]):
         if channel is None or channel.address != address:  # new, or the broker moved
             if channel is not None:
                 channel.close()
-            channel = self._channels[broker_id] = self.channel_type(address, self.client_id)
+            channel = self._channels[broker_id] = self.channel_type(
+                address, self.client_id, self.node.inter_broker_credentials)
         return channel
 
     def close(self) -> None:

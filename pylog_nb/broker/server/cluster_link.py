@@ -26,7 +26,9 @@ from collections.abc import Callable, Sequence
 from ..controller.rpc import Address, ControllerClient, ControllerRpcError, decode_records
 from ..metadata.follower import FetchMetadata
 from ..protocol import codec
+from ..security.sasl_client import SaslCredentials
 from .alter_partition_manager import AlterPartitionRequest
+from .authentication import authenticate_connection
 from .core import (
     ALTERED,
     TICK_MS,
@@ -72,8 +74,10 @@ class ClusterLink:
     """Carries one core's calls: to the active controller, and to each leader it follows."""
 
     def __init__(self, core: BrokerCore, controllers: Sequence[Address], *, host: str,
-                 port: Callable[[], int], isolated: Callable[[], bool]) -> None:
+                 port: Callable[[], int], isolated: Callable[[], bool],
+                 credentials: SaslCredentials | None = None) -> None:
         self.core = core
+        self.credentials = credentials  # the inter-broker principal, for replica fetches
         self.host = host
         self.port = port  # the bound port, known once the server listens
         self.isolated = isolated  # fault injection: cut off from peers and controllers
@@ -208,7 +212,8 @@ class ClusterLink:
             connection.close()
             connection = None
         if connection is None:
-            connection = LeaderConnection(endpoint.host, endpoint.port, self.core.broker_id)
+            connection = LeaderConnection(endpoint.host, endpoint.port, self.core.broker_id,
+                                          self.credentials)
             self.leaders[leader_id] = connection
         return connection
 
@@ -248,9 +253,11 @@ class ClusterLink:
 class LeaderConnection:
     """One connection to a leader for replica Fetch and ListOffsets, one request at a time."""
 
-    def __init__(self, host: str, port: int, broker_id: int) -> None:
+    def __init__(self, host: str, port: int, broker_id: int,
+                 credentials: SaslCredentials | None = None) -> None:
         self.host = host
         self.port = port
+        self.credentials = credentials
         self.client_id = f"replica-fetcher-{broker_id}"
         self.correlation_id = 0
         self.turn = asyncio.Lock()
@@ -270,7 +277,7 @@ class LeaderConnection:
     async def _call(self, api_key: int, version: int, body: dict):
         async with self.turn:
             if self.streams is None:
-                self.streams = await asyncio.open_connection(self.host, self.port)
+                self.streams = await self._connect()
             reader, writer = self.streams
             self.correlation_id += 1
             sent_id = self.correlation_id
@@ -281,6 +288,17 @@ class LeaderConnection:
         correlation_id, response = codec.decode_response(api_key, version, frame)
         assert correlation_id == sent_id, (correlation_id, sent_id)
         return response
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        streams = await asyncio.open_connection(self.host, self.port)
+        if self.credentials is not None:
+            try:
+                await authenticate_connection(*streams, self.credentials, self.client_id,
+                                              RESPONSE_TIMEOUT_S)
+            except BaseException:
+                streams[1].close()
+                raise
+        return streams
 
     def close(self) -> None:
         if self.streams is not None:

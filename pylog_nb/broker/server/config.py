@@ -30,6 +30,10 @@ TRANSACTION_STATE_REPLICATION_FACTOR = 3  # capped at the live brokers when the 
 TRANSACTION_STATE_SEGMENT_BYTES = 100 * MIB  # Kafka's transaction.state.log.segment.bytes
 TRANSACTION_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms (15 min)
 LOG_CLEANER_BACKOFF_MS = 5_000  # a look for dirty logs; Kafka: 15 s, a lab wants it sooner
+PLAINTEXT = "PLAINTEXT"
+SASL_PLAINTEXT = "SASL_PLAINTEXT"
+SECURITY_PROTOCOLS = (PLAINTEXT, SASL_PLAINTEXT)
+SASL_ENABLED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def parse_controllers(text: str) -> tuple[tuple[str, int], ...]:
@@ -87,6 +91,16 @@ class BrokerConfig:
     # KIP-890 part 1 (Kafka 3.6+, default true): a leader asks the transaction coordinator
     # whether a producer's first transactional batch belongs to an ongoing transaction.
     transaction_partition_verification_enable: bool = True
+    # The listener's security.protocol: PLAINTEXT (anyone is User:ANONYMOUS) or SASL_PLAINTEXT.
+    security_protocol: str = PLAINTEXT
+    sasl_enabled_mechanisms: tuple[str, ...] = SASL_ENABLED_MECHANISMS
+    connections_max_reauth_ms: int = 0  # KIP-368; 0 (Kafka's default): sessions do not end
+    # The cluster's secrets file (security/secrets.py): tokens and the inter-broker principal.
+    secrets_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        assert self.security_protocol in SECURITY_PROTOCOLS, self.security_protocol
+        assert self.connections_max_reauth_ms >= 0, self.connections_max_reauth_ms
 
     @property
     def config_rows(self) -> dict[str, str]:
@@ -120,6 +134,9 @@ class BrokerConfig:
             "transaction.max.timeout.ms": str(self.transaction_max_timeout_ms),
             "transaction.partition.verification.enable":
                 str(self.transaction_partition_verification_enable).lower(),
+            "listener.security.protocol.map": f"{self.security_protocol}:{self.security_protocol}",
+            "sasl.enabled.mechanisms": ",".join(self.sasl_enabled_mechanisms),
+            "connections.max.reauth.ms": str(self.connections_max_reauth_ms),
         }
 
 

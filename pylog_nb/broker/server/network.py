@@ -5,11 +5,18 @@ does (a long-polling Fetch holds its own connection only). A frame whose size is
 ``socket.request.max.bytes``, a frame that cannot be decoded, or an unknown API key or version
 closes that one connection after one log line; every other connection carries on. ApiVersions at
 an unsupported version is the exception the protocol defines: it gets error 35 and our ranges.
+
+Before any handler sees a frame, the connection's ``ConnectionAuthentication``
+(``authentication.py``) does: on a SASL listener it answers SaslHandshake and SaslAuthenticate
+itself, lets ApiVersions through, and closes a connection that asks for anything else before it
+authenticated (after its answer, if it has one, is written). Handlers of the connection then see
+its principal in ``PRINCIPAL``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import itertools
 import logging
@@ -23,6 +30,7 @@ from ..protocol.fetch_response import FileRange
 from ..protocol.versions import API_VERSIONS_KEY, FETCH_KEY, PRODUCE_KEY
 from .apis import SHELL_HANDLERS, handle_in_core
 from .apis.share import CONNECTION_ID, close_connection_sessions
+from .authentication import PRINCIPAL, ConnectionAuthentication, Verdict
 from .node import CLIENT_HOST, BrokerNode
 from .pending import drive
 
@@ -31,6 +39,7 @@ log = logging.getLogger("pylog.broker")
 _SIZE = struct.Struct(">i")
 WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024  # drain before buffering more responses than this
 PIPELINED_REQUESTS_MAX = 64  # produce requests read ahead of their responses, per connection
+CLOSE_AFTER_ANSWER_TIMEOUT_S = 5.0  # a last answer the peer does not read is given up on
 _PRODUCE_KEY_BYTES = struct.pack(">h", PRODUCE_KEY)
 
 
@@ -111,11 +120,19 @@ class BrokerServer:
         self.connections.add(task)
         pending: asyncio.Queue = asyncio.Queue(PIPELINED_REQUESTS_MAX)
         responder = asyncio.create_task(self._respond(writer, pending, peer))
+        authentication = self.node.new_authentication()
         try:
             while not responder.done():
-                frame = await self._read_frame(reader)
+                frame = await self._read_frame(reader, authentication)
                 if frame is None:
                     return
+                verdict = _judged(authentication, frame)
+                if verdict is not None:
+                    if not await self._carry_out(verdict, pending, responder, peer):
+                        return
+                    if authentication.principal is not None:
+                        PRINCIPAL.set(authentication.principal)
+                    continue
                 handled = self._dispatch(frame)
                 if pending.full():
                     await pending.put(handled)
@@ -134,6 +151,22 @@ class BrokerServer:
             writer.close()
             self._connection_closed(connection_id)
 
+    async def _carry_out(self, verdict: Verdict, pending: asyncio.Queue,
+                         responder: asyncio.Task, peer) -> bool:
+        """Queue the authenticator's answer; False once the connection is to close (after the
+        answer is written and the verdict's delay has passed)."""
+        answered: asyncio.Future = asyncio.get_running_loop().create_future()
+        answered.set_result(verdict.response)
+        await pending.put(answered)
+        if verdict.close_reason is None:
+            return True
+        log.warning("closing connection from %s: %s", peer, verdict.close_reason)
+        closing: asyncio.Future = asyncio.get_running_loop().create_future()
+        closing.set_result(_Close(verdict.close_after_ms))
+        await pending.put(closing)
+        await asyncio.wait([responder], timeout=CLOSE_AFTER_ANSWER_TIMEOUT_S)
+        return False
+
     def _connection_closed(self, connection_id: str) -> None:
         """Share sessions of the connection end (not while the broker stops: its core goes)."""
         if self.server is None or not self.server.is_serving():
@@ -146,6 +179,10 @@ class BrokerServer:
         try:
             while True:
                 response = await (await pending.get())
+                if isinstance(response, _Close):
+                    await writer.drain()
+                    await asyncio.sleep(response.delay_ms / 1000)
+                    break
                 if isinstance(response, list):
                     await _write_pieces(writer, response)
                 elif response is not None:
@@ -160,15 +197,18 @@ class BrokerServer:
             log.exception("closing connection from %s after an internal error", peer)
         writer.close()
 
-    async def _read_frame(self, reader: asyncio.StreamReader) -> bytes | None:
+    async def _read_frame(self, reader: asyncio.StreamReader,
+                          authentication: ConnectionAuthentication) -> bytes | None:
         try:
             head = await reader.readexactly(_SIZE.size)
         except asyncio.IncompleteReadError:
             return None
         size = _SIZE.unpack(head)[0]
-        limit = self.node.config.socket_request_max_bytes
+        limit = authentication.frame_bytes_max(self.node.config.socket_request_max_bytes)
         if size < 0 or size > limit:
-            raise ProtocolViolation(f"request of {size} bytes exceeds socket.request.max.bytes")
+            what = ("socket.request.max.bytes" if authentication.authenticated
+                    else "sasl.server.max.receive.size before authentication")
+            raise ProtocolViolation(f"request of {size} bytes exceeds {what}")
         return await reader.readexactly(size)
 
     def _dispatch(self, frame: bytes) -> asyncio.Future:
@@ -224,6 +264,20 @@ class BrokerServer:
                 future.set_result(_encoded(request, result))
             except Exception as error:  # noqa: BLE001 - the responder logs it and closes
                 future.set_exception(error)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Close:
+    """Queued after a last answer: the responder writes what came before, waits, and closes."""
+
+    delay_ms: int
+
+
+def _judged(authentication: ConnectionAuthentication, frame: bytes) -> Verdict | None:
+    try:
+        return authentication.on_frame(frame)
+    except (codec.UnsupportedRequestError, codec.MalformedRequestError) as error:
+        raise ProtocolViolation(str(error)) from None
 
 
 def _encoded(request: codec.Request, result):

@@ -24,12 +24,16 @@ from typing import Any
 from ..controller.rpc import Address
 from ..metadata.image import ClusterImage
 from ..replication.actions import Action, RoleChanged
+from ..security import secrets
+from ..security.sasl import SCRAM_MECHANISMS, CredentialStore, ScramCredential, scram_credential
+from ..security.sasl_client import SaslCredentials
 from ..txn import WriteTxnMarkers
 from ..types import TopicPartition
 from .add_partitions_manager import AddPartitionsToTxnManager
+from .authentication import ConnectionAuthentication
 from .bridge import pending_of
 from .cluster_link import ClusterLink
-from .config import BrokerConfig
+from .config import SASL_PLAINTEXT, BrokerConfig
 from .controller_admin import ControllerAdmin
 from .core import BrokerCore, Outbound
 from .group_coordinator import GroupService
@@ -60,6 +64,14 @@ class _AdminLink:
         return await self.link.call(method, **params)
 
 
+def _static_credentials(cluster_secrets: secrets.ClusterSecrets | None
+                        ) -> dict[tuple[str, str], ScramCredential]:
+    if cluster_secrets is None:
+        return {}
+    return {(user, mechanism): scram_credential(mechanism, password)
+            for user, password in cluster_secrets.users.items() for mechanism in SCRAM_MECHANISMS}
+
+
 class BrokerNode:
     """What request handlers see of the broker. The asyncio server owns sockets and timers."""
 
@@ -69,6 +81,9 @@ class BrokerNode:
         self.config = config
         self.now_ms = now_ms
         self.port = config.port  # the bound port, known once the server listens
+        self.secrets = None if config.secrets_file is None else secrets.load(config.secrets_file)
+        self._static_credentials = _static_credentials(self.secrets)
+        self.credentials = CredentialStore(self._scram_credential)
         self.isolated = False  # fault injection: cut off from peers and controller, not clients
         self.core = BrokerCore(config.broker_id, config.data_dir, self, now_ms=now_ms,
                                incarnation_id=uuid.uuid4().hex,
@@ -76,7 +91,8 @@ class BrokerNode:
                                config=config)
         self.link = ClusterLink(
             self.core, config.controllers if controllers is None else controllers,
-            host=config.host, port=lambda: self.port, isolated=lambda: self.isolated)
+            host=config.host, port=lambda: self.port, isolated=lambda: self.isolated,
+            credentials=self.inter_broker_credentials)
         self.admin = ControllerAdmin(_AdminLink(self, self.link))
         self._fenced_since_ms: dict[int, int] = {}  # first reported fenced
         self.groups = GroupService(
@@ -91,6 +107,29 @@ class BrokerNode:
              ) -> BrokerNode:
         """The node of ``config``, linked to ``controllers`` (default: the config's)."""
         return cls(config, controllers)
+
+    # == who connects ============================================================================
+
+    def new_authentication(self) -> ConnectionAuthentication:
+        """The authentication state of a new client connection."""
+        sasl = self.config.security_protocol == SASL_PLAINTEXT
+        return ConnectionAuthentication(
+            self.config.sasl_enabled_mechanisms if sasl else (), lambda: self.credentials,
+            reauth_ms=self.config.connections_max_reauth_ms, now_ms=self.now_ms)
+
+    @property
+    def inter_broker_credentials(self) -> SaslCredentials | None:
+        """What this broker's own connections to its peers authenticate as (None: nothing)."""
+        if self.config.security_protocol != SASL_PLAINTEXT or self.secrets is None:
+            return None
+        return SaslCredentials(self.secrets.inter_broker_user, self.secrets.inter_broker_password)
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The user's credential in the metadata log; for a user of the secrets file, the one
+        derived at start-up until the log has one (brokers authenticate each other before
+        they have caught up with the metadata)."""
+        credential = getattr(self.image, "scram_credentials", {}).get((user, mechanism))
+        return credential or self._static_credentials.get((user, mechanism))
 
     # == the core's parts, as the handlers use them ===============================================
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ..metadata.image import ClusterImage, TopicImage
+from ..security.sasl_client import SaslCredentials
 from ..txn import Action as TxnAction
 from ..txn import (
     AddOffsetsAnswer,
@@ -50,6 +51,11 @@ class BrokerDirectory(Protocol):
     def live_broker_ids(self) -> list[int]: ...
 
     def brokers(self) -> list[dict]: ...
+
+    @property
+    def inter_broker_credentials(self) -> SaslCredentials | None:
+        """What our connections to peers authenticate as (None: a PLAINTEXT cluster)."""
+        ...
 
 
 class ClusterView(BrokerDirectory, Protocol):

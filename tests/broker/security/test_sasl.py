@@ -12,12 +12,14 @@ from pylog_nb.broker.security.sasl import (
     SCRAM_ITERATIONS_MAX,
     SCRAM_ITERATIONS_MIN,
     SCRAM_MECHANISMS,
+    CredentialStore,
     SaslAuthenticationFailed,
     SaslServer,
     ScramCredential,
     plain_checker,
     scram_credential,
 )
+from pylog_nb.broker.security.sasl_client import SaslClient, SaslClientError, SaslCredentials
 
 PASSWORDS = {"alice": "wonderland", "bob": "builder"}
 
@@ -106,3 +108,60 @@ def test_an_exchange_ends_once():
 def test_an_unknown_mechanism_is_refused():
     with pytest.raises(ValueError, match="unsupported SASL mechanism 'GSSAPI'"):
         server("GSSAPI")
+
+
+def test_store_mocks_an_unknown_user_through_both_scram_rounds():
+    """An unknown user gets a server-first like a known one (a stable salt), and fails only on
+    the proof, as a wrong password does: the answer does not tell them apart."""
+    stored = {("alice", m): scram_credential(m, "wonderland") for m in SCRAM_MECHANISMS}
+    store = CredentialStore(lambda user, m: stored.get((user, m)))
+    for user, password in (("mallory", "x"), ("alice", "wrong")):
+        for mechanism in SCRAM_MECHANISMS:
+            client = ScramClient([mechanism], user, password)
+            sasl = store.server(mechanism)
+            server_first = sasl.step(client.get_client_first().encode())
+            client.set_server_first(server_first.decode())
+            with pytest.raises(SaslAuthenticationFailed, match=FAILED):
+                sasl.step(client.get_client_final().encode())
+    first = [store.server(SCRAM_MECHANISMS[0]).step(
+        ScramClient([SCRAM_MECHANISMS[0]], "mallory", "x").get_client_first().encode())
+        for _ in range(2)]
+    assert [f.split(b",")[1] for f in first][0] == [f.split(b",")[1] for f in first][1]
+
+
+def test_store_checks_plain_passwords_against_scram_credentials():
+    stored = {("alice", m): scram_credential(m, "wonderland") for m in SCRAM_MECHANISMS}
+    store = CredentialStore(lambda user, m: stored.get((user, m)))
+    assert store.plain("alice", "wonderland")
+    assert not store.plain("alice", "wonderland!")
+    assert not store.plain("mallory", "wonderland")
+    assert store.server(PLAIN).step(b"\0alice\0wonderland") == b""
+    with pytest.raises(SaslAuthenticationFailed, match=FAILED):
+        store.server(PLAIN).step(b"\0mallory\0wonderland")
+
+
+@pytest.mark.parametrize("mechanism", [PLAIN, *SCRAM_MECHANISMS])
+def test_our_client_authenticates_with_our_server(mechanism):
+    stored = {("alice", m): scram_credential(m, "wonderland") for m in SCRAM_MECHANISMS}
+    store = CredentialStore(lambda user, m: stored.get((user, m)))
+    server = store.server(mechanism)
+    client = SaslClient(SaslCredentials("alice", "wonderland", mechanism))
+    token: bytes | None = client.first()
+    while token is not None:
+        token = client.step(server.step(token))
+    assert server.complete and server.principal == "alice"
+    assert "wonderland" not in repr(client.credentials)
+
+
+def test_our_client_refuses_a_server_that_does_not_know_the_credential():
+    server = CredentialStore(lambda user, m: None).server(SCRAM_MECHANISMS[1])
+    client = SaslClient(SaslCredentials("alice", "wonderland"))
+    client_final = client.step(server.step(client.first()))
+    assert client_final is not None
+    with pytest.raises(SaslAuthenticationFailed):
+        server.step(client_final)
+    forged = SaslClient(SaslCredentials("alice", "wonderland"))
+    forged.step(CredentialStore(lambda user, m: scram_credential(m, "other")).server(
+        SCRAM_MECHANISMS[1]).step(forged.first()))
+    with pytest.raises(SaslClientError):
+        forged.step(b"v=AAAA")

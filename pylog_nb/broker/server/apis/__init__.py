@@ -135,8 +135,10 @@ SHELL_HANDLERS: dict[int, ShellHandler] = {
     v.DESCRIBE_CLUSTER_KEY: handle_describe_cluster,
     v.FIND_COORDINATOR_KEY: handle_find_coordinator,
 }
+# Served by the connection itself (authentication.py), before and besides any handler.
+CONNECTION_APIS = frozenset({v.SASL_HANDSHAKE_KEY, v.SASL_AUTHENTICATE_KEY})
 assert not set(CORE_HANDLERS) & set(SHELL_HANDLERS), "one handler per API"
-assert set(CORE_HANDLERS) | set(SHELL_HANDLERS) == set(v.API_VERSIONS), \
+assert set(CORE_HANDLERS) | set(SHELL_HANDLERS) | CONNECTION_APIS == set(v.API_VERSIONS), \
     "every advertised API has a handler"
 
 
