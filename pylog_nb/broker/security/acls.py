@@ -97,6 +97,16 @@ def _code(enum: type[IntEnum], value: int) -> Any:
         return enum(0)
 
 
+_CODES = {"resource_type": ResourceType, "pattern_type": PatternType,
+          "operation": AclOperation, "permission_type": AclPermissionType}
+
+
+def _coerce_codes(frozen: Any) -> None:
+    """Plain ints given for the codes become the enums' members (unknown codes UNKNOWN)."""
+    for field, enum in _CODES.items():
+        object.__setattr__(frozen, field, _code(enum, getattr(frozen, field)))
+
+
 class AclEntry(Protocol):
     """An ACL of the metadata image (the ``AccessControlEntry`` record): codes and strings."""
 
@@ -133,13 +143,14 @@ class AclBinding:
     operation: AclOperation
     permission_type: AclPermissionType
 
+    def __post_init__(self) -> None:
+        _coerce_codes(self)
+
     @classmethod
     def of(cls, acl: Any) -> AclBinding:
         """The binding of any object with the fields' names (an image's ``AclEntry``)."""
-        return cls(_code(ResourceType, acl.resource_type), acl.resource_name,
-                   _code(PatternType, acl.pattern_type), acl.principal, acl.host,
-                   _code(AclOperation, acl.operation),
-                   _code(AclPermissionType, acl.permission_type))
+        return cls(acl.resource_type, acl.resource_name, acl.pattern_type, acl.principal,
+                   acl.host, acl.operation, acl.permission_type)
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,9 @@ class AclBindingFilter:
     host: str | None = None
     operation: AclOperation = AclOperation.ANY
     permission_type: AclPermissionType = AclPermissionType.ANY
+
+    def __post_init__(self) -> None:
+        _coerce_codes(self)
 
     def matches(self, binding: Any) -> bool:
         """Whether the binding (or an image's ACL) is selected."""
@@ -273,6 +287,14 @@ def creation_result(error: str | None) -> dict:
     if error is None:
         return {"error_code": Errors.NONE, "error_message": None}
     return {"error_code": Errors.INVALID_REQUEST, "error_message": error}
+
+
+def describe_result(bindings: Iterable[Any], error: str | None = None) -> dict:
+    """A DescribeAcls response's body but its throttle time: the bindings, or the error."""
+    if error is not None:
+        return {"error_code": Errors.INVALID_REQUEST, "error_message": error, "resources": []}
+    return {"error_code": Errors.NONE, "error_message": None,
+            "resources": describe_resources(bindings)}
 
 
 def describe_resources(bindings: Iterable[Any]) -> list[dict]:

@@ -23,6 +23,7 @@ from pylog_nb.broker.security.acls import (
     creation_result,
     deletions,
     describe_resources,
+    describe_result,
     filter_from_wire,
     filter_result,
     validate_binding,
@@ -64,6 +65,14 @@ def test_codes_are_kafkas():
     assert AclOperation.IDEMPOTENT_WRITE == 12 and AclOperation.DESCRIBE_TOKENS == 14
     assert [(m.name, m.value) for m in AclPermissionType] == [
         ("UNKNOWN", 0), ("ANY", 1), ("DENY", 2), ("ALLOW", 3)]
+
+
+def test_plain_int_codes_become_enum_members():
+    b = AclBinding(2, "orders", 3, "User:alice", "*", 3, 3)
+    assert b == binding() and b.resource_type is ResourceType.TOPIC
+    assert validate_binding(AclBinding(2, "orders", 9, "User:alice", "*", 3, 3)) == (
+        "Invalid patternType UNKNOWN")
+    assert AclBindingFilter(resource_type=3).resource_type is ResourceType.GROUP
 
 
 def test_binding_of_a_record_takes_codes_and_maps_unknown_ones():
@@ -259,3 +268,12 @@ def test_filter_result_dicts():
         "permission_type": 3}]
     refused = filter_result([], "Unknown resource_type in the filter")
     assert refused["error_code"] == Errors.INVALID_REQUEST and refused["matching_acls"] == []
+
+
+def test_describe_result_dicts():
+    ok = describe_result([binding()])
+    assert ok["error_code"] == 0 and ok["error_message"] is None
+    assert [r["resource_name"] for r in ok["resources"]] == ["orders"]
+    refused = describe_result([binding()], "Unknown operation in the filter")
+    assert refused == {"error_code": Errors.INVALID_REQUEST,
+                       "error_message": "Unknown operation in the filter", "resources": []}
