@@ -28,6 +28,7 @@ transactional id, or some topic?), Kafka's default algorithm. The broker calls `
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -127,7 +128,8 @@ class Authorizer:
         self._bindings: dict[Hashable, AclBinding] = {}
         self._literal: dict[tuple[int, str], list[_Ace]] = {}
         self._prefixed: dict[int, dict[str, list[_Ace]]] = {}
-        self._prefix_lengths: dict[int, list[int]] = {}
+        self._prefix_lengths: dict[int, list[int]] = {}  # sorted, distinct
+        self._length_counts: dict[tuple[int, int], int] = {}  # (type, length) -> ACLs
         for acl in acls:
             self.add(acl)
 
@@ -144,7 +146,7 @@ class Authorizer:
             self._literal.setdefault((rtype, name), []).append(ace)
         elif binding.pattern_type == PatternType.PREFIXED:
             self._prefixed.setdefault(rtype, {}).setdefault(name, []).append(ace)
-            self._index_lengths(rtype)
+            self._count_length(rtype, len(name), +1)
 
     def remove(self, acl_id: Hashable) -> None:
         """An ACL was deleted (a RemoveAccessControlEntry record); unknown ids are ignored."""
@@ -156,10 +158,21 @@ class Authorizer:
             _drop(self._literal, (rtype, name), acl_id)
         elif binding.pattern_type == PatternType.PREFIXED:
             _drop(self._prefixed[rtype], name, acl_id)
-            self._index_lengths(rtype)
+            self._count_length(rtype, len(name), -1)
 
-    def _index_lengths(self, rtype: int) -> None:
-        self._prefix_lengths[rtype] = sorted({len(p) for p in self._prefixed[rtype]})
+    def _count_length(self, rtype: int, length: int, change: int) -> None:
+        """Keep the lengths of the type's prefixes: the only ones a check looks up."""
+        key = (rtype, length)
+        count = self._length_counts.get(key, 0) + change
+        lengths = self._prefix_lengths.setdefault(rtype, [])
+        if count and key not in self._length_counts:
+            bisect.insort(lengths, length)
+        elif not count:
+            lengths.remove(length)
+        if count:
+            self._length_counts[key] = count
+        else:
+            del self._length_counts[key]
 
     def acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
         """The bindings a filter selects (all without one): what DescribeAcls returns."""
