@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from support.clients import python_client_kwargs
 
 COUNT = 300
 
 
 async def _round_trip(bootstrap: str, topic: str) -> list:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type="lz4")
+    producer = AIOKafkaProducer(**python_client_kwargs(bootstrap), compression_type="lz4")
     await producer.start()
     try:
         results = [await producer.send_and_wait(topic, b"v%d" % i, key=b"k") for i in range(20)]
@@ -19,7 +20,7 @@ async def _round_trip(bootstrap: str, topic: str) -> list:
     finally:
         await producer.stop()
     assert [r.offset for r in results] == list(range(COUNT))
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(**python_client_kwargs(bootstrap), enable_auto_commit=False)
     await consumer.start()
     try:
         tp = TopicPartition(topic, 0)

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 import pytest
-from support.clients import consume_all, create_topic
+from support.clients import consume_all, create_topic, kcat_args
 
 KCAT_TIMEOUT_S = 60
 
@@ -27,7 +27,7 @@ def _run(kcat: str, *args: str, stdin: bytes = b"") -> str:
 
 def test_kcat_lists_metadata(kcat, bootstrap, topic_name):
     create_topic(bootstrap, topic_name, partitions=3)
-    out = _run(kcat, "-b", bootstrap, "-L", "-t", topic_name)
+    out = _run(kcat, *kcat_args(bootstrap), "-L", "-t", topic_name)
     assert f'topic "{topic_name}" with 3 partitions' in out
     assert "leader 1" in out
 
@@ -35,9 +35,9 @@ def test_kcat_lists_metadata(kcat, bootstrap, topic_name):
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_kcat_produce_then_consume(kcat, bootstrap, topic_name, codec):
     lines = [f"key{i}:line {i}" for i in range(200)]
-    _run(kcat, "-b", bootstrap, "-P", "-t", topic_name, "-K:", "-z", codec,
+    _run(kcat, *kcat_args(bootstrap), "-P", "-t", topic_name, "-K:", "-z", codec,
          stdin=("\n".join(lines) + "\n").encode())
-    out = _run(kcat, "-b", bootstrap, "-C", "-t", topic_name, "-e", "-f", "%k:%s@%o\n")
+    out = _run(kcat, *kcat_args(bootstrap), "-C", "-t", topic_name, "-e", "-f", "%k:%s@%o\n")
     assert out.splitlines() == [f"{line}@{i}" for i, line in enumerate(lines)]
     received = consume_all(bootstrap, topic_name, 200)
     assert received[199].key() == b"key199"

@@ -15,7 +15,7 @@ TIMEOUT_S = 30
 def kafka_conf(bootstrap: str, **settings) -> dict:
     """A librdkafka config for ``bootstrap``: a local cluster of ours is reached as its owner,
     as every tool of the package reaches it (``cluster.client_config()``)."""
-    return {**kafka_conf(bootstrap), **client_settings(bootstrap), **settings}
+    return {"bootstrap.servers": bootstrap, **client_settings(bootstrap), **settings}
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -119,3 +119,22 @@ def poll_until(members, condition, what: str, timeout_s: float = TIMEOUT_S) -> N
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         for member in members:
             member.poll()
+
+
+def python_client_kwargs(bootstrap: str) -> dict:
+    """kafka-python's and aiokafka's keyword arguments for ``bootstrap`` (SASL for a cluster of
+    ours, as ``kafka_conf``)."""
+    settings = client_settings(bootstrap)
+    if not settings:
+        return {"bootstrap_servers": bootstrap}
+    return {"bootstrap_servers": bootstrap, "security_protocol": settings["security.protocol"],
+            "sasl_mechanism": settings["sasl.mechanism"],
+            "sasl_plain_username": settings["sasl.username"],
+            "sasl_plain_password": settings["sasl.password"]}
+
+
+def kcat_args(bootstrap: str) -> list[str]:
+    """kcat's -b and -X options for ``bootstrap``."""
+    settings = client_settings(bootstrap)
+    return ["-b", bootstrap, *[arg for key, value in settings.items()
+                               for arg in ("-X", f"{key}={value}")]]

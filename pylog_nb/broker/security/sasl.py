@@ -89,6 +89,7 @@ class SaslServer:
         self._scram = None if mechanism == PLAIN else ScramMechanism(mechanism).make_server(
             self._auth_info)
         self._scram_user: str | None = None
+        self._client_nonce: str | None = None
         self._round = 0
 
     def step(self, token: bytes) -> bytes:
@@ -129,8 +130,10 @@ class SaslServer:
             text = token.decode("utf-8")
             if self._round == 1:
                 self._scram.set_client_first(text)
+                self._client_nonce = _attribute(text, "r")
                 return self._scram.get_server_first().encode()
             if self._round == 2:
+                self._accept_librdkafka_nonce(_attribute(text, "r"))
                 self._scram.set_client_final(text)
                 final = self._scram.get_server_final().encode()
                 assert self._scram_user is not None  # set by _auth_info in the first round
@@ -138,6 +141,16 @@ class SaslServer:
         except (ScramException, UnicodeDecodeError):
             raise SaslAuthenticationFailed(FAILED) from None
         raise SaslAuthenticationFailed("unexpected SCRAM message after the exchange")
+
+    def _accept_librdkafka_nonce(self, final_nonce: str | None) -> None:
+        """librdkafka before 2.6.1 (Debian's kcat) sends its own nonce again in front of the
+        whole nonce of the server-first message (librdkafka#4895). The message still carries
+        the server's nonce, so replay protection holds; Kafka 3.8.1 to 3.9 accept it too. That
+        exact form, and no other, is checked as the nonce (the proof covers what was sent)."""
+        assert self._scram is not None
+        expected = self._scram.nonce  # a scramp Nonce
+        if final_nonce is not None and final_nonce == f"{self._client_nonce}{expected}":
+            self._scram.nonce = type(expected)(final_nonce)
 
     def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
         credential = self._scram_lookup(user, self.mechanism)
@@ -187,6 +200,14 @@ class CredentialStore:
 
     def server(self, mechanism: str) -> SaslServer:
         return SaslServer(mechanism, scram=self.scram, plain=self.plain)
+
+
+def _attribute(message: str, name: str) -> str | None:
+    """The value of attribute ``name`` in a SCRAM message (None if absent)."""
+    for part in message.split(","):
+        if part.startswith(f"{name}="):
+            return part[len(name) + 1:]
+    return None
 
 
 def plain_checker(passwords: dict[str, str]) -> PlainCheck:

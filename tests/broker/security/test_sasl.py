@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hmac
+
 import pytest
 from scramp import ScramClient
 
@@ -165,3 +167,34 @@ def test_our_client_refuses_a_server_that_does_not_know_the_credential():
         SCRAM_MECHANISMS[1]).step(forged.first()))
     with pytest.raises(SaslClientError):
         forged.step(b"v=AAAA")
+
+
+def _librdkafka_final(server: SaslServer, password: str, prefix: str) -> bytes:
+    """A client-final whose nonce is ``prefix`` + the server's nonce, with a proof computed over
+    what is sent, as librdkafka before 2.6.1 computes it (librdkafka#4895)."""
+    import base64
+    import hashlib
+    client_first_bare = "n=alice,r=ab=c}d"
+    server_first = server.step(f"n,,{client_first_bare}".encode()).decode()
+    attributes = dict(part.split("=", 1) for part in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac("sha512", password.encode(), base64.b64decode(attributes["s"]),
+                                 int(attributes["i"]))
+    client_key = hmac.new(salted, b"Client Key", "sha512").digest()
+    without_proof = f"c=biws,r={prefix}{attributes['r']}"
+    message = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha512(client_key).digest(), message, "sha512").digest()
+    proof_bytes = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    proof = base64.b64encode(proof_bytes).decode()
+    return f"{without_proof},p={proof}".encode()
+
+
+def test_scram_accepts_old_librdkafka_nonce_and_nothing_looser():
+    stored = {("alice", SCRAM_MECHANISMS[1]): scram_credential(SCRAM_MECHANISMS[1], "pw")}
+    store = CredentialStore(lambda user, m: stored.get((user, m)))
+    server = store.server(SCRAM_MECHANISMS[1])
+    assert server.step(_librdkafka_final(server, "pw", "ab=c}d")).startswith(b"v=")
+    assert server.principal == "alice"
+    for prefix in ("x", "ab=c}dab=c}d"):
+        other = store.server(SCRAM_MECHANISMS[1])
+        with pytest.raises(SaslAuthenticationFailed):
+            other.step(_librdkafka_final(other, "pw", prefix))
