@@ -41,13 +41,31 @@ def test_describe_reports_offsets_and_segments(cluster, topic_name):
 def test_unknown_path_and_method(cluster):
     base = cluster.admin_urls()[1]
     with pytest.raises(urllib.error.HTTPError) as raised:
-        urllib.request.urlopen(f"{base}/nope", timeout=10)
+        urllib.request.urlopen(urllib.request.Request(f"{base}/nope",
+                                                      headers=cluster.admin_headers()), timeout=10)
     assert raised.value.code == 404
     assert "/v1/partitions" in json.loads(raised.value.read())["paths"]
-    request = urllib.request.Request(f"{base}/v1/partitions", method="POST", data=b"{}")
+    request = urllib.request.Request(f"{base}/v1/partitions", method="POST", data=b"{}",
+                                     headers=cluster.admin_headers())
     with pytest.raises(urllib.error.HTTPError) as raised:
         urllib.request.urlopen(request, timeout=10)
     assert raised.value.code == 405
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong", "Basic x", "Bearer"])
+def test_admin_endpoint_refuses_requests_without_the_token(cluster, authorization):
+    """Every path, GET and POST, answers 401 without the cluster's token, and a refused fault
+    changes nothing."""
+    base = cluster.admin_urls()[1]
+    headers = {} if authorization is None else {"Authorization": authorization}
+    for path, method in (("/v1/partitions", "GET"), ("/v1/groups", "GET"),
+                         ("/v1/faults/isolate", "POST"), ("/nope", "GET")):
+        request = urllib.request.Request(f"{base}{path}", method=method, headers=headers,
+                                         data=b"" if method == "POST" else None)
+        with pytest.raises(urllib.error.HTTPError) as raised:
+            urllib.request.urlopen(request, timeout=10)
+        assert raised.value.code == 401, path
+    assert cluster.broker_states() == {1: "up"}
 
 
 def test_admin_endpoint_listens_on_loopback_only(cluster):

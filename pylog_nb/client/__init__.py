@@ -12,7 +12,7 @@ _MODULES = {
     ".browsing": ("browse",),
     ".group_configs": ("alter_group_configs", "group_configs_frame"),
     ".groups": ("groups_frame", "lag_frame", "members_frame"),
-    ".introspect": ("events_frame", "partitions_frame", "quorum_frame"),
+    ".introspect": ("credentials_frame", "events_frame", "partitions_frame", "quorum_frame"),
     ".io": ("LogClientError", "consume", "create_topic", "delete_topic", "produce",
             "topics_frame"),
     ".share_consume": ("consume_share", "read_share"),
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .browsing import browse
     from .group_configs import alter_group_configs, group_configs_frame
     from .groups import groups_frame, lag_frame, members_frame
-    from .introspect import events_frame, partitions_frame, quorum_frame
+    from .introspect import credentials_frame, events_frame, partitions_frame, quorum_frame
     from .io import LogClientError, consume, create_topic, delete_topic, produce, topics_frame
     from .share_consume import consume_share, read_share
     from .shares import share_groups_frame, share_partitions_frame, share_records_frame

@@ -314,3 +314,12 @@ def _one_group(claims: list[dict], truth: Authority, replicas: dict[int, list[di
         notes.append(f"{truth.source}: {leads} {OFFSETS_TOPIC}-{partition} "
                      f"at epoch {known.leader_epoch}")
     return {**chosen, "stale_coordinators": stale, "disagreement": "; ".join(notes)}
+
+
+def credentials_frame(cluster: LocalCluster) -> pd.DataFrame:
+    """The owner's client settings, one row each, after a kcat line that uses them."""
+    print(f"kcat: {cluster.kcat_command('-L')}")
+    if cluster.secrets is None:
+        print("this cluster has no security (security='none'): any local process may connect")
+    settings = cluster.client_config()
+    return pd.DataFrame({"setting": list(settings), "value": list(settings.values())})

@@ -38,6 +38,7 @@ def publish(data_dir: Path, bootstrap: list[str], admin: list[str], client: dict
     directory.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
     os.chmod(directory, _DIR_MODE)
     path = _path(directory, data_dir)
+    _forget_addresses(directory, {*bootstrap, *admin}, keep=path)
     temporary = path.with_suffix(".tmp")
     record = {"data_dir": str(data_dir), "bootstrap": bootstrap, "admin": admin,
               "client": client, "admin_token": admin_token}
@@ -66,19 +67,34 @@ def admin_headers(address: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def _forget_addresses(directory: Path, addresses: set[str], keep: Path) -> None:
+    """Remove the records of clusters that ended without ``stop()`` (a killed kernel) and whose
+    ports a new cluster now listens on."""
+    for path, record in _records(directory):
+        if path != keep and addresses & {*record.get("bootstrap", ()), *record.get("admin", ())}:
+            path.unlink(missing_ok=True)
+
+
 def _find(wanted) -> dict[str, Any] | None:
+    return next((record for _path, record in _records(credentials_dir()) if wanted(record)),
+                None)
+
+
+def _records(directory: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every record, the newest first."""
+    found = []
     try:
-        paths = sorted(credentials_dir().glob("*.json"))
+        paths = list(directory.glob("*.json"))
     except OSError:
-        return None
+        return []
     for path in paths:
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            found.append((path.stat().st_mtime_ns, path,
+                          json.loads(path.read_text(encoding="utf-8"))))
         except (OSError, ValueError):
             continue
-        if isinstance(record, dict) and wanted(record):
-            return record
-    return None
+    found.sort(key=lambda item: item[0], reverse=True)
+    return [(path, record) for _mtime, path, record in found if isinstance(record, dict)]
 
 
 def _path(directory: Path, data_dir: Path) -> Path:

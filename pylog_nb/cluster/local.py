@@ -53,6 +53,7 @@ CONTROLLERS_DEFAULT = 3  # survives one controller failure
 STOP_TIMEOUT_S = 10.0
 LOG_TAIL_BYTES = 2000
 CLUSTER_FILE = "cluster.json"
+CLIENT_PROPERTIES_FILE = "client.properties"  # the owner's client settings, for kcat -F
 # A cluster's files are its owner's alone: directories it creates 0700, files 0600 (the nodes
 # run under this umask), so another account on a shared machine cannot read its records.
 PRIVATE_DIR_MODE = 0o700
@@ -182,7 +183,25 @@ class LocalCluster:
                 "sasl.username": self.secrets.admin_user,
                 "sasl.password": self.secrets.admin_password}
 
+    @property
+    def client_properties(self) -> Path:
+        """A librdkafka properties file (0600) with ``client_config()``: ``kcat -F`` reads it,
+        and no password goes on a command line another account can see."""
+        return self.data_dir / CLIENT_PROPERTIES_FILE
+
+    def kcat_command(self, *args: str) -> str:
+        """A kcat command line that reaches this cluster as its owner."""
+        return " ".join(["kcat", "-F", str(self.client_properties), *args])
+
+    def _write_client_properties(self) -> None:
+        lines = [f"{key}={value}" for key, value in self.client_config().items()]
+        path = self.client_properties
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE),
+                  "w") as file:
+            file.write("\n".join(lines) + "\n")
+
     def _publish_credentials(self) -> None:
+        self._write_client_properties()
         credentials.publish(
             self.data_dir, [f"{self.host}:{b.port}" for b in self.brokers.values()],
             [f"{self.host}:{b.admin_port}" for b in self.brokers.values()],
@@ -382,7 +401,7 @@ class LocalCluster:
             raise ClusterError(f"broker {broker_id} is not running")
         request = urllib.request.Request(
             f"http://{self.host}:{broker.admin_port}/v1/faults/{action}", method="POST", data=b"",
-            headers=self._admin_headers())
+            headers=self.admin_headers())
         with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S):  # noqa: S310 (loopback)
             pass
 
@@ -603,9 +622,10 @@ class LocalCluster:
 
     def admin_get(self, url: str, timeout_s: float = ADMIN_TIMEOUT_S) -> Any:
         """GET one of this cluster's admin endpoints (with its token), as parsed JSON."""
-        return _get_json(url, self._admin_headers(), timeout_s)
+        return _get_json(url, self.admin_headers(), timeout_s)
 
-    def _admin_headers(self) -> dict[str, str]:
+    def admin_headers(self) -> dict[str, str]:
+        """The Authorization header its admin endpoints want ({} without security)."""
         if self.secrets is None:
             return {}
         return {"Authorization": f"Bearer {self.secrets.admin_http_token}"}

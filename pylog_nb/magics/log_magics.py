@@ -30,6 +30,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..client import (
     alter_group_configs,
+    credentials_frame,
     events_frame,
     group_configs_frame,
     groups_frame,
@@ -61,6 +62,7 @@ from ..client.shares import share_partitions_frame
 from ..client.status import waiting
 from ..client.txn import Transaction
 from ..cluster import ClusterError, LocalCluster
+from ..cluster.local import SASL, SECURITY_MODES
 
 if TYPE_CHECKING:
     from ..widgets import ClusterView
@@ -69,7 +71,7 @@ DEFAULT_BROKERS = 3
 DEFAULT_TRANSACTIONAL_ID = "pylog-nb"
 FAULTS = ("kill", "restart", "pause", "resume", "isolate", "heal")
 TARGET_ACTIONS = ("start", "stop", "connect", "disconnect")  # choose what the magics act on
-CLUSTER_ACTIONS = (*TARGET_ACTIONS, "status", "events", *FAULTS)
+CLUSTER_ACTIONS = (*TARGET_ACTIONS, "status", "events", "credentials", *FAULTS)
 CONTROLLER = "controller"  # the fault's target: the controller quorum, not a broker
 STATUS_VIEWS = ("quorum", "partitions")
 EVERY_RECORD = "every"  # --release / --reject alone: every record the read is handed
@@ -120,6 +122,9 @@ class LogMagics(Magics):
                                               "more brokers, 1 for two, none for one)")
     @argument("-d", "--data-dir", help="keep the data here (default: a temporary directory)")
     @argument("--broker-args", default="", help='extra broker options, e.g. "--num-partitions 3"')
+    @argument("--security", choices=SECURITY_MODES, default=SASL,
+              help="sasl (default): SASL/SCRAM listeners, ACLs and an admin principal only this "
+                   "account can read; none: open listeners, as Kafka's PLAINTEXT")
     @_one_line_errors
     def log_cluster(self, line: str):
         """Start, stop, inspect or break the notebook's cluster, or connect to another one.
@@ -129,6 +134,9 @@ class LogMagics(Magics):
         themselves, the active controller, by Raft. A cluster these magics started before is
         stopped first, and its live views closed, so Run All works again after a failed cell.
         stop: stop them all (or forget a connection).
+
+        credentials: the settings any Kafka client needs to reach the cluster as its owner
+        (``cluster.client_config()``), and a kcat command line that uses them.
 
         status: the controller quorum (each controller's state, Raft role, epoch, leader,
         committed offset and lag), shown, then every replica's state, returned as a DataFrame;
@@ -156,6 +164,8 @@ class LogMagics(Magics):
             return self._status(cluster, args.target)
         if args.action == "events":
             return events_frame(cluster)
+        if args.action == "credentials":
+            return credentials_frame(cluster)
         if args.target == CONTROLLER:
             controller_id = self._controller_id(cluster, args.controller_id)
             for text in controller_fault(cluster, args.action, controller_id):
@@ -189,7 +199,8 @@ class LogMagics(Magics):
         # IPython's argument splitter keeps the quotes around "--x 1": split what they held too.
         broker_args = tuple(t for part in shlex.split(args.broker_args) for t in shlex.split(part))
         cluster = LocalCluster(brokers=args.brokers, data_dir=args.data_dir,
-                               broker_args=broker_args, controllers=args.controllers)
+                               broker_args=broker_args, controllers=args.controllers,
+                               security=args.security)
         old = self.cluster
         if old is not None:
             with waiting("stopping the running cluster…"):
