@@ -1,4 +1,4 @@
-"""The ``pylog`` command: ``pylog cluster start --brokers N --data-dir D``."""
+"""The ``pylog`` command: ``pylog cluster start --brokers N --data-dir D [--security none]``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 from .cluster import ClusterError, LocalCluster
+from .cluster.local import SASL, SECURITY_MODES
 
 
 def _cluster_start(args: argparse.Namespace) -> int:
@@ -16,11 +17,15 @@ def _cluster_start(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        cluster = LocalCluster(brokers=args.brokers, data_dir=args.data_dir).start()
+        cluster = LocalCluster(brokers=args.brokers, data_dir=args.data_dir,
+                               security=args.security).start()
     except ClusterError as error:
         print(f"pylog: {error}", file=sys.stderr)
         return 1
     print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
+    if cluster.secrets is not None:
+        print(f"client settings (SASL, this account only): {cluster.client_properties}\n"
+              f"  e.g. {cluster.kcat_command('-L')}", flush=True)
     print(f"data dir: {cluster.data_dir}  (Ctrl+C stops the cluster)", flush=True)
     try:
         stop.wait()
@@ -39,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--brokers", type=int, default=1)
     start.add_argument("--data-dir", type=Path, default=None,
                        help="keep logs here (default: a temporary directory removed on exit)")
+    start.add_argument("--security", choices=SECURITY_MODES, default=SASL,
+                       help="sasl (default): authenticated listeners, owner's credentials in "
+                            "the data directory; none: open PLAINTEXT listeners")
     start.set_defaults(run=_cluster_start)
     return parser
 
