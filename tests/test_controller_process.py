@@ -667,11 +667,15 @@ def test_with_secrets_only_the_token_opens_a_connection_and_users_are_bootstrapp
             with pytest.raises(ControllerRpcError) as bad:
                 await client.call("create_acls", creations=[{"resource_type": 2}])
             assert bad.value.error_code == 42
+        async with ControllerClient("127.0.0.1", port, token="wrong") as stranger:
+            with pytest.raises(ControllerRpcError) as refused:  # at once: never retried
+                await stranger.call("heartbeat", broker_id=1)
+            assert refused.value.error_code == 58
 
     run(scenario())
     warnings = [line for line in controller.log_text().splitlines()
                 if "WARNING" in line and "closing" in line]
-    assert len(warnings) == 3, warnings  # one line per refused connection, naming the peer
+    assert len(warnings) == 4, warnings  # one line per refused connection, naming the peer
     assert all("127.0.0.1" in line for line in warnings)
     assert "not authenticate" in warnings[0] and "authentication failed" in warnings[1]
 
@@ -745,3 +749,14 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def test_unreadable_or_shared_secrets_stop_the_controller_before_it_listens(tmp_path):
+    path, _ = write_secrets(tmp_path)
+    os.chmod(path, 0o644)
+    for secrets_path in (path, tmp_path / "absent.json"):
+        done = subprocess.run(
+            [sys.executable, "-m", "pylog_nb.broker.controller", "--data-dir",
+             str(tmp_path / "metadata"), "--secrets", str(secrets_path)],
+            capture_output=True, text=True, timeout=READY_TIMEOUT_S)
+        assert done.returncode == 2 and "--secrets" in done.stderr, done.stderr

@@ -527,6 +527,9 @@ class ControllerServer:
         except OSError as error:
             self._fail("bootstrap of SCRAM users", error)
             return
+        except Exception:
+            log.exception("bootstrap of SCRAM users failed")
+            return
         if result.value:
             log.info("bootstrap: SCRAM credentials written for %s",
                      ", ".join(f"{user} ({mechanism})" for user, mechanism in result.value))
