@@ -760,3 +760,49 @@ def test_unreadable_or_shared_secrets_stop_the_controller_before_it_listens(tmp_
              str(tmp_path / "metadata"), "--secrets", str(secrets_path)],
             capture_output=True, text=True, timeout=READY_TIMEOUT_S)
         assert done.returncode == 2 and "--secrets" in done.stderr, done.stderr
+
+
+def test_security_methods_answer_with_the_documented_shapes(controller):
+    import base64
+    import hashlib
+
+    def call(method, **params):
+        return call_once("127.0.0.1", controller.port, method, **params)
+
+    salt = b"pepper-and-salt!"
+    salted = hashlib.pbkdf2_hmac("sha512", b"pw", salt, 4096)
+    upsert = {"name": "alice", "mechanism": "SCRAM-SHA-512", "iterations": 4096,
+              "salt": base64.b64encode(salt).decode(),
+              "salted_password": base64.b64encode(salted).decode()}
+    altered = call("alter_user_scram_credentials", upsertions=[upsert],
+                   deletions=[{"name": "bob", "mechanism": "SCRAM-SHA-256"}])
+    assert altered == {"results": [
+        {"user": "bob", "error_code": 91,
+         "error_message": "Attempt to delete a user credential that does not exist"},
+        {"user": "alice", "error_code": 0, "error_message": None}]}
+    assert call("describe_user_scram_credentials", users=["alice"])["results"][0][
+        "credential_infos"] == [{"mechanism": "SCRAM-SHA-512", "iterations": 4096}]
+    acl = {"resource_type": 2, "resource_name": "orders", "pattern_type": 3,
+           "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
+    assert call("create_acls", creations=[acl]) == {
+        "results": [{"error_code": 0, "error_message": None}]}
+    deleted = call("delete_acls", filters=[{**acl, "resource_name": None, "pattern_type": 1,
+                                            "principal": None, "host": None}])
+    assert deleted["filter_results"][0]["matching_acls"] == [
+        {**acl, "error_code": 0, "error_message": None}]
+    entity = [["user", None], ["client-id", "app"]]
+    quotas = call("alter_client_quotas", entries=[{"entity": entity, "ops": [
+        {"key": "consumer_byte_rate", "value": 4096, "remove": False}]}])
+    assert quotas == {"entries": [{"entity": entity, "error_code": 0, "error_message": None}]}
+    described = call("describe_client_quotas", strict=True, components=[
+        {"entity_type": "user", "match_type": 1, "match": None},
+        {"entity_type": "client-id", "match_type": 0, "match": "app"}])
+    assert described == {"entries": [{"entity": [["client-id", "app"], ["user", None]],
+                                      "values": {"consumer_byte_rate": 4096.0}}]}
+    for method, params in (("create_acls", {"creations": [{**acl, "extra": 1}]}),
+                           ("alter_client_quotas", {"entries": [{"entity": "user"}]}),
+                           ("describe_client_quotas", {"components": [
+                               {"entity_type": "user", "match_type": 0, "match": None}]})):
+        with pytest.raises(ControllerRpcError) as refused:
+            call(method, **params)
+        assert refused.value.error_code == 42, method

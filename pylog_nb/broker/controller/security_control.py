@@ -199,12 +199,13 @@ def plan_missing_scram_credentials(
 def describe_user_scram_credentials(image: ClusterImage, users: Sequence[str] | None
                                     ) -> list[Result]:
     """Per user {user, error_code, error_message, credential_infos: [{mechanism,
-    iterations}]}: every user with a credential (``users`` None), or those named."""
+    iterations}]}: every user with a credential (``users`` None or empty, as Kafka's), or
+    those named."""
     by_user: dict[str, list[dict[str, Any]]] = {}
     for (user, mechanism), credential in sorted(image.scram_credentials.items()):
         by_user.setdefault(user, []).append(
             {"mechanism": mechanism, "iterations": credential.iterations})
-    if users is None:
+    if not users:
         return [_result(user=u, credential_infos=infos) for u, infos in by_user.items()]
     results = []
     for user in dict.fromkeys(users):

@@ -55,7 +55,8 @@ Methods (params with defaults are optional; results are JSON objects):
   error_message}]}; deletions [{name, mechanism}], upsertions [{name, mechanism, iterations,
   salt, salted_password}] (base64; the controller keeps the stored and server keys)
 - describe_user_scram_credentials(users=null) -> {results: [{user, error_code, error_message,
-  credential_infos: [{mechanism, iterations}]}]}: every user with a credential, or those named
+  credential_infos: [{mechanism, iterations}]}]}: every user with a credential (users null or
+  empty), or those named
 - create_acls(creations) -> {results: [{error_code, error_message}]}; a creation is {
   resource_type, resource_name, pattern_type, principal, host, operation, permission_type}
   (Kafka's codes)

@@ -121,6 +121,7 @@ def test_a_deletion_removes_one_mechanism_and_describe_lists_what_is_left() -> N
     deleted = ctl.alter_user_scram_credentials([{"name": "alice", "mechanism": SHA256}], [])
     assert codes_of(deleted.value) == {"alice": 0}
     described = describe_user_scram_credentials(ctl.image, None)
+    assert describe_user_scram_credentials(ctl.image, []) == described
     assert [(r["user"], [c["mechanism"] for c in r["credential_infos"]]) for r in described] == [
         ("alice", [SHA512]), ("bob", [SHA256])]
     unknown, duplicate = describe_user_scram_credentials(ctl.image, ["nobody", "bob", "bob"])[0:2]
