@@ -5,6 +5,7 @@ and call_once over loopback."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import select
 import signal
@@ -39,8 +40,11 @@ BROKERS = (1, 2, 3)
 class ControllerProcess:
     """One controller process on loopback, with the supervisor's two pipes (cluster/local.py)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = (),
+                 token: str | None = None) -> None:
         self.data_dir = data_dir
+        self.extra_args = extra_args  # e.g. --secrets, --node-id and --voters
+        self.token = token  # what this test's own calls present
         self.log_path = data_dir / "controller.log"
         self.port = 0
         self.process: subprocess.Popen | None = None
@@ -62,6 +66,7 @@ class ControllerProcess:
             str(self.parent_r),
             "--session-timeout-ms",
             str(SESSION_TIMEOUT_MS),
+            *self.extra_args,
         ]
         with open(self.log_path, "ab") as log_file:
             self.process = subprocess.Popen(
@@ -77,13 +82,15 @@ class ControllerProcess:
             self.port = int(self._await_ready(ready_r))
         finally:
             os.close(ready_r)
-        self._await_active()
+        if "--voters" not in self.extra_args:
+            self._await_active()
         return self
 
     def _await_active(self) -> None:
         """A quorum of one elects itself at once, but only after it listens."""
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while not call_once("127.0.0.1", self.port, "describe")["quorum"]["active"]:
+        while not call_once("127.0.0.1", self.port, "describe",
+                            token=self.token)["quorum"]["active"]:
             assert time.monotonic() < deadline, f"never active; log:\n{self.log_text()}"
             time.sleep(0.02)
 
@@ -586,3 +593,216 @@ def test_describe_quorum_is_the_quorum_section_alone(controller):
     alone = call_once("127.0.0.1", controller.port, "describe_quorum")
     assert alone == {"quorum": described["quorum"]}
     assert alone["quorum"]["active"] and alone["quorum"]["voters"] == [1]
+
+
+# -- security (issue 23): --secrets ----------------------------------------------------------------
+
+SCRAM_MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+def write_secrets(directory: Path):
+    from pylog_nb.broker.security import secrets
+
+    cluster_secrets = secrets.generate()
+    path = directory / secrets.SECRETS_FILE
+    secrets.write(path, cluster_secrets)
+    return path, cluster_secrets
+
+
+@pytest.fixture
+def secured(tmp_path):
+    path, cluster_secrets = write_secrets(tmp_path)
+    process = ControllerProcess(tmp_path, ("--secrets", str(path)),
+                                token=cluster_secrets.internal_token).start()
+    yield process, cluster_secrets.internal_token
+    process.close()
+
+
+def await_bootstrap(call) -> list[dict]:
+    """describe_user_scram_credentials once the active controller has written its users."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while True:
+        results = call("describe_user_scram_credentials")["results"]
+        if len(results) == 2 or time.monotonic() > deadline:
+            return results
+        time.sleep(0.05)
+
+
+def test_with_secrets_only_the_token_opens_a_connection_and_users_are_bootstrapped(secured):
+    controller, token = secured
+    port = controller.port
+    registration = frame(json.dumps({"id": 1, "method": "register_broker", "params": {
+        "broker_id": 1, "host": "127.0.0.1", "port": 9091, "incarnation_id": "x"}}).encode())
+    assert raw_exchange(port, registration) == b""  # closed unanswered
+    with pytest.raises(ControllerRpcError) as refused:
+        call_once("127.0.0.1", port, "describe", token="not-the-token")
+    assert refused.value.error_code == 58 and refused.value.message == "authentication failed"
+    with pytest.raises(ControllerRpcError):  # a token is no method of its own: still refused
+        call_once("127.0.0.1", port, "register_broker", token="", broker_id=1,
+                  host="127.0.0.1", port=9091, incarnation_id="x")
+
+    described = call_once("127.0.0.1", port, "describe", token=token)
+    assert described["brokers"] == []  # nothing the refused connections sent was acted on
+    users = await_bootstrap(lambda method: call_once("127.0.0.1", port, method, token=token))
+    assert [(u["user"], [c["mechanism"] for c in u["credential_infos"]]) for u in users] == [
+        ("admin", SCRAM_MECHANISMS), ("pylog-broker", SCRAM_MECHANISMS)]
+    assert all(c["iterations"] == 4096 for u in users for c in u["credential_infos"])
+
+    async def scenario():
+        async with ControllerClient("127.0.0.1", port, token=token) as client:
+            await register(client, brokers=(1,))
+            acl = {"resource_type": 2, "resource_name": "t", "pattern_type": 3,
+                   "principal": "User:alice", "host": "*", "operation": 3,
+                   "permission_type": 3}
+            created = await client.call("create_acls", creations=[acl, {**acl, "host": ""}])
+            assert [r["error_code"] for r in created["results"]] == [0, 42]
+            quotas = await client.call("alter_client_quotas", entries=[{
+                "entity": [["user", "alice"]],
+                "ops": [{"key": "producer_byte_rate", "value": 1024, "remove": False}]}])
+            assert quotas["entries"][0]["error_code"] == 0
+            records, _ = await fetch_all(client)  # what brokers fold into their image
+            kinds = Counter(type(r).__name__ for r in records)
+            assert kinds["UserScramCredential"] == 4 and kinds["AccessControlEntry"] == 1
+            assert kinds["ClientQuota"] == 1
+            with pytest.raises(ControllerRpcError) as bad:
+                await client.call("create_acls", creations=[{"resource_type": 2}])
+            assert bad.value.error_code == 42
+        async with ControllerClient("127.0.0.1", port, token="wrong") as stranger:
+            with pytest.raises(ControllerRpcError) as refused:  # at once: never retried
+                await stranger.call("heartbeat", broker_id=1)
+            assert refused.value.error_code == 58
+
+    run(scenario())
+    warnings = [line for line in controller.log_text().splitlines()
+                if "WARNING" in line and "closing" in line]
+    assert len(warnings) == 4, warnings  # one line per refused connection, naming the peer
+    assert all("127.0.0.1" in line for line in warnings)
+    assert "not authenticate" in warnings[0] and "authentication failed" in warnings[1]
+
+
+def test_a_restart_with_secrets_bootstraps_nothing_twice(secured):
+    controller, token = secured
+    call = lambda method: call_once("127.0.0.1", controller.port, method, token=token)  # noqa: E731
+    assert len(await_bootstrap(call)) == 2
+    end = call("describe")["end_offset"]
+    controller.terminate()
+    controller.start()
+    assert len(await_bootstrap(call)) == 2
+    time.sleep(0.3)
+    after = call("describe")
+    scram = [e for e in after["events"] if e["kind"] == "scram_credential"]
+    assert len(scram) == 4 and after["end_offset"] <= end + 2  # epoch markers only
+
+
+def test_three_controllers_with_secrets_elect_and_refuse_a_raft_peer_without_the_token(
+        tmp_path):
+    from pylog_nb.broker.raft.codec import encode_message
+    from pylog_nb.broker.raft.messages import VoteRequest
+
+    path, cluster_secrets = write_secrets(tmp_path)
+    token = cluster_secrets.internal_token
+    raft_ports = free_ports(3)
+    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in zip((1, 2, 3), raft_ports, strict=True))
+    processes = []
+    try:
+        for node_id in (1, 2, 3):
+            directory = tmp_path / f"controller-{node_id}"
+            directory.mkdir()
+            processes.append(ControllerProcess(directory, (
+                "--secrets", str(path), "--node-id", str(node_id), "--voters", voters),
+                token=token).start())
+        addresses = [("127.0.0.1", p.port) for p in processes]
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not (quorum := rpc.call_active(addresses, "describe_quorum",
+                                             token=token)["quorum"])["active"]:
+            assert time.monotonic() < deadline, "no active controller"
+            time.sleep(0.05)
+        epoch = quorum["epoch"]
+        # A would-be voter without the token asks every voter for its vote in a far epoch.
+        vote = encode_message(VoteRequest(epoch=epoch + 100, candidate_id=2, last_epoch=epoch + 99,
+                                          end_offset=10**6))
+        for port in raft_ports:
+            data = frame(json.dumps({"id": 0, "from": 2, **vote}).encode())
+            assert raw_exchange(port, data) == b""
+        wrong = frame(json.dumps({"id": 0, "method": "authenticate",
+                                  "params": {"token": "nope"}}).encode())
+        answer = raw_exchange(raft_ports[0], wrong)
+        assert json.loads(answer[4:])["error_code"] == 58
+        time.sleep(0.5)
+        after = rpc.call_active(addresses, "describe_quorum", token=token)["quorum"]
+        assert after["active"] and after["epoch"] == epoch  # no vote was held
+        users = await_bootstrap(lambda method: rpc.call_active(addresses, method, token=token))
+        assert [u["user"] for u in users] == ["admin", "pylog-broker"]
+        logs = "".join(p.log_text() for p in processes)
+        assert logs.count("its first frame is not authenticate") == 3
+    finally:
+        for process in processes:
+            process.close()
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def test_unreadable_or_shared_secrets_stop_the_controller_before_it_listens(tmp_path):
+    path, _ = write_secrets(tmp_path)
+    os.chmod(path, 0o644)
+    for secrets_path in (path, tmp_path / "absent.json"):
+        done = subprocess.run(
+            [sys.executable, "-m", "pylog_nb.broker.controller", "--data-dir",
+             str(tmp_path / "metadata"), "--secrets", str(secrets_path)],
+            capture_output=True, text=True, timeout=READY_TIMEOUT_S)
+        assert done.returncode == 2 and "--secrets" in done.stderr, done.stderr
+
+
+def test_security_methods_answer_with_the_documented_shapes(controller):
+    import base64
+    import hashlib
+
+    def call(method, **params):
+        return call_once("127.0.0.1", controller.port, method, **params)
+
+    salt = b"pepper-and-salt!"
+    salted = hashlib.pbkdf2_hmac("sha512", b"pw", salt, 4096)
+    upsert = {"name": "alice", "mechanism": "SCRAM-SHA-512", "iterations": 4096,
+              "salt": base64.b64encode(salt).decode(),
+              "salted_password": base64.b64encode(salted).decode()}
+    altered = call("alter_user_scram_credentials", upsertions=[upsert],
+                   deletions=[{"name": "bob", "mechanism": "SCRAM-SHA-256"}])
+    assert altered == {"results": [
+        {"user": "bob", "error_code": 91,
+         "error_message": "Attempt to delete a user credential that does not exist"},
+        {"user": "alice", "error_code": 0, "error_message": None}]}
+    assert call("describe_user_scram_credentials", users=["alice"])["results"][0][
+        "credential_infos"] == [{"mechanism": "SCRAM-SHA-512", "iterations": 4096}]
+    acl = {"resource_type": 2, "resource_name": "orders", "pattern_type": 3,
+           "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
+    assert call("create_acls", creations=[acl]) == {
+        "results": [{"error_code": 0, "error_message": None}]}
+    deleted = call("delete_acls", filters=[{**acl, "resource_name": None, "pattern_type": 1,
+                                            "principal": None, "host": None}])
+    assert deleted["filter_results"][0]["matching_acls"] == [
+        {**acl, "error_code": 0, "error_message": None}]
+    entity = [["user", None], ["client-id", "app"]]
+    quotas = call("alter_client_quotas", entries=[{"entity": entity, "ops": [
+        {"key": "consumer_byte_rate", "value": 4096, "remove": False}]}])
+    assert quotas == {"entries": [{"entity": entity, "error_code": 0, "error_message": None}]}
+    described = call("describe_client_quotas", strict=True, components=[
+        {"entity_type": "user", "match_type": 1, "match": None},
+        {"entity_type": "client-id", "match_type": 0, "match": "app"}])
+    assert described == {"entries": [{"entity": [["client-id", "app"], ["user", None]],
+                                      "values": {"consumer_byte_rate": 4096.0}}]}
+    for method, params in (("create_acls", {"creations": [{**acl, "extra": 1}]}),
+                           ("alter_client_quotas", {"entries": [{"entity": "user"}]}),
+                           ("describe_client_quotas", {"components": [
+                               {"entity_type": "user", "match_type": 0, "match": None}]})):
+        with pytest.raises(ControllerRpcError) as refused:
+            call(method, **params)
+        assert refused.value.error_code == 42, method

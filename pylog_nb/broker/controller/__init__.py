@@ -6,6 +6,8 @@ Layout (one concern per module):
 - ``placement``: Kafka's replica assignment;
 - ``election``: leader election and ISR changes as pure functions;
 - ``topic_control`` / ``partition_control``: admin and AlterPartition checks, Kafka error codes;
+- ``security_control``: SCRAM credentials, ACLs and client quotas, per-item Kafka error codes;
+- ``auth``: the internal token every connection to a controller presents first (``--secrets``);
 - ``events``: human-readable events derived from committed records;
 - ``controller``: Controller, the active controller's decisions, with leases and an injected
   clock, appending to a Journal;
@@ -18,6 +20,8 @@ Layout (one concern per module):
 from ..metadata.image import BrokerImage, ClusterImage, PartitionImage, TopicImage, apply, replay
 from ..metadata.records import (
     NO_LEADER,
+    AccessControlEntry,
+    ClientQuota,
     ConfigChange,
     CreatePartition,
     CreateTopic,
@@ -28,7 +32,10 @@ from ..metadata.records import (
     PartitionChange,
     ProducerIdsBlock,
     RegisterBroker,
+    RemoveAccessControlEntry,
+    RemoveUserScramCredential,
     UnfenceBroker,
+    UserScramCredential,
     record_from_json,
 )
 from .controller import (
@@ -48,7 +55,9 @@ __all__ = [
     "EVENTS_MAX",
     "NO_LEADER",
     "PRODUCER_ID_BLOCK_SIZE",
+    "AccessControlEntry",
     "BrokerImage",
+    "ClientQuota",
     "ClusterImage",
     "ConfigChange",
     "Controller",
@@ -65,9 +74,12 @@ __all__ = [
     "PartitionImage",
     "ProducerIdsBlock",
     "RegisterBroker",
+    "RemoveAccessControlEntry",
+    "RemoveUserScramCredential",
     "TopicDefaults",
     "TopicImage",
     "UnfenceBroker",
+    "UserScramCredential",
     "apply",
     "record_from_json",
     "replay",

@@ -14,6 +14,7 @@ from pathlib import Path
 sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 from ..process.dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
+from ..security.secrets import SecretsError, load  # noqa: E402
 from .controller import BROKER_SESSION_TIMEOUT_MS  # noqa: E402
 from .quorum import METADATA_SNAPSHOT_RECORDS_MAX  # noqa: E402
 from .server import parse_voters, run_controller  # noqa: E402
@@ -44,6 +45,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--voters",
         help="every voter as ID@HOST:RAFT_PORT, comma-separated (default: a quorum of one)",
     )
+    parser.add_argument(
+        "--secrets",
+        type=Path,
+        help="the cluster's secrets file: connections must present its internal token, and "
+        "its SCRAM users are written to the metadata log when missing (default: no security)",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
 
@@ -66,6 +73,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"pylog controller: --node-id {args.node_id} is not among --voters", file=sys.stderr)
         sys.exit(2)
     try:
+        secrets = None if args.secrets is None else load(args.secrets)
+    except SecretsError as error:
+        print(f"pylog controller: --secrets: {error}", file=sys.stderr)
+        sys.exit(2)
+    try:
         lock_data_dir(args.data_dir)
     except DataDirInUseError as error:
         print(f"pylog controller: {error}", file=sys.stderr)
@@ -81,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
             voters=voters,
             session_timeout_ms=args.session_timeout_ms,
             snapshot_records_max=args.snapshot_records,
+            secrets=secrets,
         )
     )
     sys.exit(exit_code)

@@ -20,6 +20,8 @@ Theory of operation (KRaft's QuorumController, the decision half; ``quorum.py`` 
   restart or failover alone never fences anyone.
 - Every public operation returns a ControllerResult: the records appended (none on error or
   ``validate_only``), a Kafka error code with a one-line message, and an operation-specific value.
+  Security operations (``security_control``) answer per item, as Kafka's do: their value is the
+  list of per-item results, and the records of the items that passed are one batch.
 
 Not thread-safe: the asyncio shell calls it from its event loop only.
 """
@@ -42,11 +44,19 @@ from ..metadata.records import (
     RegisterBroker,
     UnfenceBroker,
 )
+from ..security.sasl import ScramCredential
 from . import errors
 from .election import changes_for_fence, changes_for_offline, changes_for_preferred
 from .errors import ControllerError
 from .group_control import plan_alter_group_configs
 from .partition_control import check_alter_partition
+from .security_control import (
+    plan_alter_client_quotas,
+    plan_alter_user_scram_credentials,
+    plan_create_acls,
+    plan_delete_acls,
+    plan_missing_scram_credentials,
+)
 from .topic_control import (
     DEFAULT_FROM_BROKER,
     TopicDefaults,
@@ -434,6 +444,58 @@ class Controller:
         first = self.image.next_producer_id
         block = ProducerIdsBlock(first_id=first, size=PRODUCER_ID_BLOCK_SIZE, broker_id=broker_id)
         return self._commit([block], lambda _: (first, PRODUCER_ID_BLOCK_SIZE))
+
+    # -- security (issue 23) -------------------------------------------------------------------
+
+    def alter_user_scram_credentials(
+        self, deletions: Sequence[Mapping[str, Any]], upsertions: Sequence[Mapping[str, Any]],
+        *, now_ms: int | None = None,
+    ) -> ControllerResult:
+        """AlterUserScramCredentials; value: per user {user, error_code, error_message}."""
+        self._clock(now_ms)
+        records, results = plan_alter_user_scram_credentials(self.image, deletions, upsertions)
+        return self._commit(records, lambda _: results)
+
+    def ensure_scram_credentials(
+        self, credentials: Mapping[tuple[str, str], ScramCredential], *,
+        now_ms: int | None = None,
+    ) -> ControllerResult:
+        """Write those of ``credentials`` ((user, mechanism) -> credential) the image lacks, and
+        nothing else: the cluster's bootstrap users, idempotent whoever is active. Value: the
+        (user, mechanism) pairs written."""
+        self._clock(now_ms)
+        records = plan_missing_scram_credentials(self.image, credentials)
+        written = [(r.name, r.mechanism) for r in records]  # type: ignore[attr-defined]
+        return self._commit(records, lambda _: written)
+
+    def create_acls(self, creations: Sequence[Mapping[str, Any]], *,
+                    now_ms: int | None = None) -> ControllerResult:
+        """CreateAcls; value: per creation {error_code, error_message}."""
+        self._clock(now_ms)
+        records, results = plan_create_acls(self.image, creations, self._new_acl_id)
+        return self._commit(records, lambda _: results)
+
+    def _new_acl_id(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+    def delete_acls(self, filters: Sequence[Mapping[str, Any]], *,
+                    now_ms: int | None = None) -> ControllerResult:
+        """DeleteAcls; value: per filter {error_code, error_message, matching_acls}."""
+        self._clock(now_ms)
+        records, results = plan_delete_acls(self.image, filters)
+        return self._commit(records, lambda _: results)
+
+    def alter_client_quotas(self, entries: Sequence[Mapping[str, Any]],
+                            validate_only: bool = False, *,
+                            now_ms: int | None = None) -> ControllerResult:
+        """AlterClientQuotas; value: per entry {entity, error_code, error_message}
+        (``validate_only``: the same, and nothing written)."""
+        self._clock(now_ms)
+        records, results = plan_alter_client_quotas(self.image, entries)
+        if validate_only:
+            self._scratch(records)
+            return ControllerResult(value=results)
+        return self._commit(records, lambda _: results)
 
 
 def _assert_leaders_live(image: ClusterImage) -> None:

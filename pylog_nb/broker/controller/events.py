@@ -13,7 +13,13 @@ from typing import Any
 
 from ..metadata.image import ClusterImage
 from ..metadata.records import (
+    ACL_OPERATIONS,
+    ACL_PATTERN_TYPES,
+    ACL_PERMISSION_TYPES,
+    ACL_RESOURCE_TYPES,
     NO_LEADER,
+    AccessControlEntry,
+    ClientQuota,
     ConfigChange,
     CreatePartition,
     CreateTopic,
@@ -24,7 +30,10 @@ from ..metadata.records import (
     PartitionChange,
     ProducerIdsBlock,
     RegisterBroker,
+    RemoveAccessControlEntry,
+    RemoveUserScramCredential,
     UnfenceBroker,
+    UserScramCredential,
 )
 
 __all__ = ["EVENTS_MAX", "ControllerEvent", "describe"]
@@ -93,6 +102,18 @@ def _topic_name(before: ClusterImage, topic_id: str) -> str:
     return topic_id if topic is None else topic.name
 
 
+def _acl_text(r: AccessControlEntry) -> str:
+    return (f"{ACL_PERMISSION_TYPES[r.permission_type]} {r.principal} from {r.host} "
+            f"{ACL_OPERATIONS[r.operation]} on {ACL_RESOURCE_TYPES[r.resource_type]} "
+            f"{ACL_PATTERN_TYPES[r.pattern_type]} {r.resource_name!r}")
+
+
+def _quota_text(r: ClientQuota) -> str:
+    entity = ", ".join(f"{kind}={'<default>' if name is None else name}"
+                       for kind, name in r.entity)
+    return f"{entity}: {r.key} " + ("removed" if r.remove else f"= {r.value:g}")
+
+
 def describe(before: ClusterImage, record: MetadataRecord) -> list[Described]:
     """(kind, text[, topic, partition]) saying what ``record`` changes in ``before``."""
     match record:
@@ -120,4 +141,17 @@ def describe(before: ClusterImage, record: MetadataRecord) -> list[Described]:
         case ProducerIdsBlock(first_id=first, size=size, broker_id=b):
             text = f"producer ids {first}..{first + size - 1} allocated to broker {b}"
             return [("producer_ids", text)]
+        case UserScramCredential(name=name, mechanism=mechanism, iterations=iterations):
+            text = f"user {name} has a {mechanism} credential ({iterations} iterations)"
+            return [("scram_credential", text)]
+        case RemoveUserScramCredential(name=name, mechanism=mechanism):
+            return [("scram_credential", f"user {name}'s {mechanism} credential removed")]
+        case AccessControlEntry():
+            return [("acl_created", f"ACL {record.id}: {_acl_text(record)}")]
+        case RemoveAccessControlEntry(id=acl_id):
+            old = before.acls.get(acl_id)
+            what = "" if old is None else f": {_acl_text(old)}"
+            return [("acl_deleted", f"ACL {acl_id} deleted{what}")]
+        case ClientQuota():
+            return [("client_quota", _quota_text(record))]
     return [("record", record.to_json())]

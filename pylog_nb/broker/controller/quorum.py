@@ -48,6 +48,7 @@ from typing import Any
 
 from ..metadata.image import ClusterImage, apply
 from ..metadata.records import (
+    ClientQuota,
     CreatePartition,
     CreateTopic,
     GroupConfigChange,
@@ -55,6 +56,8 @@ from ..metadata.records import (
     ProducerIdsBlock,
     RegisterBroker,
     UnfenceBroker,
+    UserScramCredential,
+    b64encode,
     record_from_json,
 )
 from ..raft.log import Batch
@@ -101,7 +104,7 @@ class CommittedRecords:
 def image_records(image: ClusterImage) -> list[MetadataRecord]:
     """Records whose fold with ``apply`` from the empty image is ``image``: brokers, then
     topics with their partitions (in name order), then the producer ids handed out, then the
-    groups' config overrides."""
+    groups' config overrides, then SCRAM credentials, ACLs and client quotas."""
     records: list[MetadataRecord] = []
     for broker_id in sorted(image.brokers):
         broker = image.brokers[broker_id]
@@ -121,6 +124,20 @@ def image_records(image: ClusterImage) -> list[MetadataRecord]:
         records.append(ProducerIdsBlock(first_id=0, size=image.next_producer_id, broker_id=0))
     records.extend(GroupConfigChange(group=group, configs=configs)
                    for group, configs in sorted(image.group_configs.items()))
+    return records + security_records(image)
+
+
+def security_records(image: ClusterImage) -> list[MetadataRecord]:
+    """The records of ``image``'s SCRAM credentials, ACLs and client quotas."""
+    records: list[MetadataRecord] = [
+        UserScramCredential(name=user, mechanism=mechanism, salt=b64encode(c.salt),
+                            stored_key=b64encode(c.stored_key),
+                            server_key=b64encode(c.server_key), iterations=c.iterations)
+        for (user, mechanism), c in sorted(image.scram_credentials.items())]
+    records.extend(image.acls[acl_id] for acl_id in sorted(image.acls))
+    for entity, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0])):
+        records.extend(ClientQuota(entity=entity, key=key, value=value, remove=False)
+                       for key, value in sorted(values.items()))
     return records
 
 

@@ -31,6 +31,12 @@ NOT_CONTROLLER with ``outcome_unknown``: the controller lost leadership before t
 committed) is retried only if repeating it is harmless (``IDEMPOTENT_METHODS``); otherwise the
 caller gets ConnectionError ("outcome unknown") and decides, as with Kafka's own admin requests.
 A call that times out is not retried (TimeoutError, as before); the next call goes elsewhere.
+
+Authentication (issue 23): given the cluster's internal ``token`` (ControllerClient(...,
+token=...), call_once(..., token=...), call_active(..., token=...)), a client sends an
+``authenticate`` frame first on every new connection (``auth.py``); a controller that refuses it
+raises ControllerRpcError SASL_AUTHENTICATION_FAILED (58), never retried. Without a token no
+such frame is sent, as before.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from typing import Any, Self
 from ..errors import Errors, KafkaError
 from ..metadata.records import MetadataRecord, record_from_json
 from ..rpc_framing import FRAME_SIZE, FrameError, encode_frame, parse_frame, read_frame
+from .auth import authenticate_request
 
 __all__ = [
     "CALL_TIMEOUT_MS",
@@ -91,9 +98,13 @@ RECONNECT_BACKOFF_MS_MAX = 200
 CONNECTIONS_MAX = 16  # calls in flight per client; more wait for a connection
 IDLE_CONNECTIONS_MAX = 4  # kept open for reuse; the rest close after their call
 # Repeating these after a lost response changes nothing (a producer id block is at worst wasted).
+# Creating an existing ACL adds nothing, and a quota set twice is set once.
 IDEMPOTENT_METHODS = frozenset(
-    {"register_broker", "heartbeat", "fetch_metadata", "describe", "allocate_producer_ids"}
+    {"register_broker", "heartbeat", "fetch_metadata", "describe", "allocate_producer_ids",
+     "describe_user_scram_credentials", "describe_client_quotas", "create_acls",
+     "alter_client_quotas"}
 )
+_AUTHENTICATE_FRAME_ID = 0  # request ids of calls start at 1
 
 
 class ControllerRpcError(KafkaError):
@@ -328,7 +339,9 @@ class ControllerClient:
         port: int | None = None,
         *,
         call_timeout_ms: int = CALL_TIMEOUT_MS,
+        token: str | None = None,
     ) -> None:
+        """``token``: the cluster's internal token, presented on every new connection."""
         assert call_timeout_ms > 0, call_timeout_ms
         if isinstance(addresses, str):
             assert port is not None, "ControllerClient(host, port) needs the port"
@@ -337,6 +350,7 @@ class ControllerClient:
             assert port is None, "ControllerClient(addresses) takes no port"
         self._route = _Route(addresses, announce=True)
         self.call_timeout_ms = call_timeout_ms
+        self.token = token
         self._ids = itertools.count(1)
         self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(CONNECTIONS_MAX)
@@ -359,7 +373,8 @@ class ControllerClient:
     def twin(self, *, call_timeout_ms: int | None = None) -> ControllerClient:
         """A client with connections and slots of its own that follows the same controller."""
         twin = ControllerClient(self.addresses,
-                                call_timeout_ms=call_timeout_ms or self.call_timeout_ms)
+                                call_timeout_ms=call_timeout_ms or self.call_timeout_ms,
+                                token=self.token)
         twin._route = self._route
         return twin
 
@@ -440,7 +455,28 @@ class ControllerClient:
                 reader, writer = await asyncio.open_connection(*address)
         except (OSError, TimeoutError) as error:
             raise _LostConnection(f"connect failed: {error}", sent=False) from None
-        return _Connection(address, reader, writer)
+        connection = _Connection(address, reader, writer)
+        if self.token is not None:
+            await self._authenticate(connection)
+        return connection
+
+    async def _authenticate(self, connection: _Connection) -> None:
+        """Present the token; ControllerRpcError if refused, _LostConnection if no answer."""
+        assert self.token is not None
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_MS / 1000):
+                connection.writer.write(authenticate_request(self.token, _AUTHENTICATE_FRAME_ID))
+                await connection.writer.drain()
+                payload = await read_frame(connection.reader, RESPONSE_BYTES_MAX)
+            if payload is None:
+                raise ConnectionError("controller closed the connection")
+            _check_response(parse_frame(payload), _AUTHENTICATE_FRAME_ID)
+        except ControllerRpcError:
+            connection.close()
+            raise
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, FrameError) as error:
+            connection.close()
+            raise _LostConnection(f"authentication failed: {error}", sent=False) from None
 
     def _release(self, connection: _Connection) -> None:
         if self._closed or len(self._idle) >= IDLE_CONNECTIONS_MAX or not connection.usable:
@@ -481,14 +517,16 @@ def call_once(
     /,
     *,
     timeout_s: float = CALL_TIMEOUT_MS / 1000,
+    token: str | None = None,
     **params: Any,
 ) -> Any:
     """Open a connection, make one call, close it: for tests, scripts and the notebook.
+    ``token``: the cluster's internal token, presented first.
 
     Raises ControllerRpcError if the controller refuses, OSError if it cannot be reached.
     """
     frame = _request_frame(_BLOCKING_FRAME_ID, method, params)
-    return _call_blocking((host, port), frame, timeout_s + _wait_ms(params) / 1000)
+    return _call_blocking((host, port), frame, timeout_s + _wait_ms(params) / 1000, token)
 
 
 def call_active(
@@ -497,6 +535,7 @@ def call_active(
     /,
     *,
     timeout_s: float = CALL_TIMEOUT_MS / 1000,
+    token: str | None = None,
     **params: Any,
 ) -> Any:
     """``call_once`` on the active controller of ``addresses``, found as ControllerClient finds
@@ -510,7 +549,7 @@ def call_active(
         attempt = _Round(route, method)
         while (index := attempt.next()) is not None:
             try:
-                result = _call_blocking(route.addresses[index], frame, timeout_s)
+                result = _call_blocking(route.addresses[index], frame, timeout_s, token)
             except _LostConnection as error:
                 attempt.on_lost(error)
                 continue
@@ -538,24 +577,36 @@ def _remembered_route(addresses: Sequence[Address]) -> _Route:
     return _routes.setdefault(key, _Route(key, announce=False))
 
 
-def _call_blocking(address: Address, frame: bytes, timeout_s: float) -> Any:
+def _call_blocking(address: Address, frame: bytes, timeout_s: float,
+                   token: str | None = None) -> Any:
+    """One call on a new connection; with a token, the authenticate frame goes first and is
+    answered before the call is sent (a refusal closes the connection: anything sent after it
+    would be unread, and the reset could lose the refusal)."""
     try:
         sock = socket.create_connection(address, timeout=timeout_s)
     except OSError as error:  # refused, unreachable, or no connection within the timeout
         raise _LostConnection(f"connect failed: {error}", sent=False) from None
     with sock:
+        sent = False
         try:
+            if token is not None:
+                sock.sendall(authenticate_request(token, _AUTHENTICATE_FRAME_ID))
+                _check_response(parse_frame(_recv_frame(sock)), _AUTHENTICATE_FRAME_ID)
+            sent = True
             sock.sendall(frame)
-            size = FRAME_SIZE.unpack(_recv_exactly(sock, FRAME_SIZE.size))[0]
-            if not 0 <= size <= RESPONSE_BYTES_MAX:
-                raise FrameError(
-                    f"response frame of {size} bytes is outside 0..{RESPONSE_BYTES_MAX}")
-            payload = _recv_exactly(sock, size)
+            payload = _recv_frame(sock)
         except TimeoutError:
             raise
         except OSError as error:
-            raise _LostConnection(str(error) or type(error).__name__, sent=True) from None
+            raise _LostConnection(str(error) or type(error).__name__, sent=sent) from None
     return _check_response(parse_frame(payload), _BLOCKING_FRAME_ID)
+
+
+def _recv_frame(sock: socket.socket) -> bytes:
+    size = FRAME_SIZE.unpack(_recv_exactly(sock, FRAME_SIZE.size))[0]
+    if not 0 <= size <= RESPONSE_BYTES_MAX:
+        raise FrameError(f"response frame of {size} bytes is outside 0..{RESPONSE_BYTES_MAX}")
+    return _recv_exactly(sock, size)
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:

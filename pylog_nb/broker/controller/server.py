@@ -51,6 +51,28 @@ Methods (params with defaults are optional; results are JSON objects):
 - allocate_producer_ids(broker_id) -> {first_id, size}
 - set_isolated(isolated) -> {isolated}: fault injection, cuts this voter off from the others
 - describe_quorum() -> {quorum}: describe's quorum section alone (cheap: no image)
+- alter_user_scram_credentials(deletions=[], upsertions=[]) -> {results: [{user, error_code,
+  error_message}]}; deletions [{name, mechanism}], upsertions [{name, mechanism, iterations,
+  salt, salted_password}] (base64; the controller keeps the stored and server keys)
+- describe_user_scram_credentials(users=null) -> {results: [{user, error_code, error_message,
+  credential_infos: [{mechanism, iterations}]}]}: every user with a credential (users null or
+  empty), or those named
+- create_acls(creations) -> {results: [{error_code, error_message}]}; a creation is {
+  resource_type, resource_name, pattern_type, principal, host, operation, permission_type}
+  (Kafka's codes)
+- delete_acls(filters) -> {filter_results: [{error_code, error_message, matching_acls:
+  [{error_code, error_message, resource_type, ...}]}]}; a filter is a creation's fields with
+  ANY (1) codes, MATCH (2) as pattern type, and null resource_name, principal or host
+- alter_client_quotas(entries, validate_only=false) -> {entries: [{entity, error_code,
+  error_message}]}; an entry is {entity: [[type, name or null], ...], ops: [{key, value,
+  remove}]}
+- describe_client_quotas(components=[], strict=false) -> {entries: [{entity, values}]}; a
+  component is {entity_type, match_type (0 exact, 1 default, 2 any specified name), match}
+
+The describes of security metadata answer from the committed image of the active controller
+(NOT_CONTROLLER elsewhere, like the other methods). With the cluster's secrets (``--secrets``)
+a connection is served only once its first frame authenticates (``auth.py``); ``authenticate``
+(token) is that frame, answered {} (without secrets, any token is accepted).
 - describe(events_max=100) -> the committed image.to_dict() (brokers also carry
   lease_expires_in_ms, null on a standby) plus {end_offset (committed), now_ms,
   session_timeout_ms, events: [{now_ms (when decided), offset, kind, text}], quorum: {node_id,
@@ -76,12 +98,16 @@ from ..raft.log import RaftLog
 from ..raft.node import RaftNode
 from ..raft.quorum_state import QuorumStateStore
 from ..raft.shell import RaftShell
+from ..security.sasl import SCRAM_MECHANISMS, ScramCredential, scram_credential
+from ..security.secrets import ClusterSecrets
+from .auth import AUTHENTICATE, AUTHENTICATION_FAILED, accept_connection, token_matches
 from .controller import (
     BROKER_HEARTBEAT_INTERVAL_MS,
     BROKER_SESSION_TIMEOUT_MS,
     Controller,
     ControllerResult,
 )
+from .errors import ControllerError
 from .events import EVENTS_MAX
 from .quorum import METADATA_SNAPSHOT_RECORDS_MAX, NotControllerError, QuorumController
 from .rpc import (
@@ -92,6 +118,7 @@ from .rpc import (
     parse_frame,
     read_frame,
 )
+from .security_control import describe_client_quotas, describe_user_scram_credentials
 
 __all__ = ["METHODS", "TICK_INTERVAL_MS", "ControllerServer", "run_controller"]
 
@@ -133,6 +160,16 @@ def _is_pair(v: Any) -> bool:
     return isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and _is_int(v[1])
 
 
+def _is_number(v: Any) -> bool:
+    return type(v) is float or _is_int(v)
+
+
+def _is_entity(v: Any) -> bool:
+    return isinstance(v, list) and all(
+        isinstance(x, list) and len(x) == 2 and isinstance(x[0], str)
+        and (x[1] is None or isinstance(x[1], str)) for x in v)
+
+
 # kind -> (check, what the error message says it must be)
 _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "int": (_is_int, "an integer"),
@@ -152,7 +189,45 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda v: v is None or (isinstance(v, list) and all(_is_pair(x) for x in v)),
         "null or a list of [topic, partition] pairs",
     ),
+    "int?": (lambda v: v is None or _is_int(v), "an integer or null"),
+    "number": (_is_number, "a number"),
+    "strs?": (
+        lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+        "null or a list of strings",
+    ),
+    "entity": (_is_entity, "a list of [entity type, name or null] pairs"),
 }
+
+# Items of the list parameters: {field: kind}, every field required.
+_ITEMS: dict[str, dict[str, str]] = {
+    "scram deletions": {"name": "str", "mechanism": "str"},
+    "scram upsertions": {"name": "str", "mechanism": "str", "iterations": "int",
+                         "salt": "str", "salted_password": "str"},
+    "acl creations": {"resource_type": "int", "resource_name": "str", "pattern_type": "int",
+                      "principal": "str", "host": "str", "operation": "int",
+                      "permission_type": "int"},
+    "acl filters": {"resource_type": "int", "resource_name": "str?", "pattern_type": "int",
+                    "principal": "str?", "host": "str?", "operation": "int",
+                    "permission_type": "int"},
+    "quota ops": {"key": "str", "value": "number", "remove": "bool"},
+    "quota entries": {"entity": "entity", "ops": "quota ops"},
+    "quota components": {"entity_type": "str", "match_type": "int", "match": "str?"},
+}
+
+
+def _is_items(kind: str, v: Any) -> bool:
+    fields = _ITEMS[kind]
+    return isinstance(v, list) and all(
+        isinstance(item, dict) and set(item) == set(fields)
+        and all(_KINDS[k][0](item[f]) for f, k in fields.items()) for item in v)
+
+
+def _items_check(kind: str) -> Callable[[Any], bool]:
+    return lambda v: _is_items(kind, v)
+
+
+_KINDS.update({kind: (_items_check(kind), f"a list of objects with exactly {', '.join(fields)}")
+               for kind, fields in _ITEMS.items()})
 
 # method -> {param: (kind, default)}; the allow-list of callable methods.
 METHODS: dict[str, dict[str, tuple[str, Any]]] = {
@@ -211,6 +286,21 @@ METHODS: dict[str, dict[str, tuple[str, Any]]] = {
     "describe": {"events_max": ("int", DESCRIBE_EVENTS_DEFAULT)},
     "set_isolated": {"isolated": ("bool", _REQUIRED)},
     "describe_quorum": {},
+    "alter_user_scram_credentials": {
+        "deletions": ("scram deletions", []),
+        "upsertions": ("scram upsertions", []),
+    },
+    "describe_user_scram_credentials": {"users": ("strs?", None)},
+    "create_acls": {"creations": ("acl creations", _REQUIRED)},
+    "delete_acls": {"filters": ("acl filters", _REQUIRED)},
+    "alter_client_quotas": {
+        "entries": ("quota entries", _REQUIRED),
+        "validate_only": ("bool", False),
+    },
+    "describe_client_quotas": {
+        "components": ("quota components", []),
+        "strict": ("bool", False),
+    },
 }
 
 
@@ -301,7 +391,10 @@ class ControllerServer:
         *,
         clock: Callable[[], int] | None = None,
         tick_interval_ms: int = TICK_INTERVAL_MS,
+        secrets: ClusterSecrets | None = None,
     ) -> None:
+        """``secrets``: connections must present its internal token, and the active controller
+        writes a SCRAM credential of each of its users the image lacks (the bootstrap)."""
         assert tick_interval_ms > 0, tick_interval_ms
         self.quorum = quorum
         self.shell = shell
@@ -319,6 +412,9 @@ class ControllerServer:
         self._published_end = quorum.applied_offset
         self._role: tuple = ()  # (raft role, epoch, leader, active) as last logged
         self._stopping = False
+        self.token = None if secrets is None else secrets.internal_token
+        self._bootstrap_users = {} if secrets is None else dict(secrets.users)
+        self._bootstrapped: Controller | None = None  # the active controller that checked them
         shell.on_change = self._on_step
 
     def now_ms(self) -> int:
@@ -396,10 +492,48 @@ class ControllerServer:
         return max(TICK_DELAY_MS_MIN, min(self.tick_interval_ms, expiry_ms - self.now_ms()))
 
     def _on_step(self) -> None:
-        """After every step of the quorum: say what changed, wake whoever waits."""
+        """After every step of the quorum: say what changed, wake whoever waits, and have a
+        newly active controller check the bootstrap users."""
         self._publish()
         self._stepped.set()
         self._stepped = asyncio.Event()
+        active = self.quorum.active
+        if active is not None and active is not self._bootstrapped and self._bootstrap_users:
+            self._bootstrapped = active
+            if not self._stopping:
+                self._timers.append(asyncio.ensure_future(self._bootstrap_scram_users()))
+
+    async def _bootstrap_scram_users(self) -> None:
+        """Write a credential of each mechanism for every bootstrap user the image lacks
+        (random salt, SCRAM_ITERATIONS_DEFAULT), as Kafka's ``kafka-storage format
+        --add-scram`` does. Only the active controller writes, through the log, and only what
+        its image lacks: a failover before the commit leaves it to the next active one."""
+        active = self.quorum.active
+        if active is None:
+            return
+        wanted: dict[tuple[str, str], ScramCredential] = {
+            (user, mechanism): scram_credential(mechanism, password)
+            for user, password in sorted(self._bootstrap_users.items())
+            for mechanism in SCRAM_MECHANISMS
+            if (user, mechanism) not in active.image.scram_credentials}
+        if not wanted:
+            return
+        try:
+            result, _ = await self._decide(
+                lambda ctl, now_ms: ctl.ensure_scram_credentials(wanted, now_ms=now_ms))
+        except (NotControllerError, _Refused) as error:
+            log.warning("bootstrap SCRAM credentials not committed (%s); the next active "
+                        "controller writes them", error)
+            return
+        except OSError as error:
+            self._fail("bootstrap of SCRAM users", error)
+            return
+        except Exception:
+            log.exception("bootstrap of SCRAM users failed")
+            return
+        if result.value:
+            log.info("bootstrap: SCRAM credentials written for %s",
+                     ", ".join(f"{user} ({mechanism})" for user, mechanism in result.value))
 
     def _publish(self) -> None:
         node = self.quorum.node
@@ -442,6 +576,9 @@ class ControllerServer:
         assert task is not None  # asyncio.start_server runs each connection in a task
         self._connections.add(task)
         try:
+            if not await accept_connection(reader, writer, self.token, log,
+                                           f"controller {self.quorum.node_id}"):
+                return
             while (payload := await read_frame(reader, REQUEST_BYTES_MAX)) is not None:
                 writer.write(await self._respond(parse_frame(payload)))
                 await writer.drain()
@@ -461,7 +598,11 @@ class ControllerServer:
             raise FrameError("request needs a string method and an object params")
         spec = METHODS.get(method)
         reply: tuple[int, str, Any]
-        if spec is None:
+        if method == AUTHENTICATE:  # again, on an authenticated connection (or no secrets)
+            ok = self.token is None or token_matches(self.token, params.get("token"))
+            reply = ((errors.NONE, "", {}) if ok else
+                     (errors.Errors.SASL_AUTHENTICATION_FAILED, AUTHENTICATION_FAILED, None))
+        elif spec is None:
             reply = errors.UNSUPPORTED_VERSION, f"Unknown controller method {method[:100]!r}", None
         else:
             try:
@@ -666,6 +807,45 @@ class ControllerServer:
         )
         return _reply(result, lambda block: {"first_id": block[0], "size": block[1]})
 
+    async def _rpc_alter_user_scram_credentials(
+        self, deletions: list[dict[str, Any]], upsertions: list[dict[str, Any]]
+    ) -> Reply:
+        result, _ = await self._decide(
+            lambda ctl, now_ms: ctl.alter_user_scram_credentials(deletions, upsertions,
+                                                                 now_ms=now_ms))
+        return _reply(result, lambda results: {"results": results})
+
+    async def _rpc_describe_user_scram_credentials(self, users: list[str] | None) -> Reply:
+        self.quorum.controller()  # the active controller's committed image, as for writes
+        return errors.NONE, "", {
+            "results": describe_user_scram_credentials(self.quorum.image, users)}
+
+    async def _rpc_create_acls(self, creations: list[dict[str, Any]]) -> Reply:
+        result, _ = await self._decide(
+            lambda ctl, now_ms: ctl.create_acls(creations, now_ms=now_ms))
+        return _reply(result, lambda results: {"results": results})
+
+    async def _rpc_delete_acls(self, filters: list[dict[str, Any]]) -> Reply:
+        result, _ = await self._decide(lambda ctl, now_ms: ctl.delete_acls(filters, now_ms=now_ms))
+        return _reply(result, lambda results: {"filter_results": results})
+
+    async def _rpc_alter_client_quotas(
+        self, entries: list[dict[str, Any]], validate_only: bool
+    ) -> Reply:
+        result, _ = await self._decide(
+            lambda ctl, now_ms: ctl.alter_client_quotas(entries, validate_only, now_ms=now_ms))
+        return _reply(result, lambda results: {"entries": results})
+
+    async def _rpc_describe_client_quotas(
+        self, components: list[dict[str, Any]], strict: bool
+    ) -> Reply:
+        self.quorum.controller()
+        try:
+            entries = describe_client_quotas(self.quorum.image, components, strict)
+        except ControllerError as error:
+            return error.error_code, str(error), None
+        return errors.NONE, "", {"entries": entries}
+
     async def _rpc_set_isolated(self, isolated: bool) -> Reply:
         """Fault injection (loopback only, like the brokers' /v1/faults): cut this voter off
         from the other voters, or heal it; brokers and clients still reach it."""
@@ -727,9 +907,12 @@ async def run_controller(
     voters: dict[int, tuple[str, int]] | None = None,
     session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
     snapshot_records_max: int = METADATA_SNAPSHOT_RECORDS_MAX,
+    secrets: ClusterSecrets | None = None,
 ) -> int:
     """Run one controller voter until SIGTERM/SIGINT or until the supervisor's pipe closes;
-    return the exit code (1 if the metadata log could not be written). Once listening it writes
+    return the exit code (1 if the metadata log could not be written). With ``secrets``, both
+    listeners authenticate every connection and the cluster's SCRAM users are bootstrapped.
+    Once listening it writes
     "<port>\\n" to ``ready_fd``."""
     voters = {node_id: (host, 0)} if voters is None else voters
     assert node_id in voters, (node_id, voters)
@@ -744,8 +927,10 @@ async def run_controller(
     quorum = QuorumController(node, clock(), session_timeout_ms=session_timeout_ms,
                               snapshot_records_max=snapshot_records_max)
     peers = {v: address for v, address in voters.items() if v != node_id}
-    shell = RaftShell(node, peers, voters[node_id][0], voters[node_id][1], clock, core=quorum)
-    server = ControllerServer(quorum, shell, host, port, clock=clock)
+    token = None if secrets is None else secrets.internal_token
+    shell = RaftShell(node, peers, voters[node_id][0], voters[node_id][1], clock, core=quorum,
+                      token=token)
+    server = ControllerServer(quorum, shell, host, port, clock=clock, secrets=secrets)
     port = await server.start()
     arrange_shutdown(server.stop, parent_fd, ready_fd, str(port))
     await server.stopped.wait()

@@ -13,6 +13,10 @@ loudly; it never guesses.
 Partition invariants, checked on every change: ``isr`` is a non-empty subset of ``replicas`` and
 ``leader`` is in ``isr`` or is NO_LEADER (-1); the partition epoch grows by one per change; the
 leader epoch grows by one exactly when the leader changes.
+
+Security (issue 23): ``scram_credentials`` by (user, mechanism), ``acls`` by id, and
+``client_quotas`` by entity (its canonical (type, name) pairs) -> {key: value}; an entity whose
+last quota is removed leaves the map. Removing what is not there is refused, as elsewhere.
 """
 
 from __future__ import annotations
@@ -23,8 +27,11 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from ..security.sasl import ScramCredential
 from .records import (
     NO_LEADER,
+    AccessControlEntry,
+    ClientQuota,
     ConfigChange,
     CreatePartition,
     CreateTopic,
@@ -35,8 +42,13 @@ from .records import (
     MetadataRecordError,
     PartitionChange,
     ProducerIdsBlock,
+    QuotaEntity,
     RegisterBroker,
+    RemoveAccessControlEntry,
+    RemoveUserScramCredential,
     UnfenceBroker,
+    UserScramCredential,
+    b64decode,
 )
 from .topics import INTERNAL_TOPIC_PREFIX
 
@@ -113,6 +125,12 @@ class ClusterImage:
     next_producer_id: int = 0
     group_configs: Mapping[str, Mapping[str, str]] = field(  # group -> its overrides
         default_factory=lambda: MappingProxyType({}))
+    scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(  # (user, mechanism)
+        default_factory=lambda: MappingProxyType({}))
+    acls: Mapping[str, AccessControlEntry] = field(  # ACL id -> its binding
+        default_factory=lambda: MappingProxyType({}))
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(  # entity -> key -> value
+        default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def empty(cls) -> ClusterImage:
@@ -158,6 +176,15 @@ class ClusterImage:
             ],
             "next_producer_id": self.next_producer_id,
             "group_configs": {g: dict(c) for g, c in sorted(self.group_configs.items())},
+            # never the credentials themselves: who has which mechanism, at what iterations
+            "scram_credentials": [
+                {"user": user, "mechanism": mechanism, "iterations": c.iterations}
+                for (user, mechanism), c in sorted(self.scram_credentials.items())],
+            "acls": [{k: v for k, v in self.acls[i].to_dict().items() if k != "type"}
+                     for i in sorted(self.acls)],
+            "client_quotas": [{"entity": [list(p) for p in entity], "values": dict(values)}
+                              for entity, values in sorted(self.client_quotas.items(),
+                                                           key=lambda kv: repr(kv[0]))],
         }
 
 
@@ -262,6 +289,42 @@ def _producer_ids(image: ClusterImage, r: ProducerIdsBlock) -> ClusterImage:
     return replace(image, next_producer_id=r.first_id + r.size)
 
 
+def _scram_credential(image: ClusterImage, r: UserScramCredential) -> ClusterImage:
+    credential = ScramCredential(r.mechanism, b64decode(r.salt), b64decode(r.stored_key),
+                                 b64decode(r.server_key), r.iterations)
+    key = (r.name, r.mechanism)
+    return replace(image, scram_credentials=_with(image.scram_credentials, key, credential))
+
+
+def _remove_scram_credential(image: ClusterImage, r: RemoveUserScramCredential) -> ClusterImage:
+    key = (r.name, r.mechanism)
+    _require(key in image.scram_credentials, f"user {r.name} has no {r.mechanism} credential")
+    return replace(image, scram_credentials=_without(image.scram_credentials, key))
+
+
+def _acl(image: ClusterImage, r: AccessControlEntry) -> ClusterImage:
+    _require(r.id not in image.acls, f"ACL id {r.id} already in use")
+    return replace(image, acls=_with(image.acls, r.id, r))
+
+
+def _remove_acl(image: ClusterImage, r: RemoveAccessControlEntry) -> ClusterImage:
+    _require(r.id in image.acls, f"unknown ACL id {r.id}")
+    return replace(image, acls=_without(image.acls, r.id))
+
+
+def _client_quota(image: ClusterImage, r: ClientQuota) -> ClusterImage:
+    values = dict(image.client_quotas.get(r.entity, {}))
+    if r.remove:
+        _require(r.key in values, f"entity {list(r.entity)} has no quota {r.key}")
+        del values[r.key]
+    else:
+        values[r.key] = r.value
+    if not values:
+        return replace(image, client_quotas=_without(image.client_quotas, r.entity))
+    quotas = _with(image.client_quotas, r.entity, MappingProxyType(dict(sorted(values.items()))))
+    return replace(image, client_quotas=quotas)
+
+
 _APPLY: dict[type[MetadataRecord], Callable[[ClusterImage, Any], ClusterImage]] = {
     RegisterBroker: _register_broker,
     FenceBroker: lambda image, r: _set_fenced(image, r.broker_id, True),
@@ -273,6 +336,11 @@ _APPLY: dict[type[MetadataRecord], Callable[[ClusterImage, Any], ClusterImage]] 
     ConfigChange: _config_change,
     GroupConfigChange: _group_config_change,
     ProducerIdsBlock: _producer_ids,
+    UserScramCredential: _scram_credential,
+    RemoveUserScramCredential: _remove_scram_credential,
+    AccessControlEntry: _acl,
+    RemoveAccessControlEntry: _remove_acl,
+    ClientQuota: _client_quota,
 }
 
 

@@ -14,6 +14,11 @@ sends a malformed frame is disconnected after one log line. The timer polls the 
 ``TICK_MS``; ``propose`` appends on the leader and waits until the high watermark covers the
 batch (committed) or this voter stops leading (``NotLeaderError``: the batch may or may not
 survive the next leader, the caller decides, as after a lost produce acknowledgement).
+
+With a ``token`` (the cluster's internal token, issue 23), every outgoing connection starts with
+an ``authenticate`` frame carrying it, and an incoming one is served only once its first frame
+is such a frame with the same token (``controller/auth.py``): a peer without it is closed before
+anything it sends reaches the core (no vote, no fetch).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from ..controller.auth import accept_connection, authenticate_request
 from ..rpc_framing import FrameError, encode_frame, parse_frame, read_frame
 from .codec import decode_message, encode_message
 from .messages import FetchRequest, FetchSnapshotRequest, Message, Send
@@ -53,7 +59,8 @@ class RaftShell:
 
     def __init__(self, node: RaftNode, peers: dict[int, tuple[str, int]],
                  host: str = "127.0.0.1", port: int = 0,
-                 clock: Callable[[], int] | None = None, core: Core | None = None) -> None:
+                 clock: Callable[[], int] | None = None, core: Core | None = None,
+                 token: str | None = None) -> None:
         assert node.node_id not in peers and set(peers) == node.voters - {node.node_id}
         self.node = node
         self.core: Core = node if core is None else core
@@ -62,6 +69,7 @@ class RaftShell:
         self.port = port
         self.on_change: Callable[[], None] = lambda: None  # after every step: HW, role moved
         self.isolated = False  # fault injection: nothing reaches or leaves the other voters
+        self.token = token  # the cluster's internal token: presented, and required of peers
         self._clock = clock or (lambda: time.monotonic_ns() // 1_000_000)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -142,6 +150,9 @@ class RaftShell:
         self._tasks.add(task)  # stop() ends accepted connections too (Server.close does not)
         task.add_done_callback(self._tasks.discard)
         try:
+            if not await accept_connection(reader, writer, self.token, log,
+                                           f"raft voter {self.node.node_id}", answer=False):
+                return
             while (payload := await read_frame(reader, FRAME_BYTES_MAX)) is not None:
                 frame = parse_frame(payload)
                 sender = frame.get("from")
@@ -179,4 +190,6 @@ class RaftShell:
         host, port = self.peers[peer]
         _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
                                                  CONNECT_TIMEOUT_S)
+        if self.token is not None:
+            writer.write(authenticate_request(self.token))
         return writer
