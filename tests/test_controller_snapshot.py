@@ -44,7 +44,8 @@ def _wait(condition, what: str):
 
 def _described(cluster: LocalCluster, controller_id: int) -> dict:
     node = cluster._controllers[controller_id]
-    return call_once(cluster.host, node.port, "describe", events_max=0, timeout_s=5)
+    return call_once(cluster.host, node.port, "describe", events_max=0, timeout_s=5,
+                     token=cluster.controller_token)
 
 
 def _image(described: dict) -> dict:

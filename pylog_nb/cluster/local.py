@@ -169,6 +169,11 @@ class LocalCluster:
         except secrets.SecretsError as error:
             raise ClusterError(str(error)) from None
 
+    @property
+    def controller_token(self) -> str | None:
+        """What the controllers take before any call (None: a cluster without security)."""
+        return None if self.secrets is None else self.secrets.internal_token
+
     def client_config(self, **settings: str) -> dict[str, str]:
         """The settings any Kafka client needs to reach this cluster as its owner (librdkafka
         and Java names): ``Producer(cluster.client_config())``, ``{**cluster.client_config(),
@@ -499,7 +504,7 @@ class LocalCluster:
         if node.paused:
             raise ClusterError(f"{node.name} is paused")
         call_once(self.host, node.port, "set_isolated", isolated=isolated,
-                  timeout_s=DESCRIBE_TIMEOUT_S)
+                  timeout_s=DESCRIBE_TIMEOUT_S, token=self.controller_token)
 
     def controller_views(self) -> dict[int, tuple[str, dict | None]]:
         """Each controller's state (up, paused, isolated or down) and, if it answers, its view
@@ -522,7 +527,7 @@ class LocalCluster:
         if not addresses:
             raise ClusterError(f"no controller is answering (controllers "
                                f"{self.controller_states()})")
-        return call_active(addresses, "elect_preferred_leaders")
+        return call_active(addresses, "elect_preferred_leaders", token=self.controller_token)
 
     def controller_describe(self) -> dict:
         """The active controller's image (brokers, topics, partitions), its recent events and
@@ -560,7 +565,8 @@ class LocalCluster:
 
         method = "describe_quorum" if quorum_only else "describe"
         try:
-            return call_once(self.host, node.port, method, timeout_s=DESCRIBE_TIMEOUT_S)
+            return call_once(self.host, node.port, method, timeout_s=DESCRIBE_TIMEOUT_S,
+                             token=self.controller_token)
         except (OSError, ValueError, ControllerRpcError):  # down, starting, wedged
             return None
 
@@ -672,7 +678,8 @@ class LocalCluster:
                   "--parent-fd", str(self._parent_r)]
         if node.kind == "controller":
             return [sys.executable, "-m", "pylog_nb.broker.controller", *common,
-                    "--node-id", str(node.node_id), "--voters", self._voters()]
+                    "--node-id", str(node.node_id), "--voters", self._voters(),
+                    *self._secrets_args()]
         addresses = ",".join(f"{self.host}:{c.port}" for c in self._controllers.values())
         return [sys.executable, "-m", "pylog_nb.broker", "--broker-id", str(node.node_id),
                 "--admin-port", str(node.admin_port), *common, "--controller", addresses,
@@ -681,8 +688,12 @@ class LocalCluster:
     def _broker_security_args(self) -> list[str]:
         if self.secrets is None:
             return []
-        return ["--security-protocol", "SASL_PLAINTEXT",
-                "--secrets", str(self.data_dir / secrets.SECRETS_FILE)]
+        return ["--security-protocol", "SASL_PLAINTEXT", *self._secrets_args()]
+
+    def _secrets_args(self) -> list[str]:
+        if self.secrets is None:
+            return []
+        return ["--secrets", str(self.data_dir / secrets.SECRETS_FILE)]
 
     def _voters(self) -> str:
         """Every controller as ID@HOST:RAFT_PORT, the static voter set of the quorum."""

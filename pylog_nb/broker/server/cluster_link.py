@@ -75,13 +75,14 @@ class ClusterLink:
 
     def __init__(self, core: BrokerCore, controllers: Sequence[Address], *, host: str,
                  port: Callable[[], int], isolated: Callable[[], bool],
-                 credentials: SaslCredentials | None = None) -> None:
+                 credentials: SaslCredentials | None = None, token: str | None = None) -> None:
         self.core = core
         self.credentials = credentials  # the inter-broker principal, for replica fetches
         self.host = host
         self.port = port  # the bound port, known once the server listens
         self.isolated = isolated  # fault injection: cut off from peers and controllers
-        self.calls = ControllerClient(controllers)  # admin, ISR changes, producer ids
+        # Admin, ISR changes, producer ids; ``token`` is what the controllers take first.
+        self.calls = ControllerClient(controllers, token=token)
         # Registration, heartbeats and metadata long polls: connections and slots of their own
         # and a short timeout, following the same controller as ``calls``.
         self.polls = self.calls.twin(call_timeout_ms=LIFECYCLE_CALL_TIMEOUT_MS)

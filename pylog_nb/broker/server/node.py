@@ -92,7 +92,8 @@ class BrokerNode:
         self.link = ClusterLink(
             self.core, config.controllers if controllers is None else controllers,
             host=config.host, port=lambda: self.port, isolated=lambda: self.isolated,
-            credentials=self.inter_broker_credentials)
+            credentials=self.inter_broker_credentials,
+            token=None if self.secrets is None else self.secrets.internal_token)
         self.admin = ControllerAdmin(_AdminLink(self, self.link))
         self._fenced_since_ms: dict[int, int] = {}  # first reported fenced
         self.groups = GroupService(
@@ -128,7 +129,7 @@ class BrokerNode:
         """The user's credential in the metadata log; for a user of the secrets file, the one
         derived at start-up until the log has one (brokers authenticate each other before
         they have caught up with the metadata)."""
-        credential = getattr(self.image, "scram_credentials", {}).get((user, mechanism))
+        credential = self.image.scram_credentials.get((user, mechanism))
         return credential or self._static_credentials.get((user, mechanism))
 
     # == the core's parts, as the handlers use them ===============================================
