@@ -57,6 +57,16 @@ from ..client.io import (
     waits_for_new_records,
 )
 from ..client.probe import CONNECT_TIMEOUT_S, check_cluster
+from ..client.security import (
+    AclSpec,
+    acls_frame,
+    add_acls,
+    add_user,
+    remove_acls,
+    remove_user,
+    user_config,
+    users_frame,
+)
 from ..client.share_consume import read_share
 from ..client.shares import share_partitions_frame
 from ..client.status import waiting
@@ -88,6 +98,27 @@ def _one_line_errors(magic):
         except (LogClientError, ClusterError, ValueError) as error:
             raise UsageError(_first_line(str(error)) or type(error).__name__) from None
     return wrapper
+
+
+def _acl_resource(args, required: bool = True) -> tuple[str | None, str | None]:
+    named = [(kind, getattr(args, kind)) for kind in ("topic", "group", "transactional_id")
+             if getattr(args, kind)]
+    if args.cluster:
+        named.append(("cluster", "kafka-cluster"))
+    if len(named) > 1 or (required and not named):
+        raise UsageError("name one resource: --topic, --group, --transactional-id or --cluster")
+    return named[0] if named else (None, None)
+
+
+def _acl_specs(args) -> list[AclSpec]:
+    if not args.principal or not args.operations:
+        raise UsageError(f"%log_acl {args.action} PRINCIPAL OPERATIONS (resource)")
+    kind, name = _acl_resource(args)
+    assert kind is not None and name is not None
+    return [AclSpec(args.principal, operation, kind, name,
+                    "prefixed" if args.prefixed else "literal",
+                    "deny" if args.deny else "allow", args.host)
+            for operation in args.operations.split(",") if operation.strip()]
 
 
 def _kafka_words(error: KafkaException) -> str:
@@ -527,6 +558,70 @@ class LogMagics(Magics):
             return read(self._target(), args.topic, **query)
 
     # -- groups ---------------------------------------------------------------------------------
+
+    @line_magic
+    @magic_arguments()
+    @argument("action", choices=("add", "list", "remove"))
+    @argument("principal", nargs="?", help="User:NAME (or NAME), User:* for everyone")
+    @argument("operations", nargs="?",
+              help="comma-separated: read, write, create, delete, alter, describe, all, ...")
+    @argument("--topic", help="a topic (with --prefixed: every topic starting with it)")
+    @argument("--group", help="a consumer or share group (or prefix)")
+    @argument("--transactional-id", help="a transactional id (or prefix)")
+    @argument("--cluster", action="store_true", help="the cluster itself")
+    @argument("--prefixed", action="store_true", help="the name is a prefix")
+    @argument("--deny", action="store_true", help="a DENY (wins over every ALLOW)")
+    @argument("--host", default="*", help="the client host it applies to (default: any)")
+    @_one_line_errors
+    def log_acl(self, line: str):
+        """%log_acl add PRINCIPAL OPS (--topic|--group|--transactional-id NAME|--cluster)
+        [--prefixed] [--deny] [--host H]: grant (or deny) operations to a principal.
+
+        %log_acl list [PRINCIPAL] [--topic NAME ...]: the ACLs, as a DataFrame.
+        %log_acl remove PRINCIPAL OPS (resource) [--prefixed] [--deny]: delete those ACLs.
+
+        The cluster denies what no ACL allows (Kafka's StandardAuthorizer); its owner (the
+        admin principal) and its brokers are super users, allowed everything.
+        """
+        args = parse_argstring(self.log_acl, line)
+        target = self._target()
+        if args.action == "list":
+            kind, name = _acl_resource(args, required=False)
+            return acls_frame(target, args.principal, kind, name)
+        specs = _acl_specs(args)
+        if args.action == "add":
+            add_acls(target, specs)
+            print(f"added {_count(len(specs), 'ACL')}")
+            return None
+        print(f"removed {_count(remove_acls(target, specs), 'ACL')}")
+        return None
+
+    @line_magic
+    @magic_arguments()
+    @argument("action", choices=("add", "list", "remove"))
+    @argument("user", nargs="?")
+    @argument("--password", help="default: a new random one, shown once")
+    @argument("--mechanism", default="SCRAM-SHA-512", choices=("SCRAM-SHA-256", "SCRAM-SHA-512"))
+    @_one_line_errors
+    def log_user(self, line: str):
+        """%log_user add NAME [--password P] [--mechanism M]: a SCRAM user (Kafka's
+        AlterUserScramCredentials); returns the client settings that sign in as it.
+
+        %log_user list: every SCRAM user and its mechanisms. %log_user remove NAME: delete it.
+        """
+        args = parse_argstring(self.log_user, line)
+        target = self._target()
+        if args.action == "list":
+            return users_frame(target)
+        if not args.user:
+            raise UsageError(f"%log_user {args.action} needs a user name")
+        if args.action == "remove":
+            print(f"removed {args.user} ({_count(remove_user(target, args.user), 'credential')})")
+            return None
+        password = add_user(target, args.user, args.password, args.mechanism)
+        print(f"user {args.user} added ({args.mechanism}); it may do nothing an ACL does not "
+              f"allow")
+        return user_config(target, args.user, password, args.mechanism)
 
     @line_magic
     @_one_line_errors
