@@ -529,6 +529,28 @@ class LocalCluster:
                                f"{self.controller_states()})")
         return call_active(addresses, "elect_preferred_leaders", token=self.controller_token)
 
+    def set_client_quota(self, user: str | None = None, client_id: str | None = None,
+                         **rates: float | None) -> None:
+        """Set (a number) or remove (None) byte-rate quotas of a user and/or client id, as
+        ``kafka-configs.sh --alter --entity-type users`` does: e.g.
+        ``set_client_quota(user="greedy", producer_byte_rate=100_000)``. ``"<default>"`` names
+        the default user or client id."""
+        from pylog_nb.broker.controller.rpc import call_active
+
+        entity = [[kind, None if name == "<default>" else name]
+                  for kind, name in (("user", user), ("client-id", client_id)) if name]
+        if not entity or not rates:
+            raise ClusterError("name a user or client id, and rates such as "
+                               "producer_byte_rate=100000")
+        ops = [{"key": key, "value": float(value or 0), "remove": value is None}
+               for key, value in rates.items()]
+        addresses = [(self.host, c.port) for c in self._controllers.values() if c.answering]
+        answer = call_active(addresses, "alter_client_quotas", token=self.controller_token,
+                             entries=[{"entity": entity, "ops": ops}], validate_only=False)
+        refused = [e for e in answer["entries"] if e["error_code"]]
+        if refused:
+            raise ClusterError(f"quota refused: {refused[0]['error_message']}")
+
     def controller_describe(self) -> dict:
         """The active controller's image (brokers, topics, partitions), its recent events and
         its view of the quorum. ConnectionError when no controller is active (a failover)."""

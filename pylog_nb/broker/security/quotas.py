@@ -202,6 +202,8 @@ class ClientQuotaManager:
     def record(self, principal: str, client_id: str, value: float, now_ms: int) -> int:
         """Count ``value`` bytes now; the throttle time (ms) the response carries, 0 when the
         client is within its quota."""
+        if not self._quotas:  # the common case: no quota at all, nothing to measure
+            return 0
         found = self._lookup(principal, client_id)
         if found is None:
             return 0

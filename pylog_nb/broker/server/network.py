@@ -33,6 +33,13 @@ from .apis.share import CONNECTION_ID, close_connection_sessions
 from .authentication import PRINCIPAL, ConnectionAuthentication, Verdict
 from .node import CLIENT_HOST, BrokerNode
 from .pending import drive
+from .throttling import (
+    Mute,
+    Throttler,
+    is_consumer_fetch,
+    response_size,
+    with_fetch_throttle,
+)
 
 log = logging.getLogger("pylog.broker")
 
@@ -55,6 +62,7 @@ class BrokerServer:
         self.timers: list[asyncio.Task] = []
         self.connections: set[asyncio.Task] = set()
         self.connection_ids = itertools.count(1)
+        self.throttler = Throttler()  # client quotas (throttling.py)
 
     async def start(self) -> int:
         """Listen and start timers; return the bound port."""
@@ -121,8 +129,10 @@ class BrokerServer:
         pending: asyncio.Queue = asyncio.Queue(PIPELINED_REQUESTS_MAX)
         responder = asyncio.create_task(self._respond(writer, pending, peer))
         authentication = self.node.new_authentication()
+        mute = Mute()
         try:
             while not responder.done():
+                await self._wait_unmuted(mute)
                 frame = await self._read_frame(reader, authentication)
                 if frame is None:
                     return
@@ -133,7 +143,7 @@ class BrokerServer:
                     if authentication.principal is not None:
                         PRINCIPAL.set(authentication.principal)
                     continue
-                handled = self._dispatch(frame)
+                handled = self._dispatch(frame, mute)
                 if pending.full():
                     await pending.put(handled)
                 else:
@@ -211,7 +221,13 @@ class BrokerServer:
             raise ProtocolViolation(f"request of {size} bytes exceeds {what}")
         return await reader.readexactly(size)
 
-    def _dispatch(self, frame: bytes) -> asyncio.Future:
+    async def _wait_unmuted(self, mute: Mute) -> None:
+        """KIP-219: a throttled connection is read again only once its throttle time passed."""
+        wait_ms = mute.until_ms - self.node.now_ms()
+        if wait_ms > 0:
+            await asyncio.sleep(wait_ms / 1000)
+
+    def _dispatch(self, frame: bytes, mute: Mute) -> asyncio.Future:
         """The future of a request's encoded response (None: no response, acks=0). A request
         the core serves is handled here and now, without a task of its own."""
         response: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -226,9 +242,36 @@ class BrokerServer:
         shell_handler = SHELL_HANDLERS.get(request.header.api_key)
         if shell_handler is not None:
             return asyncio.ensure_future(self._handle_in_shell(shell_handler, request))
-        handle_in_core(self.node.core, request, partial(self._settle, response, request),
+        self.throttler.follow(self.node.image)
+        throttle_ms = self._produce_throttle(request, len(frame), mute)
+        handle_in_core(self.node.core, request,
+                       partial(self._settle, response, request, mute, throttle_ms),
                        partial(_settle_error, response))
         return response
+
+    def _produce_throttle(self, request: codec.Request, size_bytes: int, mute: Mute) -> int:
+        if request.header.api_key != PRODUCE_KEY:
+            return 0
+        now_ms = self.node.now_ms()
+        throttle_ms = self.throttler.on_produce(PRINCIPAL.get(), request.header.client_id,
+                                                size_bytes, now_ms)
+        mute.extend(now_ms, throttle_ms)
+        return throttle_ms
+
+    def _throttled(self, request: codec.Request, result, mute: Mute, throttle_ms: int):
+        """``result`` with the throttle time a quota gives it (a consumer's Fetch is measured
+        by its response, here)."""
+        if isinstance(result, dict) and throttle_ms:
+            return {**result, "throttle_time": throttle_ms}
+        if isinstance(result, list) and is_consumer_fetch(request.header.api_key,
+                                                          _replica_id(request)):
+            now_ms = self.node.now_ms()
+            fetch_throttle_ms = self.throttler.on_fetch_response(
+                PRINCIPAL.get(), request.header.client_id, response_size(result), now_ms)
+            if fetch_throttle_ms:
+                mute.extend(now_ms, fetch_throttle_ms)
+                return with_fetch_throttle(result, request.header.api_version, fetch_throttle_ms)
+        return result
 
     def _parse(self, frame: bytes) -> codec.Request | memoryview:
         try:
@@ -250,7 +293,8 @@ class BrokerServer:
             result = await result
         return _encoded(request, result)
 
-    def _settle(self, future: asyncio.Future, request: codec.Request, result) -> None:
+    def _settle(self, future: asyncio.Future, request: codec.Request, mute: Mute,
+                throttle_ms: int, result) -> None:
         """A core handler's response, encoded for the responder (dropped if the connection
         closed while the request waited)."""
         if future.done():
@@ -261,6 +305,7 @@ class BrokerServer:
                 "isolated (fault injection): dropping a peer's replica fetch"))
         else:
             try:
+                result = self._throttled(request, result, mute, throttle_ms)
                 future.set_result(_encoded(request, result))
             except Exception as error:  # noqa: BLE001 - the responder logs it and closes
                 future.set_exception(error)
@@ -301,11 +346,14 @@ def _abandon(pending: asyncio.Queue) -> None:
 
 
 def _is_replica_fetch(request: codec.Request) -> bool:
-    if request.header.api_key != FETCH_KEY:
-        return False
+    return request.header.api_key == FETCH_KEY and _replica_id(request) >= 0
+
+
+def _replica_id(request: codec.Request) -> int:
+    """A Fetch's replica id (-1: a consumer's), in the request body or (v15+) its replica
+    state."""
     state = getattr(request.body, "replica_state", None)
-    replica_id = state.replica_id if state is not None else getattr(request.body, "replica_id", -1)
-    return replica_id >= 0
+    return state.replica_id if state is not None else getattr(request.body, "replica_id", -1)
 
 
 async def _write_pieces(writer: asyncio.StreamWriter, pieces: list) -> None:
