@@ -74,7 +74,7 @@ def notebook_cells(data_dir: Path, go: Path) -> list[str]:
         "from pylog_nb.client.io import produce\n"
         f"produce(cluster.bootstrap_servers, {TOPIC!r}, [(f'key-{{i}}', 'x') for i in range(40)])",
         "from confluent_kafka import Consumer, TopicPartition\n"
-        f'consumer = Consumer({{**kafka_conf(cluster.bootstrap_servers), '
+        f'consumer = Consumer({{**cluster.client_config(), '
         f'"group.id": {HOSTILE_GROUP!r}}})\n'
         f"consumer.commit(offsets=[TopicPartition({TOPIC!r}, 0, 0)], asynchronous=False)\n"
         "consumer.close()",

@@ -13,7 +13,15 @@ from concurrent.futures import Future
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from support.clients import TIMEOUT_S, admin, create_topic, kafka_conf, produce, wait_for
+from support.clients import (
+    TIMEOUT_S,
+    admin,
+    create_topic,
+    kafka_conf,
+    produce,
+    python_client_kwargs,
+    wait_for,
+)
 
 from pylog_nb import LocalCluster
 from pylog_nb.broker.group.records import partition_for
@@ -306,7 +314,7 @@ def test_offset_delete_removes_only_offsets_of_unsubscribed_topics(cluster, topi
     _take(member, 1)
     member.commit(offsets=[TopicPartition(topic_name, 0, 1), TopicPartition(old_topic, 0, 1)],
                   asynchronous=False)
-    kafka_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    kafka_admin = KafkaAdminClient(**python_client_kwargs(bootstrap))
     try:
         results = kafka_admin.delete_group_offsets(group, [
             KafkaTopicPartition(topic_name, 0), KafkaTopicPartition(old_topic, 0)])

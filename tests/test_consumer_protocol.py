@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafka import KafkaConsumer
-from support.clients import TIMEOUT_S, admin, kafka_conf, poll_until, produce
+from support.clients import TIMEOUT_S, admin, kafka_conf, poll_until, produce, python_client_kwargs
 
 from pylog_nb import LocalCluster
 
@@ -198,7 +198,7 @@ def test_classic_clients_are_served_inside_and_work_beside(one_broker) -> None:
     sent = _fill(boot, topic, "x", 20)
     member = Member(boot, group_id, topics=[topic])
     poll_until([member], lambda: len(member.values) >= 20, "the consumer-protocol member")
-    inside = KafkaConsumer(topic, bootstrap_servers=boot, group_id=group_id,
+    inside = KafkaConsumer(topic, **python_client_kwargs(boot), group_id=group_id,
                            auto_offset_reset="earliest")
 
     def split() -> bool:
@@ -209,7 +209,7 @@ def test_classic_clients_are_served_inside_and_work_beside(one_broker) -> None:
 
     poll_until([member], split, "the classic member to get partitions")
     inside.close()
-    classic = KafkaConsumer(topic, bootstrap_servers=boot, group_id=_name("classic"),
+    classic = KafkaConsumer(topic, **python_client_kwargs(boot), group_id=_name("classic"),
                             auto_offset_reset="earliest", consumer_timeout_ms=5_000)
     assert {m.value for m in classic} == sent
     classic.close()

@@ -29,7 +29,15 @@ from confluent_kafka.admin import NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import KafkaAdminClient
-from support.clients import TIMEOUT_S, admin, create_topic, kafka_conf, produce
+from support.clients import (
+    TIMEOUT_S,
+    admin,
+    create_topic,
+    kafka_conf,
+    kcat_args,
+    produce,
+    python_client_kwargs,
+)
 
 from pylog_nb import LocalCluster
 
@@ -90,7 +98,7 @@ def _keyed(start: int, count: int) -> list[tuple[bytes, bytes]]:
 
 
 def _kp_produce(boot: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
-    producer = KafkaProducer(bootstrap_servers=boot, linger_ms=5)
+    producer = KafkaProducer(**python_client_kwargs(boot), linger_ms=5)
     try:
         futures = [producer.send(topic, key=key, value=value) for key, value in records]
         producer.flush(TIMEOUT_S)
@@ -101,7 +109,7 @@ def _kp_produce(boot: str, topic: str, records: list[tuple[bytes, bytes]]) -> No
 
 def _kp_consumer(boot: str, group_id: str, topic: str, client_id: str) -> KafkaConsumer:
     consumer = KafkaConsumer(
-        bootstrap_servers=boot, group_id=group_id, client_id=client_id,
+        **python_client_kwargs(boot), group_id=group_id, client_id=client_id,
         enable_auto_commit=False, auto_offset_reset="earliest",
         heartbeat_interval_ms=HEARTBEAT_MS, session_timeout_ms=SESSION_TIMEOUT_MS,
     )
@@ -189,7 +197,7 @@ def test_kafka_python_group_splits_partitions_commits_and_resumes(boot, topic_na
 
 
 def _kp_check_described(boot: str, group_id: str, topic: str, assignments: list) -> None:
-    client = KafkaAdminClient(bootstrap_servers=boot)
+    client = KafkaAdminClient(**python_client_kwargs(boot))
     try:
         listed = {g["group_id"]: g for g in client.list_groups()}
         described = client.describe_groups([group_id])[group_id]
@@ -217,7 +225,7 @@ def _kp_check_committed(boot: str, group_id: str, topic: str, got: list) -> None
     ends: dict[int, int] = {}
     for record in got:
         ends[record.partition] = max(ends.get(record.partition, 0), record.offset + 1)
-    client = KafkaAdminClient(bootstrap_servers=boot)
+    client = KafkaAdminClient(**python_client_kwargs(boot))
     try:
         committed = client.list_group_offsets(group_id)[group_id]
         listed = {g["group_id"]: g for g in client.list_groups()}
@@ -232,7 +240,7 @@ def _kp_check_committed(boot: str, group_id: str, topic: str, got: list) -> None
 
 
 async def _aio_produce(boot: str, topic: str, values: list[bytes]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=boot, linger_ms=5)
+    producer = AIOKafkaProducer(**python_client_kwargs(boot), linger_ms=5)
     await producer.start()
     try:
         sent = [await producer.send(topic, value) for value in values]
@@ -254,7 +262,7 @@ async def _aio_read(consumer: AIOKafkaConsumer, count: int) -> list:
 async def _aio_session(boot: str, group_id: str, topic: str, count: int):
     """Join ``group_id``, read ``count`` records, commit: (committed before, records, after)."""
     consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=boot, group_id=group_id, enable_auto_commit=False,
+        topic, **python_client_kwargs(boot), group_id=group_id, enable_auto_commit=False,
         auto_offset_reset="earliest", heartbeat_interval_ms=HEARTBEAT_MS,
         session_timeout_ms=SESSION_TIMEOUT_MS,
     )
@@ -366,7 +374,7 @@ def _kcat_group_args(kcat: str, boot: str, group_id: str) -> list[str]:
     """A balanced consumer. No ``-o``: in -G mode kcat assigns every partition at that offset,
     overriding the committed ones (kcat.c rebalance_cb), so a group could never resume;
     ``auto.offset.reset`` covers partitions without a commit instead."""
-    return [kcat, "-b", boot, "-G", group_id, "-X", "auto.offset.reset=earliest",
+    return [kcat, *kcat_args(boot), "-G", group_id, "-X", "auto.offset.reset=earliest",
             "-X", "enable.auto.commit=true", "-X", f"session.timeout.ms={SESSION_TIMEOUT_MS}",
             "-X", f"heartbeat.interval.ms={HEARTBEAT_MS}"]
 
@@ -403,7 +411,7 @@ def test_kcat_balanced_consumer_resumes_from_committed_offsets(kcat, boot, topic
 def test_kcat_metadata_lists_consumer_offsets_topic(kcat, boot, topic_name, group_id):
     create_topic(boot, topic_name)
     _kcat_group_read(kcat, boot, group_id, topic_name)
-    done = subprocess.run([kcat, "-b", boot, "-L"], capture_output=True,
+    done = subprocess.run([kcat, *kcat_args(boot), "-L"], capture_output=True,
                           timeout=KCAT_TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr.decode()
     assert 'topic "__consumer_offsets" with ' in done.stdout.decode()

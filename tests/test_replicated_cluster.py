@@ -240,7 +240,9 @@ def _serving_leader(leader: int, exclude: int):
 def _events(cluster, broker_id: int) -> list[dict]:
     import json
     import urllib.request
-    with urllib.request.urlopen(f"{cluster.admin_urls()[broker_id]}/v1/events", timeout=10) as r:
+    request = urllib.request.Request(f"{cluster.admin_urls()[broker_id]}/v1/events",
+                                     headers=cluster.admin_headers())
+    with urllib.request.urlopen(request, timeout=10) as r:
         return json.loads(r.read())
 
 

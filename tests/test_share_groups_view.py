@@ -18,11 +18,9 @@ Chromium, Debian's ``/usr/bin/chromium``) from snapshots taken of the real clust
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -132,8 +130,7 @@ def acknowledge(consumer: ShareConsumer, messages: list, kinds: dict[int, Acknow
 
 def get_json(cluster, path: str):
     [url] = cluster.admin_urls().values()
-    with urllib.request.urlopen(f"{url}{path}", timeout=5) as response:
-        return json.loads(response.read())
+    return cluster.admin_get(f"{url}{path}", 5)
 
 
 def share_partition(cluster, group: str) -> dict:

@@ -99,8 +99,9 @@ def test_a_closed_connection_releases_its_sessions_records(cluster) -> None:
 HOLDER = textwrap.dedent("""
     import sys, time
     from confluent_kafka import ShareConsumer
+    from pylog_nb.client.config import client_config
     boot, group_id, topic = sys.argv[1:4]
-    consumer = ShareConsumer({**kafka_conf(boot), "group.id": group_id,
+    consumer = ShareConsumer({**client_config(boot), "group.id": group_id,
                               "log_level": 0, "share.acknowledgement.mode": "explicit"})
     consumer.subscribe([topic])
     deadline = time.monotonic() + 30

@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from kafka import KafkaProducer
 from support import wire
-from support.clients import TIMEOUT_S, kafka_conf, wait_for
+from support.clients import TIMEOUT_S, kafka_conf, python_client_kwargs, wait_for
 from support.txn_clients import (
     KEY_TYPE_TRANSACTION,
     add_partitions,
@@ -111,7 +111,8 @@ def test_kafka_python_and_aiokafka_transactions_commit_and_abort(cluster):
     bootstrap = cluster.bootstrap_servers
     partitions = create_replicated(bootstrap, unique("python-clients"), 2)
     topic = partitions[0].topic
-    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=unique("kafka-python"))
+    producer = KafkaProducer(**python_client_kwargs(bootstrap),
+                             transactional_id=unique("kafka-python"))
     producer.init_transactions()
     for outcome in ("committed", "aborted"):
         producer.begin_transaction()
@@ -126,7 +127,8 @@ def test_kafka_python_and_aiokafka_transactions_commit_and_abort(cluster):
     producer.close()
 
     async def aiokafka_transactions() -> None:
-        aio = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=unique("aiokafka"))
+        aio = AIOKafkaProducer(**python_client_kwargs(bootstrap),
+                               transactional_id=unique("aiokafka"))
         await aio.start()
         try:
             async with aio.transaction():

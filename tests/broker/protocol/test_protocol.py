@@ -13,7 +13,7 @@ from kio.serial import entity_reader, entity_writer
 
 from pylog_nb.broker.protocol import codec
 from pylog_nb.broker.protocol.versions import API_VERSIONS
-from pylog_nb.broker.server.apis import CORE_HANDLERS, SHELL_HANDLERS
+from pylog_nb.broker.server.apis import CONNECTION_APIS, CORE_HANDLERS, SHELL_HANDLERS
 
 ALL_PARSED = [(k, v) for k, r in API_VERSIONS.items() for v in range(r.min_parsed, r.max + 1)]
 
@@ -67,7 +67,7 @@ def test_unknown_version_reports_header():
 
 
 def test_every_advertised_api_has_a_handler():
-    assert set(CORE_HANDLERS) | set(SHELL_HANDLERS) == set(API_VERSIONS)
+    assert set(CORE_HANDLERS) | set(SHELL_HANDLERS) | CONNECTION_APIS == set(API_VERSIONS)
 
 
 @given(st.binary(max_size=200))
