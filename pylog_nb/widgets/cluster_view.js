@@ -31,7 +31,7 @@ const DRAW_MEASURE = "pylog-view-draw"; // see drawShown
 const PATCH_NEW = "$new"; // delta.py's markers
 const PATCH_DELETE = "$del";
 const STATES = ["up", "paused", "isolated", "down", "fenced"];
-const CATEGORIES = ["election", "controller", "isr", "broker", "truncation", "group", "share", "topic", "other"];
+const CATEGORIES = ["election", "controller", "isr", "broker", "truncation", "group", "share", "security", "topic", "other"];
 const OVERVIEW_PARTITIONS_MIN = 13; // more partitions than this: a grid of all, details paged
 const PAGE_PARTITIONS = 12; // partitions drawn in detail at once (each is 3+ bars)
 const HEALTH_HELP = {
@@ -61,6 +61,7 @@ const CATEGORY_HELP = {
   truncation: "a follower truncated its log to match its leader",
   group: "consumer group state change or member removed; for a consumer-protocol (KIP-848) group, each step of an incremental rebalance the view saw: group epoch bumped, target assignment computed, a member told to revoke and having revoked, a member caught up to an epoch, partitions released to a member",
   share: "share group (KIP-932), as the view saw it between two snapshots: a member joined or left; acquired records came back to the group (their member left, their lock ran out, or they were released); records archived (rejected, or delivered as often as the delivery limit allows)",
+  security: "a client refused: it failed to sign in (SASL), or the ACLs denied a principal an operation on a resource",
   topic: "topic or partition created, deleted or reconfigured",
   other: "anything else",
 };

@@ -121,6 +121,8 @@ EVENT_CATEGORIES = {
     "member_assigned": "group", "consumer_group_state": "group",
     "share_member_joined": "share", "share_member_left": "share",
     "share_records_returned": "share", "share_records_archived": "share",
+    # refusals (broker/security/events.py): a failed sign-in, an operation the ACLs deny
+    "AuthenticationFailed": "security", "AuthorizationFailed": "security",
 }
 QUORUM_EVENT_KINDS = ("controller_elected", "controller_lost")
 CONSUMER_GROUP_EVENT_KINDS = ("group_epoch_bumped", "target_assignment_computed",

@@ -28,6 +28,7 @@ from ..errors import Errors
 from ..protocol import codec
 from ..protocol.fetch_response import FileRange
 from ..protocol.versions import API_VERSIONS_KEY, FETCH_KEY, PRODUCE_KEY
+from ..security.events import AuthenticationFailed, RefusalThrottle
 from .apis import SHELL_HANDLERS, handle_in_core
 from .apis.share import CONNECTION_ID, close_connection_sessions
 from .authentication import PRINCIPAL, ConnectionAuthentication, Verdict
@@ -63,6 +64,7 @@ class BrokerServer:
         self.connections: set[asyncio.Task] = set()
         self.connection_ids = itertools.count(1)
         self.throttler = Throttler()  # client quotas (throttling.py)
+        self.refusals = RefusalThrottle()  # at most one refusal event per host a second
 
     async def start(self) -> int:
         """Listen and start timers; return the bound port."""
@@ -171,11 +173,19 @@ class BrokerServer:
         if verdict.close_reason is None:
             return True
         log.warning("closing connection from %s: %s", peer, verdict.close_reason)
+        self._refused(peer, verdict.close_reason)
         closing: asyncio.Future = asyncio.get_running_loop().create_future()
         closing.set_result(_Close(verdict.close_after_ms))
         await pending.put(closing)
         await asyncio.wait([responder], timeout=CLOSE_AFTER_ANSWER_TIMEOUT_S)
         return False
+
+    def _refused(self, peer, reason: str) -> None:
+        """A refusal on the introspection stream (the live view's timeline)."""
+        host = peer[0] if peer else "?"
+        now_ms = self.node.now_ms()
+        if self.refusals.admit((host, "authentication"), now_ms):
+            self.node.events.append(AuthenticationFailed(now_ms, host, reason))
 
     def _connection_closed(self, connection_id: str) -> None:
         """Share sessions of the connection end (not while the broker stops: its core goes)."""
