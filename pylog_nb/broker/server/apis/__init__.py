@@ -55,6 +55,15 @@ from .offsets import (
     handle_offset_for_leader_epoch,
 )
 from .produce import handle_produce
+from .security import (
+    handle_alter_client_quotas,
+    handle_alter_user_scram_credentials,
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+    handle_describe_client_quotas,
+    handle_describe_user_scram_credentials,
+)
 from .share import (
     handle_share_acknowledge,
     handle_share_fetch,
@@ -138,6 +147,13 @@ SHELL_HANDLERS: dict[int, ShellHandler] = guard_all({
     v.INCREMENTAL_ALTER_CONFIGS_KEY: handle_incremental_alter_configs,
     v.DESCRIBE_CLUSTER_KEY: handle_describe_cluster,
     v.FIND_COORDINATOR_KEY: handle_find_coordinator,
+    v.CREATE_ACLS_KEY: handle_create_acls,
+    v.DESCRIBE_ACLS_KEY: handle_describe_acls,
+    v.DELETE_ACLS_KEY: handle_delete_acls,
+    v.DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: handle_describe_user_scram_credentials,
+    v.ALTER_USER_SCRAM_CREDENTIALS_KEY: handle_alter_user_scram_credentials,
+    v.DESCRIBE_CLIENT_QUOTAS_KEY: handle_describe_client_quotas,
+    v.ALTER_CLIENT_QUOTAS_KEY: handle_alter_client_quotas,
 })
 # Served by the connection itself (authentication.py), before and besides any handler.
 CONNECTION_APIS = frozenset({v.SASL_HANDSHAKE_KEY, v.SASL_AUTHENTICATE_KEY})

@@ -57,18 +57,16 @@ async def handle_produce(core: BrokerCore, request: Request) -> dict | None:
             Op.WRITE, TRANSACTIONAL_ID, body.transactional_id):
         return _reject_all(body, errors.Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                            "Transactional Id authorization failed.")
-    writable = who.allowed(Op.WRITE, TOPIC, (topic for topic, _ in topics))
-    if len(writable) < len({topic for topic, _ in topics}):
-        refused_topics = {topic for topic, _ in topics} - writable
-        topics = [(topic, parts) for topic, parts in topics if topic in writable]
+    # Kafka: a topic the caller may not WRITE is refused per partition, the others go on
+    refused_topics = {topic for topic, _ in topics} - who.allowed(
+        Op.WRITE, TOPIC, (topic for topic, _ in topics))
+    topics = [(topic, parts) for topic, parts in topics if topic not in refused_topics]
     if body.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
         return _reject_all(body, errors.INVALID_REQUIRED_ACKS, f"acks={body.acks} is invalid")
     producers = _transactional_producers(topics)
     if len(producers) > 1:
         return _reject_all(body, errors.INVALID_PRODUCER_ID_MAPPING,
                            "Transactional records contained more than one producer ID")
-    else:
-        refused_topics = set()
     guards: dict[TopicPartition, VerificationGuard] = {}
     refused: dict[TopicPartition, dict] = {}
     if producers and core.config.transaction_partition_verification_enable:
