@@ -25,7 +25,11 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from support import wire
 
+from pylog_nb.broker.errors import Errors
+from pylog_nb.broker.protocol import versions as v
+from pylog_nb.broker.security.sasl_client import SaslCredentials
 from pylog_nb.cluster.local import LocalCluster
 
 TIMEOUT_S = 30
@@ -225,3 +229,61 @@ def test_three_brokers_replicate_with_the_authorizer_on(tmp_path):
                 break
             assert time.monotonic() < deadline, {i: p.isrs for i, p in partitions.items()}
             time.sleep(0.5)
+
+
+# == the wire, where no client library goes: quotas, bad input ====================================
+
+
+def alice_socket(cluster):
+    sock = wire.connect(cluster.bootstrap_servers, authenticate=False)
+    wire.sign_in(sock, SaslCredentials(ALICE, ALICE_PASSWORD, "SCRAM-SHA-512"))
+    return sock
+
+
+def test_client_quotas_are_set_by_the_owner_and_refused_to_alice(cluster):
+    entity = [{"entity_type": "client-id", "entity_name": unique("app")}]
+    alter = {"entries": [{"entity": entity, "ops": [
+        {"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}],
+        "validate_only": False}
+    describe = {"components": [{"entity_type": "client-id", "match_type": 0,
+                                "match": entity[0]["entity_name"]}], "strict": False}
+    with alice_socket(cluster) as sock:
+        refused = wire.call(sock, v.ALTER_CLIENT_QUOTAS_KEY, 1, alter)
+        assert [e.error_code for e in refused.entries] == [Errors.CLUSTER_AUTHORIZATION_FAILED]
+        refused = wire.call(sock, v.DESCRIBE_CLIENT_QUOTAS_KEY, 1, describe)
+        assert refused.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+    with wire.connect(cluster.bootstrap_servers) as sock:
+        done = wire.call(sock, v.ALTER_CLIENT_QUOTAS_KEY, 1, alter)
+        assert [e.error_code for e in done.entries] == [Errors.NONE]
+        described = wire.call(sock, v.DESCRIBE_CLIENT_QUOTAS_KEY, 1, describe)
+        assert described.error_code == Errors.NONE
+        [entry] = described.entries
+        assert [(q.key, q.value) for q in entry.values] == [("producer_byte_rate", 1024.0)]
+
+
+def test_malformed_acl_requests_get_kafka_errors(cluster):
+    creation = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3,
+                "principal": "User:x", "host": "*", "operation": 3, "permission_type": 3}
+    bad = [{**creation, "resource_type": 99}, {**creation, "principal": "nocolon"},
+           {**creation, "host": "not-an-ip"}, {**creation, "operation": 1},
+           {**creation, "resource_pattern_type": 2}, {**creation, "resource_name": ""},
+           {**creation, "resource_type": 4}]
+    with wire.connect(cluster.bootstrap_servers) as sock:
+        created = wire.call(sock, v.CREATE_ACLS_KEY, 3, {"creations": [*bad, creation]})
+        codes = [r.error_code for r in created.results]
+        assert codes == [Errors.INVALID_REQUEST] * len(bad) + [Errors.NONE]
+        deleted = wire.call(sock, v.DELETE_ACLS_KEY, 3, {"filters": [
+            {"resource_type_filter": 0, "resource_name_filter": None, "pattern_type_filter": 1,
+             "principal_filter": None, "host_filter": None, "operation": 1,
+             "permission_type": 1},
+            {"resource_type_filter": 2, "resource_name_filter": "t", "pattern_type_filter": 3,
+             "principal_filter": "User:x", "host_filter": None, "operation": 1,
+             "permission_type": 1}]})
+        assert [r.error_code for r in deleted.filter_results] == [
+            Errors.INVALID_REQUEST, Errors.NONE]
+        assert [a.principal for a in deleted.filter_results[1].matching_acls] == ["User:x"]
+        described = wire.call(sock, v.DESCRIBE_ACLS_KEY, 3, {
+            "resource_type_filter": 42, "resource_name_filter": None, "pattern_type_filter": 1,
+            "principal_filter": None, "host_filter": None, "operation": 1,
+            "permission_type": 1})
+        assert described.error_code == Errors.INVALID_REQUEST
