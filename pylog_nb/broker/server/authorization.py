@@ -94,13 +94,17 @@ def _error_only(_body: Any, code: int) -> dict:
     return {"error_code": code}
 
 
+def _error_message(_body: Any, code: int) -> dict:
+    return {"error_code": code, "error_message": "Group authorization failed."}
+
+
 def _no_producer(_body: Any, code: int) -> dict:
     return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
 
 
 def _group(operation: Op, field: str = "group_id") -> Check:
     def check(who: Caller, body: Any) -> int | None:
-        if who.may(operation, GROUP, getattr(body, field)):
+        if who.may(operation, GROUP, getattr(body, field) or ""):
             return None
         return Errors.GROUP_AUTHORIZATION_FAILED
     return check
@@ -171,6 +175,10 @@ GUARDS: dict[int, Guard] = {
     v.INIT_PRODUCER_ID_KEY: Guard(_init_producer_id, _no_producer),
     v.ADD_OFFSETS_TO_TXN_KEY: Guard(_add_offsets_to_txn),
     v.END_TXN_KEY: Guard(_transactional),
+    v.SHARE_FETCH_KEY: Guard(_group(Op.READ)),
+    v.SHARE_ACKNOWLEDGE_KEY: Guard(_group(Op.READ)),
+    v.ALTER_SHARE_GROUP_OFFSETS_KEY: Guard(_group(Op.READ), _error_message),
+    v.DELETE_SHARE_GROUP_OFFSETS_KEY: Guard(_group(Op.DELETE), _error_message),
     v.CONSUMER_GROUP_HEARTBEAT_KEY: Guard(_subscribing),
     v.SHARE_GROUP_HEARTBEAT_KEY: Guard(_subscribing),
     v.WRITE_TXN_MARKERS_KEY: Guard(_cluster_action, _refused_markers),

@@ -19,6 +19,7 @@ from ...group.assignors import TopicMetadata
 from ...group.consumer_group import Assignment, ConsumerGroup
 from ...group.consumer_groups import HeartbeatRequest
 from ...protocol.codec import Request, duration_ms
+from ..authorization import GROUP, Op, caller
 from ..core import BrokerCore
 from ..node import CLIENT_HOST
 
@@ -86,7 +87,17 @@ def _response(error_code: int, member_id: str, member_epoch: int) -> dict:
 
 
 def handle_consumer_group_describe(core: BrokerCore, request: Request) -> dict:
-    return {"groups": [_describe(core, group_id) for group_id in request.body.group_ids]}
+    who = caller(core)
+    include = getattr(request.body, "include_authorized_operations", False)
+    return {"groups": [
+        {**_describe(core, group_id),
+         "authorized_operations": who.operations(GROUP, group_id, include)}
+        if who.may(Op.DESCRIBE, GROUP, group_id) else
+        {"group_id": group_id, "error_code": Errors.GROUP_AUTHORIZATION_FAILED,
+         "error_message": "Group authorization failed.", "group_state": "", "group_epoch": -1,
+         "assignment_epoch": -1, "assignor_name": "", "members": [],
+         "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
+        for group_id in request.body.group_ids]}
 
 
 def _describe(core: BrokerCore, group_id: str) -> dict:

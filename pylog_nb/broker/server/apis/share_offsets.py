@@ -36,6 +36,7 @@ from ...metadata.topics import INTERNAL_TOPIC_PREFIX
 from ...protocol import versions as v
 from ...protocol.codec import Request
 from ...types import NO_EPOCH, TopicPartition
+from ..authorization import GROUP, Op, caller
 from ..core import BrokerCore
 from ..replica_manager import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
 from ..share_runtime import (
@@ -91,8 +92,14 @@ def _topic_partitions(core: BrokerCore, name: str) -> list[int] | None:
 
 async def handle_describe_share_group_offsets(core: BrokerCore, request: Request) -> dict:
     with_lag = request.header.api_version >= LAG_SINCE_VERSION
-    return {"groups": [await _describe_group(core, group, with_lag)
-                       for group in request.body.groups]}
+    who = caller(core)
+    describable = who.allowed(Op.DESCRIBE, GROUP, (g.group_id for g in request.body.groups))
+    return {"groups": [
+        await _describe_group(core, group, with_lag) if group.group_id in describable else
+        {"group_id": group.group_id, "topics": [],
+         "error_code": Errors.GROUP_AUTHORIZATION_FAILED,
+         "error_message": "Group authorization failed."}
+        for group in request.body.groups]}
 
 
 async def _describe_group(core: BrokerCore, wanted, with_lag: bool) -> dict:
