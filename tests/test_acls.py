@@ -25,7 +25,19 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from kafka.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    KafkaAdminClient,
+    ResourcePattern,
+    ResourcePatternFilter,
+)
+from kafka.admin import ResourceType as KpResourceType
 from support import wire
+from support.clients import python_client_kwargs
 
 from pylog_nb.broker.errors import Errors
 from pylog_nb.broker.protocol import versions as v
@@ -287,3 +299,22 @@ def test_malformed_acl_requests_get_kafka_errors(cluster):
             "principal_filter": None, "host_filter": None, "operation": 1,
             "permission_type": 1})
         assert described.error_code == Errors.INVALID_REQUEST
+
+
+def test_kafka_python_creates_describes_and_deletes_acls(cluster):
+    principal, topic = f"User:{unique('erin')}", unique("erins")
+    client = KafkaAdminClient(**python_client_kwargs(cluster.bootstrap_servers))
+    try:
+        binding = ACL(principal, "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                      ResourcePattern(KpResourceType.TOPIC, topic))
+        created = client.create_acls([binding])
+        assert created["succeeded"] == [binding] and not created["failed"]
+        wanted = ACLFilter(principal, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                           ResourcePatternFilter(KpResourceType.ANY, None,
+                                                 ACLResourcePatternType.ANY))
+        described, error = client.describe_acls(wanted)
+        assert error.errno == 0 and [a.principal for a in described] == [principal]
+        [(_filter, deleted, error)] = client.delete_acls([wanted])
+        assert error.errno == 0 and [a.principal for a in deleted] == [principal]
+    finally:
+        client.close()
