@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -318,3 +318,18 @@ def test_kafka_python_creates_describes_and_deletes_acls(cluster):
         assert error.errno == 0 and [a.principal for a in deleted] == [principal]
     finally:
         client.close()
+
+
+def test_authorized_operations_are_reported_per_caller(cluster, owner):
+    topic = unique("ops")
+    create_topic(owner, topic)
+    grant(owner, acl(ResourceType.TOPIC, topic, AclOperation.READ))
+    alice = AdminClient(alice_config(cluster))
+    described = alice.describe_topics(TopicCollection([topic]),
+                                      include_authorized_operations=True)[topic]
+    assert set(described.result(TIMEOUT_S).authorized_operations) == {
+        AclOperation.READ, AclOperation.DESCRIBE}
+    as_owner = owner.describe_cluster(include_authorized_operations=True).result(TIMEOUT_S)
+    assert AclOperation.ALTER in as_owner.authorized_operations
+    as_alice = alice.describe_cluster(include_authorized_operations=True).result(TIMEOUT_S)
+    assert not as_alice.authorized_operations  # no DESCRIBE on the cluster
