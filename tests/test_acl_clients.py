@@ -1,5 +1,6 @@
-"""ACLs with real clients (issue 23): a secured LocalCluster with the authorizer on, its owner
-a super user, and alice, a user the owner creates, refused until the owner grants her.
+"""ACLs with real clients (issue 23): a secured LocalCluster with the authorizer on, its owner a
+super user, and alice, a user the owner creates, refused until the owner grants her. (Not
+test_acls.py: tests/broker/security/test_acls.py has that name, and pytest needs unique ones.)
 
 One cluster serves the module; each test uses its own topics, groups and transactional ids,
 so the grants of one do not open the doors of another.
