@@ -242,6 +242,26 @@ def test_three_brokers_replicate_with_the_authorizer_on(tmp_path):
                 break
             assert time.monotonic() < deadline, {i: p.isrs for i, p in partitions.items()}
             time.sleep(0.5)
+        # inter-broker calls of transactions (verification, markers) as the broker principal
+        transactional = Producer(cluster.client_config(**{"transactional.id": "t3"}))
+        transactional.init_transactions(TIMEOUT_S)
+        transactional.begin_transaction()
+        for index in range(3):
+            transactional.produce("replicated", b"committed", partition=index)
+        transactional.commit_transaction(TIMEOUT_S)
+        group = cluster.client_config(**{"group.id": "g3", "isolation.level": "read_committed"})
+        messages, codes = [], []
+        consumer = Consumer({**group, "auto.offset.reset": "earliest"})
+        consumer.subscribe(["replicated"])
+        try:
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(messages) < 33 and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None:
+                    (codes if message.error() else messages).append(message)
+        finally:
+            consumer.close()
+        assert len(messages) == 33, [m.error() for m in codes]
 
 
 # == the wire, where no client library goes: quotas, bad input ====================================
