@@ -207,3 +207,18 @@ def test_without_the_flag_the_core_has_no_authorizer(tmp_path):
     core.publish(with_acls(core.image, entry("r", RT.TOPIC, "t", Op.READ)))
     assert caller(core).may(Op.DELETE, RT.TOPIC, "t")
     core.close()
+
+
+def test_a_group_describe_hides_a_group_using_a_topic_the_caller_may_not_describe():
+    from pylog_nb.broker.server.apis.consumer_groups import authorized_description
+
+    described = {"group_id": "g", "error_code": 0, "members": [
+        {"subscribed_topic_names": ["mine"], "assignment": {"topic_partitions": [
+            {"topic_name": "theirs", "partitions": [0]}]}}]}
+    who = alice(entry("1", RT.TOPIC, "mine", Op.READ), entry("2", RT.GROUP, "g", Op.DESCRIBE))
+    refused = authorized_description(who, described, include_operations=True)
+    assert refused["error_code"] == Errors.TOPIC_AUTHORIZATION_FAILED and not refused["members"]
+    everything = alice(entry("1", RT.TOPIC, "*", Op.DESCRIBE),
+                       entry("2", RT.GROUP, "g", Op.DESCRIBE))
+    shown = authorized_description(everything, described, include_operations=True)
+    assert shown["members"] and shown["authorized_operations"] == 1 << Op.DESCRIBE

@@ -48,7 +48,12 @@ from ..replica_manager import (
     Partition,
 )
 from ..share_runtime import UNINITIALIZED_START_OFFSET, share_key
-from .consumer_groups import AUTHORIZED_OPERATIONS_UNKNOWN, _wire_assignment, cluster_topics
+from .consumer_groups import (
+    AUTHORIZED_OPERATIONS_UNKNOWN,
+    _wire_assignment,
+    authorized_description,
+    cluster_topics,
+)
 from .fetch import wait_for_data
 
 SHARE_ASSIGNOR = "simple"  # Kafka's share-group assignor name
@@ -96,8 +101,7 @@ def handle_share_group_describe(core: BrokerCore, request: Request) -> dict:
     who = caller(core)
     include = getattr(request.body, "include_authorized_operations", False)
     return {"groups": [
-        {**_describe(core, group_id),
-         "authorized_operations": who.operations(GROUP, group_id, include)}
+        authorized_description(who, _describe(core, group_id), include)
         if who.may(Op.DESCRIBE, GROUP, group_id) else _unauthorized_group(group_id)
         for group_id in request.body.group_ids]}
 
