@@ -14,6 +14,7 @@ from pathlib import Path
 sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 from .process.dirlock import DataDirInUseError, lock_data_dir  # noqa: E402
+from .security import secrets  # noqa: E402
 from .server.broker import run_broker  # noqa: E402
 from .server.config import (  # noqa: E402
     GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
@@ -117,6 +118,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="the listener's security.protocol")
     parser.add_argument("--secrets", type=Path,
                         help="the cluster's secrets file (tokens, inter-broker principal)")
+    parser.add_argument("--authorizer", action="store_true",
+                        help="check every request against the cluster's ACLs (Kafka's "
+                             "StandardAuthorizer); the secrets file's admin and inter-broker "
+                             "principals are super users")
     parser.add_argument("--connections-max-reauth-ms", type=int, default=0,
                         help="KIP-368: a SASL session lasts this long (0: for ever)")
     parser.add_argument("--log-level", default="INFO")
@@ -128,6 +133,16 @@ def _controllers(text: str) -> tuple[tuple[str, int], ...]:
         return parse_controllers(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _super_users(secrets_file: Path | None) -> tuple[str, ...]:
+    """Kafka's super.users: the secrets file's admin and inter-broker principals."""
+    if secrets_file is None:
+        return ()
+    try:
+        return secrets.load(secrets_file).super_users
+    except secrets.SecretsError as error:
+        sys.exit(f"pylog broker: {error}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -168,6 +183,8 @@ def main(argv: list[str] | None = None) -> None:
         security_protocol=args.security_protocol,
         secrets_file=args.secrets,
         connections_max_reauth_ms=args.connections_max_reauth_ms,
+        authorizer_enabled=args.authorizer,
+        super_users=_super_users(args.secrets) if args.authorizer else (),
     )
     try:
         lock_data_dir(args.data_dir)

@@ -97,6 +97,10 @@ class BrokerConfig:
     connections_max_reauth_ms: int = 0  # KIP-368; 0 (Kafka's default): sessions do not end
     # The cluster's secrets file (security/secrets.py): tokens and the inter-broker principal.
     secrets_file: Path | None = None
+    # Kafka's authorizer.class.name set (StandardAuthorizer): every request is checked against
+    # the image's ACLs. Off, everything is allowed (Kafka without an authorizer).
+    authorizer_enabled: bool = False
+    super_users: tuple[str, ...] = ()  # Kafka's super.users: principals every check allows
 
     def __post_init__(self) -> None:
         assert self.security_protocol in SECURITY_PROTOCOLS, self.security_protocol
@@ -137,6 +141,10 @@ class BrokerConfig:
             "listener.security.protocol.map": f"{self.security_protocol}:{self.security_protocol}",
             "sasl.enabled.mechanisms": ",".join(self.sasl_enabled_mechanisms),
             "connections.max.reauth.ms": str(self.connections_max_reauth_ms),
+            "authorizer.class.name": (
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+                if self.authorizer_enabled else ""),
+            "super.users": ";".join(self.super_users),
         }
 
 

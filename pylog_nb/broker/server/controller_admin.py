@@ -1,4 +1,5 @@
-"""Topic and group-config administration: every change is decided by the active controller.
+"""Topic, group-config and security administration: every change is decided by the active
+controller.
 
 Each method forwards to the controller and returns once this broker has applied the metadata
 records the decision wrote, so the client's next Metadata request already sees the change. A
@@ -122,6 +123,41 @@ class ControllerAdmin:
             raise AdminError(errors.INVALID_CONFIG, str(error)) from None
         await self._call("alter_group_configs", group=group, configs=overrides,
                          validate_only=validate_only)
+
+    # -- security metadata (issue 23): the controller's wire shapes, each item its own result --
+
+    async def create_acls(self, creations: Sequence[Mapping[str, object]]) -> list[dict]:
+        """[{error_code, error_message}] per creation ({resource_type, resource_name,
+        pattern_type, principal, host, operation, permission_type}: Kafka's codes)."""
+        return (await self._call("create_acls", creations=list(creations)))["results"]
+
+    async def delete_acls(self, filters: Sequence[Mapping[str, object]]) -> list[dict]:
+        """[{error_code, error_message, matching_acls}] per filter."""
+        return (await self._call("delete_acls", filters=list(filters)))["filter_results"]
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[Mapping[str, object]],
+        upsertions: Sequence[Mapping[str, object]]) -> list[dict]:
+        """[{user, error_code, error_message}]; salts and salted passwords in base64."""
+        return (await self._call("alter_user_scram_credentials", deletions=list(deletions),
+                                 upsertions=list(upsertions)))["results"]
+
+    async def describe_user_scram_credentials(self, users: Sequence[str] | None) -> list[dict]:
+        """[{user, error_code, error_message, credential_infos: [{mechanism, iterations}]}]."""
+        wanted = None if users is None else list(users)
+        return (await self._call("describe_user_scram_credentials", users=wanted))["results"]
+
+    async def alter_client_quotas(self, entries: Sequence[Mapping[str, object]],
+                                  validate_only: bool) -> list[dict]:
+        """[{entity, error_code, error_message}] per entry ({entity: [[type, name]], ops})."""
+        return (await self._call("alter_client_quotas", entries=list(entries),
+                                 validate_only=validate_only))["entries"]
+
+    async def describe_client_quotas(self, components: Sequence[Mapping[str, object]],
+                                     strict: bool) -> list[dict]:
+        """[{entity: [[type, name]], values: {key: value}}]."""
+        return (await self._call("describe_client_quotas", components=list(components),
+                                 strict=strict))["entries"]
 
 
 def apply_group_incremental(

@@ -43,7 +43,7 @@ import itertools
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -54,6 +54,7 @@ from ..metadata.records import MetadataRecord
 from ..metadata.topics import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from ..replication.actions import Action, HighWatermarkAdvanced, RequestIsrChange, RoleChanged
 from ..replication.follower import FollowerState
+from ..security.authorizer import Authorizer
 from ..share.manager import SharePartitionManager
 from ..share.share_partition import SharePartitionConfig
 from ..txn import WriteTxnMarkers
@@ -204,11 +205,15 @@ class BrokerCore:
         self.fetchers: dict[int, FetcherState] = {}
         self.fetching: set[int] = set()  # leaders with a replica fetch in flight
         self.image = ClusterImage.empty()  # the last one published
+        config = config or BrokerConfig(broker_id, data_dir)
+        # The ACLs of the published image, kept in step by publish(); None: no authorizer,
+        # every request is allowed (Kafka without authorizer.class.name).
+        self.authorizer = (Authorizer(super_users=config.super_users)
+                           if config.authorizer_enabled else None)
         self.events: deque = deque(maxlen=EVENTS_MAX) if events is None else events
         self.was_serving = False
         self._request_ids = itertools.count()  # of acks=all waits
         self._awaiting: dict[int, Pending[ProduceDone]] = {}  # acks=all waits by request id
-        config = config or BrokerConfig(broker_id, data_dir)
         self.config = config
         self.groups = GroupCoordinatorRuntime(
             config, self, metadata=lambda: self.image, events=self.events, now_ms=now_ms,
@@ -340,8 +345,11 @@ class BrokerCore:
         self.lifecycle.on_metadata_applied(self.metadata.next_offset)
 
     def publish(self, image: ClusterImage) -> None:
-        """Serve ``image`` from now on: bring the hosted partitions and fetchers in line."""
-        self.image = image
+        """Serve ``image`` from now on: bring the hosted partitions, the fetchers and the
+        authorizer's ACLs in line."""
+        previous, self.image = self.image, image
+        if self.authorizer is not None and image.acls is not previous.acls:
+            _follow_acls(self.authorizer, previous.acls, image.acls)
         self.on_actions(self.replicas.apply_image(image))
         self._reconcile_fetchers()
 
@@ -466,3 +474,18 @@ class BrokerCore:
         self.groups.close()
         self.share_state.close()
         self.replicas.close()
+
+
+def _follow_acls(authorizer: Authorizer, before: Mapping[str, Any], after: Mapping[str, Any]
+                 ) -> None:
+    """Bring the authorizer from the ACLs ``before`` to those ``after`` (by id): a change of
+    a few ACLs touches only them; a new image (a snapshot) is a reload."""
+    removed = [acl_id for acl_id in before if acl_id not in after]
+    added = [acl for acl_id, acl in after.items() if before.get(acl_id) is not acl]
+    if len(removed) + len(added) > len(after):
+        authorizer.load(after.values())
+        return
+    for acl_id in removed:
+        authorizer.remove(acl_id)
+    for acl in added:
+        authorizer.add(acl)

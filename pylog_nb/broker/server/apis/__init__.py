@@ -8,6 +8,9 @@ the broker serves clients with. ``SHELL_HANDLERS`` need the asyncio shell (``(no
 calls to the active controller (topic admin, FindCoordinator creating an internal topic) and what
 only the node knows (its listeners for Metadata). A handler may return None when the client
 expects no response (Produce with acks=0), and a Fetch handler returns pieces already encoded.
+Every handler is wrapped by ``authorization.guard_all``: an API refused whole (a group it may not
+READ, a transactional id it may not WRITE) is answered before its handler runs; checks per
+resource are the handlers' own (``authorization.caller``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, TypeAlias
 
 from ...protocol import versions as v
 from ...protocol.codec import Request
+from ..authorization import guard_all
 from ..core import BrokerCore
 from ..node import BrokerNode
 from ..pending import Fail, drive
@@ -51,6 +55,15 @@ from .offsets import (
     handle_offset_for_leader_epoch,
 )
 from .produce import handle_produce
+from .security import (
+    handle_alter_client_quotas,
+    handle_alter_user_scram_credentials,
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+    handle_describe_client_quotas,
+    handle_describe_user_scram_credentials,
+)
 from .share import (
     handle_share_acknowledge,
     handle_share_fetch,
@@ -84,7 +97,7 @@ Response: TypeAlias = dict[str, Any] | list[Any] | None
 CoreHandler: TypeAlias = Callable[[BrokerCore, Request], Response | Awaitable[Response]]
 ShellHandler: TypeAlias = Callable[[BrokerNode, Request], Response | Awaitable[Response]]
 
-CORE_HANDLERS: dict[int, CoreHandler] = {
+CORE_HANDLERS: dict[int, CoreHandler] = guard_all({
     v.PRODUCE_KEY: handle_produce,
     v.FETCH_KEY: handle_fetch,
     v.LIST_OFFSETS_KEY: handle_list_offsets,
@@ -122,8 +135,8 @@ CORE_HANDLERS: dict[int, CoreHandler] = {
     v.DESCRIBE_SHARE_GROUP_OFFSETS_KEY: handle_describe_share_group_offsets,
     v.ALTER_SHARE_GROUP_OFFSETS_KEY: handle_alter_share_group_offsets,
     v.DELETE_SHARE_GROUP_OFFSETS_KEY: handle_delete_share_group_offsets,
-}
-SHELL_HANDLERS: dict[int, ShellHandler] = {
+})
+SHELL_HANDLERS: dict[int, ShellHandler] = guard_all({
     v.METADATA_KEY: handle_metadata,
     v.API_VERSIONS_KEY: handle_api_versions,
     v.CREATE_TOPICS_KEY: handle_create_topics,
@@ -134,7 +147,14 @@ SHELL_HANDLERS: dict[int, ShellHandler] = {
     v.INCREMENTAL_ALTER_CONFIGS_KEY: handle_incremental_alter_configs,
     v.DESCRIBE_CLUSTER_KEY: handle_describe_cluster,
     v.FIND_COORDINATOR_KEY: handle_find_coordinator,
-}
+    v.CREATE_ACLS_KEY: handle_create_acls,
+    v.DESCRIBE_ACLS_KEY: handle_describe_acls,
+    v.DELETE_ACLS_KEY: handle_delete_acls,
+    v.DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: handle_describe_user_scram_credentials,
+    v.ALTER_USER_SCRAM_CREDENTIALS_KEY: handle_alter_user_scram_credentials,
+    v.DESCRIBE_CLIENT_QUOTAS_KEY: handle_describe_client_quotas,
+    v.ALTER_CLIENT_QUOTAS_KEY: handle_alter_client_quotas,
+})
 # Served by the connection itself (authentication.py), before and besides any handler.
 CONNECTION_APIS = frozenset({v.SASL_HANDSHAKE_KEY, v.SASL_AUTHENTICATE_KEY})
 assert not set(CORE_HANDLERS) & set(SHELL_HANDLERS), "one handler per API"

@@ -8,8 +8,12 @@ import logging
 from collections.abc import Mapping
 
 from ... import errors
+from ...errors import Errors
 from ...metadata import group_config, topic_config
 from ...protocol.codec import ZERO_UUID, Request
+from ...security.acls import CLUSTER_NAME, ResourceType
+from ...security.authorizer import authorization_error
+from ..authorization import CLUSTER, GROUP, TOPIC, Caller, Op, caller
 from ..config import group_config_defaults
 from ..controller_admin import AdminError
 from ..node import BrokerNode
@@ -32,12 +36,40 @@ def _failure(error: Exception) -> dict:
     return {"error_code": code, "error_message": str(error)}
 
 
+def _config_resource(resource_type: int, name: str) -> tuple[int, str]:
+    """The ACL resource (type, name) of a config resource: a broker's configs are the
+    cluster's, as in Kafka."""
+    if resource_type == RESOURCE_BROKER:
+        return CLUSTER, CLUSTER_NAME
+    return (GROUP if resource_type == RESOURCE_GROUP else TOPIC), name
+
+
+def _config_refusal(who: Caller, operation: int, resource) -> dict | None:
+    """The error of a config resource the caller may not describe or alter, or None."""
+    if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP):
+        return None  # answered INVALID_REQUEST by the handler
+    kind, name = _config_resource(resource.resource_type, resource.resource_name)
+    if who.may(operation, kind, name):
+        return None
+    return {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
+            "configs": [], "error_code": authorization_error(kind),
+            "error_message": f"{ResourceType(kind).name.title()} authorization failed."}
+
+
 async def handle_create_topics(node: BrokerNode, request: Request) -> dict:
     body = request.body
-    return {"topics": [await _create(node, t, body.validate_only) for t in body.topics]}
+    who = caller(node)
+    may_create_any = who.may_cluster(Op.CREATE)
+    return {"topics": [
+        await _create(node, t, body.validate_only, who.may(Op.DESCRIBE_CONFIGS, TOPIC, t.name))
+        if may_create_any or who.may(Op.CREATE, TOPIC, t.name) else
+        {"name": t.name, "num_partitions": -1, "replication_factor": -1,
+         "error_code": Errors.TOPIC_AUTHORIZATION_FAILED,
+         "error_message": "Authorization failed."}
+        for t in body.topics]}
 
 
-async def _create(node: BrokerNode, wanted, validate_only: bool) -> dict:
+async def _create(node: BrokerNode, wanted, validate_only: bool, with_configs: bool) -> dict:
     result = {"name": wanted.name, "num_partitions": -1, "replication_factor": -1}
     try:
         topic = await node.topic_admin().create_topic(
@@ -60,7 +92,10 @@ async def _create(node: BrokerNode, wanted, validate_only: bool) -> dict:
             {"name": r["name"], "value": r["value"], "read_only": False,
              "config_source": r["config_source"], "is_sensitive": False}
             for r in _topic_config_rows(topic.configs, None)
-        ],
+        ] if with_configs else [],
+        # Kafka: configs are returned only to who may DESCRIBE_CONFIGS the topic
+        "topic_config_error_code": (errors.NONE if with_configs
+                                    else Errors.TOPIC_AUTHORIZATION_FAILED),
     }
 
 
@@ -68,7 +103,12 @@ async def handle_delete_topics(node: BrokerNode, request: Request) -> dict:
     body = request.body
     wanted = getattr(body, "topics", None)
     names = [_topic_name(node, t) for t in wanted] if wanted else list(body.topic_names)
-    return {"responses": [await _delete(node, name) for name in names]}
+    who = caller(node)
+    return {"responses": [
+        await _delete(node, name) if name is None or who.may(Op.DELETE, TOPIC, name) else
+        {"name": name, "topic_id": ZERO_UUID, "error_code": Errors.TOPIC_AUTHORIZATION_FAILED,
+         "error_message": "Authorization failed."}
+        for name in names]}
 
 
 def _topic_name(node: BrokerNode, wanted) -> str | None:
@@ -92,7 +132,12 @@ async def _delete(node: BrokerNode, name: str | None) -> dict:
 async def handle_create_partitions(node: BrokerNode, request: Request) -> dict:
     body = request.body
     results = []
+    who = caller(node)
     for wanted in body.topics:
+        if not who.may(Op.ALTER, TOPIC, wanted.name):
+            results.append({"name": wanted.name, "error_code": Errors.TOPIC_AUTHORIZATION_FAILED,
+                            "error_message": "Authorization failed."})
+            continue
         try:
             # Kafka: each new partition's replicas in the order given, the first the leader
             assignments = [a.broker_ids for a in wanted.assignments or ()]
@@ -105,7 +150,9 @@ async def handle_create_partitions(node: BrokerNode, request: Request) -> dict:
 
 
 def handle_describe_configs(node: BrokerNode, request: Request) -> dict:
-    return {"results": [_describe(node, r) for r in request.body.resources]}
+    who = caller(node)
+    return {"results": [_config_refusal(who, Op.DESCRIBE_CONFIGS, r) or _describe(node, r)
+                        for r in request.body.resources]}
 
 
 def _describe(node: BrokerNode, resource) -> dict:
@@ -178,7 +225,12 @@ def _group_config_rows(node: BrokerNode, group: str, keys) -> list[dict]:
 async def handle_alter_configs(node: BrokerNode, request: Request) -> dict:
     body = request.body
     responses = []
+    who = caller(node)
     for resource in body.resources:
+        refused = _config_refusal(who, Op.ALTER_CONFIGS, resource)
+        if refused is not None:
+            responses.append(_without_configs(refused))
+            continue
         configs = {c.name: c.value for c in resource.configs}
         responses.append(
             await _alter(resource, node.topic_admin().alter_configs, configs,
@@ -189,7 +241,12 @@ async def handle_alter_configs(node: BrokerNode, request: Request) -> dict:
 async def handle_incremental_alter_configs(node: BrokerNode, request: Request) -> dict:
     body = request.body
     responses = []
+    who = caller(node)
     for resource in body.resources:
+        refused = _config_refusal(who, Op.ALTER_CONFIGS, resource)
+        if refused is not None:
+            responses.append(_without_configs(refused))
+            continue
         changes = [(c.name, c.config_operation, c.value) for c in resource.configs]
         if resource.resource_type == RESOURCE_GROUP:
             responses.append(await _alter_group(node, resource, changes, body.validate_only))
@@ -200,6 +257,10 @@ async def handle_incremental_alter_configs(node: BrokerNode, request: Request) -
                 body.validate_only)
         )
     return {"responses": responses}
+
+
+def _without_configs(response: dict) -> dict:
+    return {k: v for k, v in response.items() if k != "configs"}
 
 
 async def _alter_group(node: BrokerNode, resource, changes, validate_only: bool) -> dict:

@@ -19,6 +19,7 @@ from ...group.assignors import TopicMetadata
 from ...group.consumer_group import Assignment, ConsumerGroup
 from ...group.consumer_groups import HeartbeatRequest
 from ...protocol.codec import Request, duration_ms
+from ..authorization import GROUP, TOPIC, Caller, Op, caller
 from ..core import BrokerCore
 from ..node import CLIENT_HOST
 
@@ -86,7 +87,37 @@ def _response(error_code: int, member_id: str, member_epoch: int) -> dict:
 
 
 def handle_consumer_group_describe(core: BrokerCore, request: Request) -> dict:
-    return {"groups": [_describe(core, group_id) for group_id in request.body.group_ids]}
+    who = caller(core)
+    include = getattr(request.body, "include_authorized_operations", False)
+    return {"groups": [
+        authorized_description(who, _describe(core, group_id), include)
+        if who.may(Op.DESCRIBE, GROUP, group_id) else
+        {"group_id": group_id, "error_code": Errors.GROUP_AUTHORIZATION_FAILED,
+         "error_message": "Group authorization failed.", "group_state": "", "group_epoch": -1,
+         "assignment_epoch": -1, "assignor_name": "", "members": [],
+         "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
+        for group_id in request.body.group_ids]}
+
+
+def authorized_description(who: Caller, described: dict, include_operations: bool) -> dict:
+    """A ConsumerGroupDescribe / ShareGroupDescribe group as the caller may see it (Kafka): with
+    its authorized operations, or TOPIC_AUTHORIZATION_FAILED when a member subscribes to or is
+    assigned a topic the caller may not DESCRIBE."""
+    topics = {name for member in described["members"] for name in _member_topics(member)}
+    if len(who.allowed(Op.DESCRIBE, TOPIC, topics)) < len(topics):
+        return {**described, "error_code": Errors.TOPIC_AUTHORIZATION_FAILED,
+                "error_message": "The group has subscribed topics which are not authorized.",
+                "members": []}
+    return {**described, "authorized_operations": who.operations(
+        GROUP, described["group_id"], include_operations)}
+
+
+def _member_topics(member: dict):
+    yield from member.get("subscribed_topic_names") or ()
+    for key in ("assignment", "target_assignment"):
+        for assigned in (member.get(key) or {}).get("topic_partitions", ()):
+            if assigned["topic_name"]:
+                yield assigned["topic_name"]
 
 
 def _describe(core: BrokerCore, group_id: str) -> dict:

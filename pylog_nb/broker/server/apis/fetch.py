@@ -20,6 +20,7 @@ from ...protocol.codec import ZERO_UUID, Request, duration_ms
 from ...protocol.fetch_response import FileRange, encode_fetch_response
 from ...records.codecs import CODEC_ZSTD
 from ...types import NO_EPOCH
+from ..authorization import TOPIC, Op, caller
 from ..core import BrokerCore
 from ..pending import Pending
 from ..replica_manager import CONSUMER_REPLICA_ID, READ_UNCOMMITTED, FetchTarget
@@ -36,6 +37,7 @@ class _Target:
     topic_id: object
     max_bytes: int
     zstd_allowed: bool
+    unauthorized: bool = False  # the caller may not read it: TOPIC_AUTHORIZATION_FAILED
 
 
 async def handle_fetch(core: BrokerCore, request: Request) -> list:
@@ -80,6 +82,9 @@ def _targets(core: BrokerCore, body, zstd_allowed: bool) -> list[_Target]:
     targets = []
     image = core.image
     replica_id = _replica_id(body)
+    who = caller(core)
+    # Kafka: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic
+    replica_allowed = replica_id < 0 or who.may_cluster(Op.CLUSTER_ACTION)
     isolation_level = getattr(body, "isolation_level", READ_UNCOMMITTED)
     for topic in body.topics:
         topic_id = getattr(topic, "topic_id", None)
@@ -92,7 +97,10 @@ def _targets(core: BrokerCore, body, zstd_allowed: bool) -> list[_Target]:
                                  getattr(p, "current_leader_epoch", NO_EPOCH),
                                  getattr(p, "last_fetched_epoch", NO_EPOCH), replica_id,
                                  isolation_level)
-            targets.append(_Target(target, topic_id, p.partition_max_bytes, zstd_allowed))
+            unauthorized = not replica_allowed or (
+                replica_id < 0 and name is not None and not who.may(Op.READ, TOPIC, name))
+            targets.append(_Target(target, topic_id, p.partition_max_bytes, zstd_allowed,
+                                   unauthorized))
     return targets
 
 
@@ -110,12 +118,14 @@ def _read_all(core: BrokerCore, targets: list[_Target], max_bytes: int):
         response = _read_one(core, target, budget, min_one=total_bytes == 0)
         records = response.get("records")
         total_bytes += records.size_bytes if records is not None else 0
-        failed = failed or response["error_code"] != errors.NONE
+        failed = failed or (response["error_code"] != errors.NONE and not target.unauthorized)
         responses.append(response)
     return responses, total_bytes, failed
 
 
 def _read_one(core: BrokerCore, target: _Target, budget: int, min_one: bool) -> dict:
+    if target.unauthorized:
+        return _refused(target, errors.Errors.TOPIC_AUTHORIZATION_FAILED)
     if target.fetch.topic is None:
         return _refused(target, errors.UNKNOWN_TOPIC_ID)
     partition = core.replicas.partitions.get((target.fetch.topic, target.fetch.index))

@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ...errors import INVALID_PRODUCER_ID_MAPPING, INVALID_REQUEST, UNSTABLE_OFFSET_COMMIT
+from ...errors import (
+    INVALID_PRODUCER_ID_MAPPING,
+    INVALID_REQUEST,
+    UNSTABLE_OFFSET_COMMIT,
+    Errors,
+)
 from ...group import CommitAnswer, GroupCoordinator, JoinAnswer, SyncAnswer
 from ...group.coordinator import PROTOCOLS_PER_MEMBER_MAX
 from ...group.errors import (
@@ -25,6 +30,7 @@ from ...group.errors import (
 )
 from ...group.offsets import PARTITIONS_PER_COMMIT_MAX
 from ...protocol.codec import Request, duration_ms
+from ..authorization import GROUP, TOPIC, TRANSACTIONAL_ID, Caller, Op, caller
 from ..core import BrokerCore
 from ..group_runtime import Coordinator
 from ..node import CLIENT_HOST, BrokerNode
@@ -45,10 +51,24 @@ async def handle_find_coordinator(node: BrokerNode, request: Request) -> dict:
         keys = body.coordinator_keys
     else:
         keys = (body.key,)
-    found = [await _find(node, key, key_type) for key in keys]
+    who = caller(node)
+    found = [await _find(node, key, key_type) if who.may(Op.DESCRIBE, *_coordinator_key(
+        key_type, key)) else _unauthorized_key(key, key_type) for key in keys]
     if request.header.api_version >= 4:
         return {"coordinators": found}
     return found[0]
+
+
+def _coordinator_key(key_type: int, key: str) -> tuple[int, str]:
+    """The resource a FindCoordinator key names (a group's, or a transactional id's)."""
+    return (TRANSACTIONAL_ID if key_type == KEY_TYPE_TRANSACTION else GROUP), key
+
+
+def _unauthorized_key(key: str, key_type: int) -> dict:
+    code = (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if key_type == KEY_TYPE_TRANSACTION
+            else Errors.GROUP_AUTHORIZATION_FAILED)
+    return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code,
+            "error_message": None}
 
 
 async def _find(node: BrokerNode, key: str, key_type: int) -> dict:
@@ -190,13 +210,14 @@ def handle_leave_group(core: BrokerCore, request: Request) -> dict:
 
 async def handle_offset_commit(core: BrokerCore, request: Request) -> dict:
     body = request.body
+    who = caller(core)
 
     def commit(core: GroupCoordinator, offsets: dict, now_ms: int, request_id: int) -> list:
         return core.commit_offsets(
             body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets, now_ms,
             request_id, group_instance_id=getattr(body, "group_instance_id", None))
 
-    return await _commit_topics(core, body, commit)
+    return await _commit_topics(core, who, body, commit)
 
 
 async def handle_txn_offset_commit(core: BrokerCore, request: Request) -> dict:
@@ -206,6 +227,9 @@ async def handle_txn_offset_commit(core: BrokerCore, request: Request) -> dict:
     partition to its transaction (AddOffsetsToTxn); this broker does not check that here.
     """
     body = request.body
+    who = caller(core)
+    if not who.may(Op.WRITE, TRANSACTIONAL_ID, body.transactional_id):
+        return _topics_response(body, lambda _: Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if body.producer_id < 0 or body.producer_epoch < 0:
         return _topics_response(body, lambda _: INVALID_PRODUCER_ID_MAPPING)
 
@@ -215,21 +239,27 @@ async def handle_txn_offset_commit(core: BrokerCore, request: Request) -> dict:
             getattr(body, "member_id", ""), getattr(body, "generation_id", -1), offsets, now_ms,
             request_id, group_instance_id=getattr(body, "group_instance_id", None))
 
-    return await _commit_topics(core, body, commit)
+    return await _commit_topics(core, who, body, commit)
 
 
 CommitCall = Callable[[GroupCoordinator, dict, int, int], list]
 
 
-async def _commit_topics(core: BrokerCore, body, commit: CommitCall) -> dict:
-    """OffsetCommit or TxnOffsetCommit of ``body.topics``: an error code per partition."""
+async def _commit_topics(core: BrokerCore, who: Caller, body, commit: CommitCall) -> dict:
+    """OffsetCommit or TxnOffsetCommit of ``body.topics``: an error code per partition (the
+    caller READs the group, and each topic it commits for)."""
+    if not who.may(Op.READ, GROUP, body.group_id):
+        return _topics_response(body, lambda _: Errors.GROUP_AUTHORIZATION_FAILED)
     wanted = [(t.name, p) for t in body.topics for p in t.partitions]
+    readable = who.allowed(Op.READ, TOPIC, (topic for topic, _ in wanted))
     errors: dict[tuple[str, int], int] = {}
     offsets = {}
     topics = core.image.topics
     for topic, p in wanted:
         known = topic in topics and 0 <= p.partition_index < len(topics[topic].partitions)
-        if not known:
+        if topic not in readable:
+            errors[(topic, p.partition_index)] = Errors.TOPIC_AUTHORIZATION_FAILED
+        elif not known:
             errors[(topic, p.partition_index)] = UNKNOWN_TOPIC_OR_PARTITION
         else:
             offsets[(topic, p.partition_index)] = (
@@ -274,12 +304,13 @@ def handle_offset_fetch(core: BrokerCore, request: Request) -> dict:
     body = request.body
     version = request.header.api_version
     require_stable = getattr(body, "require_stable", False)  # v7+ (KIP-447)
+    who = caller(core)
     if version >= 8:
-        return {"groups": [_fetch_group(core, g.group_id, g.topics, require_stable,
+        return {"groups": [_fetch_group(core, who, g.group_id, g.topics, require_stable,
                                         getattr(g, "member_id", None),
                                         getattr(g, "member_epoch", -1))
                            for g in body.groups]}
-    answer = _fetch_group(core, body.group_id, body.topics, require_stable)
+    answer = _fetch_group(core, who, body.group_id, body.topics, require_stable)
     if version < 2 and answer["error_code"] != NONE:  # v0-1: errors only per partition
         for topic in answer["topics"]:
             for partition in topic["partitions"]:
@@ -287,11 +318,18 @@ def handle_offset_fetch(core: BrokerCore, request: Request) -> dict:
     return answer
 
 
-def _fetch_group(core: BrokerCore, group_id: str, topics, require_stable: bool,
+def _fetch_group(core: BrokerCore, who: Caller, group_id: str, topics, require_stable: bool,
                  member_id: str | None = None, member_epoch: int = -1) -> dict:
+    """One group's offsets: the caller DESCRIBEs the group; a topic it may not DESCRIBE is
+    refused when named, left out when all are asked for."""
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+    if not who.may(Op.DESCRIBE, GROUP, group_id):
+        return {"group_id": group_id, "error_code": Errors.GROUP_AUTHORIZATION_FAILED,
+                "topics": _by_topic(wanted or [], lambda _t, p: {
+                    "partition_index": p, "committed_offset": -1,
+                    "committed_leader_epoch": -1, "metadata": "", "error_code": NONE})}
     coordinator = core.groups.route(group_id)
     error_code: int
     found: dict[tuple[str, int], tuple[int, int, str]]
@@ -302,10 +340,17 @@ def _fetch_group(core: BrokerCore, group_id: str, topics, require_stable: bool,
         error_code, found = coordinator.core.fetch_offsets(
             group_id, wanted, member_id=member_id, member_epoch=member_epoch)
     listed = wanted if wanted is not None else sorted(found)
+    describable = who.allowed(Op.DESCRIBE, TOPIC, (topic for topic, _ in listed))
+    if wanted is None:
+        listed = [tp for tp in listed if tp[0] in describable]
     if coordinator is not None and require_stable and error_code == NONE:
         unstable = coordinator.core.unstable_partitions(group_id, listed)
 
     def shape(topic: str, partition: int) -> dict:
+        if topic not in describable:
+            return {"partition_index": partition, "committed_offset": -1,
+                    "committed_leader_epoch": -1, "metadata": "",
+                    "error_code": Errors.TOPIC_AUTHORIZATION_FAILED}
         if (topic, partition) in unstable:  # Kafka: no offset, retry once the commit settles
             return {"partition_index": partition, "committed_offset": -1,
                     "committed_leader_epoch": -1, "metadata": "",
@@ -322,14 +367,19 @@ def _fetch_group(core: BrokerCore, group_id: str, topics, require_stable: bool,
 def handle_offset_delete(core: BrokerCore, request: Request) -> dict:
     body = request.body
     wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    who = caller(core)
+    if not who.may(Op.DELETE, GROUP, body.group_id):
+        return {"error_code": Errors.GROUP_AUTHORIZATION_FAILED, "topics": []}
+    readable = who.allowed(Op.READ, TOPIC, (topic for topic, _ in wanted))
     coordinator = core.groups.route(body.group_id)
     if coordinator is None:
         return {"error_code": NOT_COORDINATOR, "topics": []}
     error_code, errors, actions = coordinator.core.delete_offsets(
-        body.group_id, wanted, core.now_ms())
+        body.group_id, [tp for tp in wanted if tp[0] in readable], core.now_ms())
     core.groups.run(coordinator, actions)
     if error_code != NONE:
         return {"error_code": error_code, "topics": []}
+    errors = {**dict.fromkeys(wanted, Errors.TOPIC_AUTHORIZATION_FAILED), **errors}
     return {"error_code": NONE, "topics": _by_topic(
         wanted, lambda t, p: {"partition_index": p, "error_code": errors[(t, p)]})}
 
@@ -339,10 +389,19 @@ def handle_offset_delete(core: BrokerCore, request: Request) -> dict:
 
 def handle_describe_groups(core: BrokerCore, request: Request) -> dict:
     version = request.header.api_version
-    return {"groups": [_describe(core, group_id, version) for group_id in request.body.groups]}
+    who = caller(core)
+    include = getattr(request.body, "include_authorized_operations", False)
+    return {"groups": [_describe(core, group_id, version, who, include)
+                       for group_id in request.body.groups]}
 
 
-def _describe(core: BrokerCore, group_id: str, version: int) -> dict:
+def _describe(core: BrokerCore, group_id: str, version: int, who: Caller,
+              include_operations: bool) -> dict:
+    if not who.may(Op.DESCRIBE, GROUP, group_id):
+        return {"error_code": Errors.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                "group_id": group_id, "group_state": "", "protocol_type": "",
+                "protocol_data": "", "members": [],
+                "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
     coordinator = core.groups.route(group_id)
     unknown = coordinator is not None and not coordinator.core.loading and (
         coordinator.core.group(group_id) is None)
@@ -367,7 +426,7 @@ def _describe(core: BrokerCore, group_id: str, version: int) -> dict:
              "member_metadata": m.metadata, "member_assignment": m.assignment}
             for m in group.members
         ],
-        "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
+        "authorized_operations": who.operations(GROUP, group_id, include_operations),
     }
 
 
@@ -376,18 +435,26 @@ def handle_list_groups(core: BrokerCore, request: Request) -> dict:
     types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
     error_code: int = NONE
     groups: list[dict] = []
+    who = caller(core)
+    everything = who.may_cluster(Op.DESCRIBE)  # Kafka: else only the groups it DESCRIBEs
     for group_core in list(core.groups.cores.values()):
         code, listed = group_core.list_groups(getattr(body, "states_filter", None) or None)
         error_code = error_code or code
         groups += [{"group_id": row.group_id, "protocol_type": row.protocol_type,
                     "group_state": row.state, "group_type": row.group_type}
-                   for row in listed if not types or row.group_type in types]
+                   for row in listed if (not types or row.group_type in types)
+                   and (everything or who.may(Op.DESCRIBE, GROUP, row.group_id))]
     return {"error_code": error_code, "groups": groups}
 
 
 def handle_delete_groups(core: BrokerCore, request: Request) -> dict:
     results = []
+    who = caller(core)
     for group_id in request.body.groups_names:
+        if not who.may(Op.DELETE, GROUP, group_id):
+            results.append({"group_id": group_id,
+                            "error_code": Errors.GROUP_AUTHORIZATION_FAILED})
+            continue
         coordinator = core.groups.route(group_id)
         if coordinator is None:
             results.append({"group_id": group_id, "error_code": NOT_COORDINATOR})

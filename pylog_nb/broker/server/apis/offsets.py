@@ -8,6 +8,7 @@ from ... import errors
 from ...protocol.codec import Request
 from ...records.batch import decode_batch
 from ...replication.divergence import offset_for_leader_epoch
+from ..authorization import TOPIC, Op, caller
 from ..core import BrokerCore
 
 log = logging.getLogger("pylog.broker")
@@ -32,12 +33,19 @@ class OffsetNotAvailableError(errors.KafkaError):
 def handle_list_offsets(core: BrokerCore, request: Request) -> dict:
     from_replica = getattr(request.body, "replica_id", CONSUMER_REPLICA_ID) >= 0
     read_committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
+    allowed = caller(core).allowed(Op.DESCRIBE, TOPIC, (t.name for t in request.body.topics))
     return {"topics": [
         {"name": topic.name,
          "partitions": [_list_offset(core, topic.name, p, from_replica, read_committed)
+                        if topic.name in allowed else
+                        {"partition_index": p.partition_index, **_UNAUTHORIZED_LIST}
                         for p in topic.partitions]}
         for topic in request.body.topics
     ]}
+
+
+_UNAUTHORIZED_LIST = {"error_code": errors.Errors.TOPIC_AUTHORIZATION_FAILED, "timestamp": -1,
+                      "offset": -1, "leader_epoch": -1, "old_style_offsets": ()}
 
 
 def _list_offset(core: BrokerCore, topic: str, wanted, from_replica: bool,
@@ -116,9 +124,13 @@ def _first_record_at_or_after(log_, batch_offset: int, first_offset: int,
 
 
 def handle_offset_for_leader_epoch(core: BrokerCore, request: Request) -> dict:
+    allowed = caller(core).allowed(Op.DESCRIBE, TOPIC, (t.topic for t in request.body.topics))
     return {"topics": [
         {"topic": topic.topic,
-         "partitions": [_epoch_end(core, topic.topic, p) for p in topic.partitions]}
+         "partitions": [_epoch_end(core, topic.topic, p) if topic.topic in allowed else
+                        {"partition": p.partition, "leader_epoch": -1, "end_offset": -1,
+                         "error_code": errors.Errors.TOPIC_AUTHORIZATION_FAILED}
+                        for p in topic.partitions]}
         for topic in request.body.topics
     ]}
 
@@ -139,9 +151,13 @@ def _epoch_end(core: BrokerCore, topic: str, wanted) -> dict:
 
 
 def handle_delete_records(core: BrokerCore, request: Request) -> dict:
+    allowed = caller(core).allowed(Op.DELETE, TOPIC, (t.name for t in request.body.topics))
     return {"topics": [
         {"name": topic.name,
-         "partitions": [_delete_before(core, topic.name, p) for p in topic.partitions]}
+         "partitions": [_delete_before(core, topic.name, p) if topic.name in allowed else
+                        {"partition_index": p.partition_index, "low_watermark": -1,
+                         "error_code": errors.Errors.TOPIC_AUTHORIZATION_FAILED}
+                        for p in topic.partitions]}
         for topic in request.body.topics
     ]}
 

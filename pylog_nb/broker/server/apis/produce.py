@@ -32,6 +32,7 @@ from ...records.codecs import CODEC_ZSTD
 from ...records.header import ParsedBatches, parse_batches
 from ...types import ACKS_ALL, ACKS_LEADER, ACKS_NONE, TopicPartition
 from ..add_partitions_manager import produce_error
+from ..authorization import TOPIC, TRANSACTIONAL_ID, Op, caller
 from ..core import BrokerCore
 from ..replica_manager import SENTINEL, AppendResult, VerificationGuard
 
@@ -47,10 +48,19 @@ ParsedTopics = list[tuple[str, list[tuple[int, ParsedBatches | None]]]]
 
 async def handle_produce(core: BrokerCore, request: Request) -> dict | None:
     body = request.body
+    who = caller(core)
     topics = _parse(body)
     if body.transactional_id is None and _has_transactional_records(topics):
         return _reject_all(body, errors.Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                            "transactional records need a transactional id")
+    if body.transactional_id is not None and not who.may(
+            Op.WRITE, TRANSACTIONAL_ID, body.transactional_id):
+        return _reject_all(body, errors.Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                           "Transactional Id authorization failed.")
+    # Kafka: a topic the caller may not WRITE is refused per partition, the others go on
+    refused_topics = {topic for topic, _ in topics} - who.allowed(
+        Op.WRITE, TOPIC, (topic for topic, _ in topics))
+    topics = [(topic, parts) for topic, parts in topics if topic not in refused_topics]
     if body.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
         return _reject_all(body, errors.INVALID_REQUIRED_ACKS, f"acks={body.acks} is invalid")
     producers = _transactional_producers(topics)
@@ -78,6 +88,7 @@ async def handle_produce(core: BrokerCore, request: Request) -> dict | None:
             if produce_id is not None:
                 waiting[produce_id] = result
         responses.append({"name": topic, "partition_responses": parts})
+    responses += _unauthorized(body, refused_topics)
     if waiting:  # acks=all: answered once the ISR has every partition's records
         done = await core.watch(list(waiting))
         for produce_id, code in done.error_codes.items():
@@ -179,6 +190,18 @@ def _refused(index: int, code: int, message: str) -> dict:
     log.warning("produce refused: %s", message)
     return {"index": index, "base_offset": -1, "log_start_offset": -1, "error_code": code,
             "error_message": message}
+
+
+def _unauthorized(body, names: set[str]) -> list[dict]:
+    """The responses of the topics the caller may not WRITE (Kafka: per partition)."""
+    if not names:
+        return []
+    log.info("produce refused: no WRITE on %s", sorted(names))
+    return [{"name": topic.name, "partition_responses": [
+                {"index": p.index, "error_code": errors.Errors.TOPIC_AUTHORIZATION_FAILED,
+                 "base_offset": -1, "log_start_offset": -1}
+                for p in topic.partition_data]}
+            for topic in body.topic_data if topic.name in names]
 
 
 def _reject_all(body, code: int, message: str) -> dict:

@@ -36,6 +36,7 @@ from ...share.persisted import ShareSnapshot
 from ...share.settings import ShareGroupSettings, share_group_settings
 from ...share.share_partition import BatchSpan, SharePartition, aborted_ranges
 from ...types import NO_EPOCH, TopicPartition
+from ..authorization import GROUP, TOPIC, Op, caller
 from ..config import group_config_defaults
 from ..core import BrokerCore
 from ..node import CLIENT_HOST
@@ -47,7 +48,12 @@ from ..replica_manager import (
     Partition,
 )
 from ..share_runtime import UNINITIALIZED_START_OFFSET, share_key
-from .consumer_groups import AUTHORIZED_OPERATIONS_UNKNOWN, _wire_assignment, cluster_topics
+from .consumer_groups import (
+    AUTHORIZED_OPERATIONS_UNKNOWN,
+    _wire_assignment,
+    authorized_description,
+    cluster_topics,
+)
 from .fetch import wait_for_data
 
 SHARE_ASSIGNOR = "simple"  # Kafka's share-group assignor name
@@ -92,7 +98,19 @@ async def handle_share_group_heartbeat(core: BrokerCore, request: Request) -> di
 
 
 def handle_share_group_describe(core: BrokerCore, request: Request) -> dict:
-    return {"groups": [_describe(core, group_id) for group_id in request.body.group_ids]}
+    who = caller(core)
+    include = getattr(request.body, "include_authorized_operations", False)
+    return {"groups": [
+        authorized_description(who, _describe(core, group_id), include)
+        if who.may(Op.DESCRIBE, GROUP, group_id) else _unauthorized_group(group_id)
+        for group_id in request.body.group_ids]}
+
+
+def _unauthorized_group(group_id: str) -> dict:
+    return {"group_id": group_id, "error_code": Errors.GROUP_AUTHORIZATION_FAILED,
+            "error_message": "Group authorization failed.", "group_state": "",
+            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
 
 
 def _describe(core: BrokerCore, group_id: str) -> dict:
@@ -136,11 +154,12 @@ async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
     now_ms = core.now_ms()
     wanted = _named(core, [(t.topic_id, p.partition_index) for t in body.topics
                            for p in t.partitions])
+    unreadable = _unreadable(core, wanted.values())
     forgotten = _named(core, [(t.topic_id, p) for t in body.forgotten_topics_data
                               for p in t.partitions])
     error, session = core.shares.open_session(
         group_id, member_id, body.share_session_epoch,
-        {tp for tp in wanted.values() if tp is not None},
+        {tp for tp in wanted.values() if tp is not None and tp not in unreadable},
         {tp for tp in forgotten.values() if tp is not None}, now_ms, CONNECTION_ID.get())
     lock_ms = group_settings(core, group_id).record_lock_duration_ms
     if error != Errors.NONE or session is None:
@@ -149,7 +168,8 @@ async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
         await _revalidate(core, group_id, member_id)
     ack_errors = await _acknowledge_all(core, group_id, member_id, [
         (t.topic_id, p.partition_index, p.acknowledgement_batches)
-        for t in body.topics for p in t.partitions], now_ms)
+        for t in body.topics for p in t.partitions
+        if wanted[(t.topic_id, p.partition_index)] not in unreadable], now_ms)
     if body.share_session_epoch == FINAL_SHARE_SESSION_EPOCH:
         await _close_session(core, group_id, member_id)
         return _share_fetch_response(core, Errors.NONE, lock_ms, _ack_only(core, ack_errors))
@@ -164,7 +184,18 @@ async def handle_share_fetch(core: BrokerCore, request: Request) -> dict:
         await wait_for_data(core, sorted(session.partitions), remaining_ms)
     for tp, code in ack_errors.items():
         partitions.setdefault(tp, _partition_data(core, tp))["acknowledge_error_code"] = code
+    for tp in unreadable:
+        partitions[tp] = {**_partition_data(core, tp),
+                          "error_code": Errors.TOPIC_AUTHORIZATION_FAILED}
     return _share_fetch_response(core, Errors.NONE, lock_ms, partitions)
+
+
+def _unreadable(core: BrokerCore, partitions) -> set[TopicPartition]:
+    """The partitions of topics the caller may not READ (Kafka: TOPIC_AUTHORIZATION_FAILED
+    each; the group's READ is checked before the handler runs)."""
+    named = [tp for tp in partitions if tp is not None]
+    readable = caller(core).allowed(Op.READ, TOPIC, (topic for topic, _ in named))
+    return {tp for tp in named if tp[0] not in readable}
 
 
 async def handle_share_acknowledge(core: BrokerCore, request: Request) -> dict:
@@ -175,9 +206,14 @@ async def handle_share_acknowledge(core: BrokerCore, request: Request) -> dict:
                                         set(), now_ms, CONNECTION_ID.get())
     if error != Errors.NONE:
         return {"error_code": error, "responses": [], "node_endpoints": []}
+    named = _named(core, [(t.topic_id, p.partition_index) for t in body.topics
+                          for p in t.partitions])
+    unreadable = _unreadable(core, named.values())
     ack_errors = await _acknowledge_all(core, group_id, member_id, [
         (t.topic_id, p.partition_index, p.acknowledgement_batches)
-        for t in body.topics for p in t.partitions], now_ms)
+        for t in body.topics for p in t.partitions
+        if named[(t.topic_id, p.partition_index)] not in unreadable], now_ms)
+    ack_errors.update(dict.fromkeys(unreadable, Errors.TOPIC_AUTHORIZATION_FAILED))
     if body.share_session_epoch == FINAL_SHARE_SESSION_EPOCH:
         await _close_session(core, group_id, member_id)
     partitions = {tp: {"partition_index": tp[1], "error_code": code, "error_message": None,

@@ -36,6 +36,7 @@ from ...metadata.topics import INTERNAL_TOPIC_PREFIX
 from ...protocol import versions as v
 from ...protocol.codec import Request
 from ...types import NO_EPOCH, TopicPartition
+from ..authorization import GROUP, TOPIC, Caller, Op, caller
 from ..core import BrokerCore
 from ..replica_manager import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
 from ..share_runtime import (
@@ -91,24 +92,44 @@ def _topic_partitions(core: BrokerCore, name: str) -> list[int] | None:
 
 async def handle_describe_share_group_offsets(core: BrokerCore, request: Request) -> dict:
     with_lag = request.header.api_version >= LAG_SINCE_VERSION
-    return {"groups": [await _describe_group(core, group, with_lag)
-                       for group in request.body.groups]}
+    who = caller(core)
+    describable = who.allowed(Op.DESCRIBE, GROUP, (g.group_id for g in request.body.groups))
+    return {"groups": [
+        await _describe_group(core, who, group, with_lag) if group.group_id in describable else
+        {"group_id": group.group_id, "topics": [],
+         "error_code": Errors.GROUP_AUTHORIZATION_FAILED,
+         "error_message": "Group authorization failed."}
+        for group in request.body.groups]}
 
 
-async def _describe_group(core: BrokerCore, wanted, with_lag: bool) -> dict:
+async def _describe_group(core: BrokerCore, who: Caller, wanted, with_lag: bool) -> dict:
     answer = {"group_id": wanted.group_id, "topics": [], "error_code": Errors.NONE,
               "error_message": None}
     try:
         _share_group(core, wanted.group_id)
     except _Refused as refused:
         return {**answer, "error_code": refused.error_code, "error_message": refused.message}
-    if wanted.topics is None:
-        topics = await _all_offsets(core, wanted.group_id, with_lag)
+    if wanted.topics is None:  # Kafka: the topics the caller may not DESCRIBE are left out
+        topics = [t for t in await _all_offsets(core, wanted.group_id, with_lag)
+                  if who.may(Op.DESCRIBE, TOPIC, t["topic_name"])]
     else:
         topics = [await _describe_topic(core, wanted.group_id, t.topic_name, t.partitions,
                                         with_lag, only_initialized=False)
+                  if who.may(Op.DESCRIBE, TOPIC, t.topic_name) else
+                  _unauthorized_topic(core, t.topic_name, t.partitions)
                   for t in wanted.topics]
     return {**answer, "topics": [t for t in topics if t["partitions"]]}
+
+
+def _unauthorized_topic(core: BrokerCore, name: str, partitions: Iterable[int]) -> dict:
+    topic = core.image.topics.get(name)
+    return {"topic_name": name,
+            "topic_id": ZERO_UUID if topic is None else uuid.UUID(str(topic.uuid)),
+            "partitions": [{**_described(p, UNINITIALIZED_START_OFFSET, DEFAULT_LEADER_EPOCH,
+                                         UNINITIALIZED_LAG),
+                            "error_code": Errors.TOPIC_AUTHORIZATION_FAILED,
+                            "error_message": "Topic authorization failed."}
+                           for p in partitions]}
 
 
 async def _all_offsets(core: BrokerCore, group_id: str, with_lag: bool) -> list[dict]:
@@ -192,8 +213,13 @@ async def handle_alter_share_group_offsets(core: BrokerCore, request: Request) -
     except _Refused as refused:
         return {"error_code": refused.error_code, "error_message": refused.message,
                 "responses": []}
-    return {"error_code": Errors.NONE, "error_message": None,
-            "responses": [await _alter_topic(core, body.group_id, t) for t in body.topics]}
+    readable = caller(core).allowed(Op.READ, TOPIC, (t.topic_name for t in body.topics))
+    return {"error_code": Errors.NONE, "error_message": None, "responses": [
+        await _alter_topic(core, body.group_id, t) if t.topic_name in readable else
+        {"topic_name": t.topic_name, "topic_id": ZERO_UUID, "partitions": [
+            {"partition_index": p.partition_index, "error_code": Errors.TOPIC_AUTHORIZATION_FAILED,
+             "error_message": "Topic authorization failed."} for p in t.partitions]}
+        for t in body.topics]}
 
 
 async def _alter_topic(core: BrokerCore, group_id: str, wanted) -> dict:
@@ -238,9 +264,13 @@ async def handle_delete_share_group_offsets(core: BrokerCore, request: Request) 
     except _Refused as refused:
         return {"error_code": refused.error_code, "error_message": refused.message,
                 "responses": []}
-    return {"error_code": Errors.NONE, "error_message": None,
-            "responses": [await _delete_topic(core, body.group_id, t.topic_name)
-                          for t in body.topics]}
+    readable = caller(core).allowed(Op.READ, TOPIC, (t.topic_name for t in body.topics))
+    return {"error_code": Errors.NONE, "error_message": None, "responses": [
+        await _delete_topic(core, body.group_id, t.topic_name) if t.topic_name in readable else
+        {"topic_name": t.topic_name, "topic_id": ZERO_UUID,
+         "error_code": Errors.TOPIC_AUTHORIZATION_FAILED,
+         "error_message": "Topic authorization failed."}
+        for t in body.topics]}
 
 
 async def _delete_topic(core: BrokerCore, group_id: str, name: str) -> dict:

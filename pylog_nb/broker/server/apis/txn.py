@@ -17,6 +17,7 @@ from ... import errors
 from ...protocol.codec import Request, duration_ms
 from ...records.header import NO_PRODUCER_ID
 from ...txn import AddOffsetsAnswer, AddPartitionsAnswer, EndTxnAnswer, InitProducerIdAnswer
+from ..authorization import TOPIC, TRANSACTIONAL_ID, Caller, Op, caller
 from ..core import BrokerCore
 
 PRODUCER_EPOCH_MAX = 32767
@@ -58,28 +59,39 @@ async def _idempotent_producer_id(core: BrokerCore, producer_id: int, epoch: int
 
 async def handle_add_partitions_to_txn(core: BrokerCore, request: Request) -> dict:
     body = request.body
+    who = caller(core)
     if request.header.api_version < ADD_PARTITIONS_BATCHED_VERSION:
         topic_results = await _add_partitions(
-            core, request.header.api_version, body.v3_and_below_transactional_id,
+            core, who, request.header.api_version, body.v3_and_below_transactional_id,
             body.v3_and_below_producer_id, body.v3_and_below_producer_epoch,
             body.v3_and_below_topics, verify_only=False)
         return {"results_by_topic_v3_and_below": topic_results}
     if len(body.transactions) > TRANSACTIONS_PER_ADD_MAX:
         return {"error_code": errors.Errors.INVALID_REQUEST, "results_by_transaction": []}
+    if not who.may_cluster(Op.CLUSTER_ACTION):  # v4+: brokers' batched verifications
+        return {"error_code": errors.Errors.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": []}
     results = []
     for txn in body.transactions:
         topic_results = await _add_partitions(
-            core, request.header.api_version, txn.transactional_id, txn.producer_id,
+            core, None, request.header.api_version, txn.transactional_id, txn.producer_id,
             txn.producer_epoch, txn.topics, verify_only=txn.verify_only)
         results.append({"transactional_id": txn.transactional_id, "topic_results": topic_results})
     return {"error_code": errors.NONE, "results_by_transaction": results}
 
 
-async def _add_partitions(core: BrokerCore, version: int, transactional_id: str,
-                          producer_id: int, producer_epoch: int, topics, *,
-                          verify_only: bool) -> list[dict]:
-    """One transaction's partitions: refused whole if any is unknown, as Kafka does."""
+async def _add_partitions(core: BrokerCore, who: Caller | None, version: int,
+                          transactional_id: str, producer_id: int, producer_epoch: int, topics,
+                          *, verify_only: bool) -> list[dict]:
+    """One transaction's partitions: refused whole if any is unknown or, for a client
+    (``who``), if it may not WRITE the transactional id or one of the topics, as Kafka does."""
     wanted = [(topic.name, index) for topic in topics for index in topic.partitions]
+    if who is not None and not who.may(Op.WRITE, TRANSACTIONAL_ID, transactional_id):
+        return _by_topic(dict.fromkeys(wanted, errors.Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    writable = who.allowed(Op.WRITE, TOPIC, (t for t, _ in wanted)) if who else None
+    if writable is not None and len(writable) < len({t for t, _ in wanted}):
+        return _by_topic({tp: errors.Errors.OPERATION_NOT_ATTEMPTED if tp[0] in writable
+                          else errors.Errors.TOPIC_AUTHORIZATION_FAILED for tp in wanted})
     unknown = {tp for tp in wanted if not _partition_exists(core, *tp)}
     if unknown:
         return _by_topic({tp: errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
@@ -152,8 +164,16 @@ async def handle_write_txn_markers(core: BrokerCore, request: Request) -> dict:
 
 
 def handle_describe_transactions(core: BrokerCore, request: Request) -> dict:
-    described = core.txns.core.describe(request.body.transactional_ids)
-    return {"transaction_states": [_described(d) for d in described]}
+    ids = request.body.transactional_ids
+    allowed = caller(core).allowed(Op.DESCRIBE, TRANSACTIONAL_ID, ids)
+    described = {d.transactional_id: _described(d)
+                 for d in core.txns.core.describe([i for i in ids if i in allowed])}
+    return {"transaction_states": [
+        described[i] if i in allowed else
+        {"error_code": errors.Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+         "transactional_id": i, "transaction_state": "", "transaction_timeout": 0,
+         "transaction_start_time": 0, "producer_id": -1, "producer_epoch": -1, "topics": []}
+        for i in ids]}
 
 
 def _described(description) -> dict[str, Any]:
@@ -176,9 +196,11 @@ def handle_list_transactions(core: BrokerCore, request: Request) -> dict:
     listed = core.txns.core.list_transactions(
         body.state_filters, body.producer_id_filters,
         duration_filter_ms=getattr(body, "duration_filter", -1), now_ms=core.now_ms())
+    allowed = caller(core).allowed(Op.DESCRIBE, TRANSACTIONAL_ID,
+                                   (t.transactional_id for t in listed.transactions))
     return {"error_code": listed.error_code,
             "unknown_state_filters": list(listed.unknown_state_filters),
             "transaction_states": [
                 {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
                  "transaction_state": t.state}
-                for t in listed.transactions]}
+                for t in listed.transactions if t.transactional_id in allowed]}
