@@ -99,7 +99,8 @@ def acls_frame(bootstrap: str, principal: str | None = None,
         _principal(principal) if principal else None,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
         AclOperation.ANY, AclPermissionType.ANY)
-    bindings = _result(_admin(bootstrap).describe_acls(wanted, request_timeout=ADMIN_TIMEOUT_S))
+    admin = _admin(bootstrap)  # kept: a future fails if its client is destroyed first
+    bindings = _result(admin.describe_acls(wanted, request_timeout=ADMIN_TIMEOUT_S))
     rows = [_row(b) for b in bindings]
     frame = pd.DataFrame(rows, columns=ACL_COLUMNS)
     return frame.sort_values(ACL_COLUMNS).reset_index(drop=True)
@@ -107,8 +108,9 @@ def acls_frame(bootstrap: str, principal: str | None = None,
 
 def remove_acls(bootstrap: str, specs: list[AclSpec]) -> int:
     """Delete the ACLs matching each spec; how many were deleted."""
-    futures = _admin(bootstrap).delete_acls([s.binding_filter() for s in specs],
-                                            request_timeout=ADMIN_TIMEOUT_S)
+    admin = _admin(bootstrap)
+    futures = admin.delete_acls([s.binding_filter() for s in specs],
+                                request_timeout=ADMIN_TIMEOUT_S)
     return sum(len(_result(future)) for future in futures.values())
 
 
@@ -120,7 +122,8 @@ def add_user(bootstrap: str, user: str, password: str | None = None,
     password = password or secrets.token_urlsafe(PASSWORD_BYTES)
     upsertion = UserScramCredentialUpsertion(
         user, ScramCredentialInfo(MECHANISMS[mechanism], SCRAM_ITERATIONS), password.encode())
-    for future in _admin(bootstrap).alter_user_scram_credentials(
+    admin = _admin(bootstrap)
+    for future in admin.alter_user_scram_credentials(
             [upsertion], request_timeout=ADMIN_TIMEOUT_S).values():
         _result(future)
     return password
@@ -128,8 +131,8 @@ def add_user(bootstrap: str, user: str, password: str | None = None,
 
 def users_frame(bootstrap: str) -> pd.DataFrame:
     """Every SCRAM user with its mechanisms and iterations."""
-    described = _result(_admin(bootstrap).describe_user_scram_credentials(
-        request_timeout=ADMIN_TIMEOUT_S))
+    admin = _admin(bootstrap)
+    described = _result(admin.describe_user_scram_credentials(request_timeout=ADMIN_TIMEOUT_S))
     rows = [{"user": user, "mechanism": info.mechanism.name.replace("_", "-"),
              "iterations": info.iterations}
             for user, description in sorted(described.items())
@@ -144,7 +147,8 @@ def remove_user(bootstrap: str, user: str) -> int:
         raise SecurityAdminError(f"no SCRAM user {user!r}")
     deletions: list[UserScramCredentialAlteration] = [
         UserScramCredentialDeletion(user, MECHANISMS[m]) for m in mechanisms]
-    for future in _admin(bootstrap).alter_user_scram_credentials(
+    admin = _admin(bootstrap)
+    for future in admin.alter_user_scram_credentials(
             deletions, request_timeout=ADMIN_TIMEOUT_S).values():
         _result(future)
     return len(deletions)

@@ -710,7 +710,7 @@ class LocalCluster:
     def _broker_security_args(self) -> list[str]:
         if self.secrets is None:
             return []
-        return ["--security-protocol", "SASL_PLAINTEXT", *self._secrets_args()]
+        return ["--security-protocol", "SASL_PLAINTEXT", "--authorizer", *self._secrets_args()]
 
     def _secrets_args(self) -> list[str]:
         if self.secrets is None:
