@@ -76,6 +76,8 @@ from pylog_nb.broker.records.batch import decode_records, encode_batch
 from pylog_nb.broker.replication.actions import RoleChanged, Truncated
 from pylog_nb.broker.server.alter_partition_manager import AlterPartitionRequest
 from pylog_nb.broker.server.apis import handle_in_core
+from pylog_nb.broker.server.authentication import PRINCIPAL
+from pylog_nb.broker.server.authorization import AuthorizerNotReady
 from pylog_nb.broker.server.config import BrokerConfig
 from pylog_nb.broker.server.core import (
     ALTERED,
@@ -139,6 +141,18 @@ from .sim_txns import (
 )
 
 TOPIC = "t"
+# The brokers run the authorizer: the clients sign in as CLIENT_PRINCIPAL, allowed what a
+# workload needs by these ACLs (written through the controller before the schedule starts); the
+# brokers' own requests to each other are the inter-broker principal's, a super user.
+CLIENT_PRINCIPAL = "User:sim-client"
+INTER_BROKER_PRINCIPAL = "User:pylog-broker"
+CLIENT_ACLS = [
+    {"resource_type": resource_type, "resource_name": name, "pattern_type": 3,  # LITERAL
+     "principal": CLIENT_PRINCIPAL, "host": "*", "operation": operation,
+     "permission_type": 3}  # ALLOW
+    for resource_type, name, operation in (
+        (2, "*", 2), (3, "*", 2), (5, "*", 2),  # ALL on every topic, group, transactional id
+        (4, "kafka-cluster", 12), (4, "kafka-cluster", 8))]  # IDEMPOTENT_WRITE, DESCRIBE
 BROKERS = (1, 2, 3)
 MIN_INSYNC = 2
 LAG_MS = 2_000  # replica.lag.time.max.ms, short so ISR changes happen within a schedule
@@ -277,7 +291,8 @@ class SimBroker:
                               group_consumer_heartbeat_interval_ms=CG_HEARTBEAT_MS,
                               group_share_record_lock_duration_ms=SG_LOCK_MS,
                               group_share_delivery_count_limit=SG_DELIVERY_LIMIT,
-                              share_auto_offset_reset="earliest")
+                              share_auto_offset_reset="earliest",
+                              authorizer_enabled=True, super_users=(INTER_BROKER_PRINCIPAL,))
         self.core = BrokerCore(broker_id, data_dir, self, now_ms=sim.clock,
                                incarnation_id=f"b{broker_id}-{incarnation}",
                                session_timeout_ms=sim.session_timeout_ms,
@@ -533,14 +548,14 @@ class SimBroker:
         body = message.body
         self.serve(wire.parsed(body["frame"]), lambda pieces: self.sim.post(
             self, message.src, "fetch_answer", {"re": body["id"], "answers": wire.fetched(pieces)},
-            incarnation=body["from_incarnation"]))
+            incarnation=body["from_incarnation"]), INTER_BROKER_PRINCIPAL)
 
     def on_list_offsets(self, message: Message) -> None:
         """A follower's two ListOffsets (log start, log end), served by the handler."""
         body, offsets = message.body, []
         for frame in body["frames"]:
             self.serve(wire.parsed(frame), lambda response: offsets.append(
-                wire.offsets_listed(response)))
+                wire.offsets_listed(response)), INTER_BROKER_PRINCIPAL)
         assert len(offsets) == 2, "ListOffsets answers at once"
         self.sim.post(self, message.src, "list_offsets_answer",
                       {"re": body["id"], "offsets": tuple(offsets)},
@@ -555,16 +570,24 @@ class SimBroker:
             self, message.src, "share_state_answer",
             {"re": body["id"], "answer": wire.broker_call_answer(
                 body["api_key"], body["version"], request, response)},
-            incarnation=body["from_incarnation"]))
+            incarnation=body["from_incarnation"]), INTER_BROKER_PRINCIPAL)
 
     # == clients' requests, served by the shipped request handlers (apis.handle_in_core) ========
 
-    def serve(self, request: Request, then: Callable[[dict], None]) -> None:
-        """Serve a Kafka request as the broker does; ``then`` gets the response dict."""
+    def serve(self, request: Request, then: Callable[[dict], None],
+              principal: str = CLIENT_PRINCIPAL) -> None:
+        """Serve a Kafka request as the broker does, from a connection signed in as
+        ``principal`` (the clients', or a peer broker's); ``then`` gets the response dict."""
         def failed(error: BaseException) -> None:
+            if isinstance(error, AuthorizerNotReady):
+                return  # the shell closes the connection: no answer, the client retries
             raise error
 
-        handle_in_core(self.core, request, then, failed)
+        signed_in = PRINCIPAL.set(principal)  # handlers read it before their first wait
+        try:
+            handle_in_core(self.core, request, then, failed)
+        finally:
+            PRINCIPAL.reset(signed_in)
 
     def on_produce(self, message: Message) -> None:
         """A client's Produce of a few values."""
@@ -762,7 +785,7 @@ class SimBroker:
             self, message.src, "write_markers_answer",
             {"re": body["id"], "results": self.noted_markers(
                 body, wire.markers_written(response))},
-            incarnation=body["from_incarnation"]))
+            incarnation=body["from_incarnation"]), INTER_BROKER_PRINCIPAL)
 
     def noted_markers(self, body: dict, results: dict) -> dict:
         """Markers written on the transactional group's offsets partition, noted for the group
@@ -914,6 +937,8 @@ class Sim:
                 else c.create_topic(TRANSACTION_STATE_TOPIC, TXN_STATE_PARTITIONS, 3,
                                     configs={"cleanup.policy": "compact"}, now_ms=self.now_ms))
             assert result.ok, result
+        result = self.decide_before_start(lambda c: c.create_acls(CLIENT_ACLS, now_ms=self.now_ms))
+        assert result.ok and all(r["error_code"] == NONE for r in result.value), result
         self.groups = GroupWorkload(self, self.group_rng)
         self.txns = TxnWorkload(self, random.Random(f"{seed}:txns"))
         self.consumers = ConsumerWorkload(self, self.consumer_rng) if self.with_consumers \

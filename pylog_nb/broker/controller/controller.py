@@ -472,11 +472,9 @@ class Controller:
                     now_ms: int | None = None) -> ControllerResult:
         """CreateAcls; value: per creation {error_code, error_message}."""
         self._clock(now_ms)
-        records, results = plan_create_acls(self.image, creations, self._new_acl_id)
+        records, results = plan_create_acls(self.image, creations)
         return self._commit(records, lambda _: results)
 
-    def _new_acl_id(self) -> str:
-        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
 
     def delete_acls(self, filters: Sequence[Mapping[str, Any]], *,
                     now_ms: int | None = None) -> ControllerResult:

@@ -28,7 +28,9 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
+import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..metadata.image import ClusterImage
@@ -90,6 +92,9 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 DUPLICATE_USER = "A user credential cannot be altered twice in the same request"
 
 Result = dict[str, Any]
+
+ACL_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/pylog-nb/acl")
+PLACEHOLDER_ACL_ID = str(uuid.UUID(int=0))  # while a creation is checked, before its id
 
 
 def _result(code: int = errors.NONE, message: str = "", **fields: Any) -> Result:
@@ -265,29 +270,31 @@ def _new_binding(creation: Mapping[str, Any], acl_id: str) -> AccessControlEntry
         raise _invalid(str(error)) from None
 
 
-def plan_create_acls(image: ClusterImage, creations: Sequence[Mapping[str, Any]],
-                     new_id: Callable[[], str]) -> tuple[list[MetadataRecord], list[Result]]:
-    """Records and per-creation results ({error_code, error_message}) of CreateAcls; ``new_id``
-    gives a fresh id (one not in the image)."""
+def plan_create_acls(image: ClusterImage, creations: Sequence[Mapping[str, Any]]
+                     ) -> tuple[list[MetadataRecord], list[Result]]:
+    """Records and per-creation results ({error_code, error_message}) of CreateAcls. An ACL's
+    id is derived from its binding (``acl_id_of``): the same binding is never stored twice, so
+    the id is unique, and deciding draws nothing from the controller's random source."""
     existing = {acl.binding() for acl in image.acls.values()}
-    used = set(image.acls)
     records: list[MetadataRecord] = []
     results = []
     for creation in creations:
-        acl_id = new_id()
-        while acl_id in used:
-            acl_id = new_id()
         try:
-            entry = _new_binding(creation, acl_id)
+            entry = _new_binding(creation, PLACEHOLDER_ACL_ID)
         except ControllerError as error:
             results.append(_result(error.error_code, str(error)))
             continue
         results.append(_result())
-        if entry.binding() not in existing:
-            existing.add(entry.binding())
-            used.add(acl_id)
-            records.append(entry)
+        binding = entry.binding()
+        if binding not in existing:
+            existing.add(binding)
+            records.append(replace(entry, id=acl_id_of(binding)))
     return records, results
+
+
+def acl_id_of(binding: Any) -> str:
+    """A binding's id: a name-based UUID (RFC 4122 version 5) of its fields."""
+    return str(uuid.uuid5(ACL_ID_NAMESPACE, repr(binding)))
 
 
 def _check_filter(f: Mapping[str, Any]) -> None:

@@ -76,12 +76,24 @@ class Caller:
         return self.may_cluster(Op.IDEMPOTENT_WRITE) or self.may_any(Op.WRITE, TOPIC)
 
 
+class AuthorizerNotReady(ConnectionError):
+    """The broker has not loaded the ACLs yet (it is catching up with the metadata after a
+    start): a client that is not a super user is not served; its connection is closed, and it
+    retries, as with a broker that is not listening yet. Never an authorization error, which a
+    client would take as final."""
+
+
 def caller(core: Any) -> Caller:
     """The caller of the request being handled (``core``: a BrokerCore, or a node having one).
-    Call it before the handler's first ``await``."""
+    Call it before the handler's first ``await``. Raises AuthorizerNotReady before the core
+    has its first image, for anyone but a super user."""
     core = getattr(core, "core", core)
-    return Caller(PRINCIPAL.get(), CLIENT_HOST.get().lstrip("/"),
-                  getattr(core, "authorizer", None))
+    authorizer = getattr(core, "authorizer", None)
+    principal = PRINCIPAL.get()
+    if (authorizer is not None and not getattr(core, "authorizer_ready", True)
+            and principal not in authorizer.super_users):
+        raise AuthorizerNotReady(f"{principal}: the ACLs are not loaded yet")
+    return Caller(principal, CLIENT_HOST.get().lstrip("/"), authorizer)
 
 
 # == whole-request refusals =======================================================================

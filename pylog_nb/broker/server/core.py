@@ -210,6 +210,10 @@ class BrokerCore:
         # every request is allowed (Kafka without authorizer.class.name).
         self.authorizer = (Authorizer(super_users=config.super_users)
                            if config.authorizer_enabled else None)
+        # False until the first image is published: before that the ACLs are not known, and
+        # only super users are served (authorization.caller; Kafka's authorizer is not ready
+        # and its broker does not serve clients yet).
+        self.authorizer_ready = False
         self.events: deque = deque(maxlen=EVENTS_MAX) if events is None else events
         self.was_serving = False
         self._request_ids = itertools.count()  # of acks=all waits
@@ -348,6 +352,7 @@ class BrokerCore:
         """Serve ``image`` from now on: bring the hosted partitions, the fetchers and the
         authorizer's ACLs in line."""
         previous, self.image = self.image, image
+        self.authorizer_ready = True  # a first image, caught up with the log: its ACLs loaded
         if self.authorizer is not None and image.acls is not previous.acls:
             _follow_acls(self.authorizer, previous.acls, image.acls)
         self.on_actions(self.replicas.apply_image(image))

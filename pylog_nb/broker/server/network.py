@@ -32,6 +32,7 @@ from ..security.events import AuthenticationFailed, RefusalThrottle
 from .apis import SHELL_HANDLERS, handle_in_core
 from .apis.share import CONNECTION_ID, close_connection_sessions
 from .authentication import PRINCIPAL, ConnectionAuthentication, Verdict
+from .authorization import AuthorizerNotReady
 from .node import CLIENT_HOST, BrokerNode
 from .pending import drive
 from .throttling import (
@@ -198,7 +199,11 @@ class BrokerServer:
     async def _respond(self, writer: asyncio.StreamWriter, pending: asyncio.Queue, peer) -> None:
         try:
             while True:
-                response = await (await pending.get())
+                try:
+                    response = await (await pending.get())
+                except AuthorizerNotReady as error:
+                    log.info("closing connection from %s: %s", peer, error)
+                    break
                 if isinstance(response, _Close):
                     await writer.drain()
                     await asyncio.sleep(response.delay_ms / 1000)
