@@ -3,13 +3,12 @@ the ACL requests' wire helpers against kio's decoded requests."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from kio.schema.create_acls.v3.request import AclCreation
 from kio.schema.delete_acls.v3.request import DeleteAclsFilter
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.static.primitive import i8
+from support.acl_record import Record
 
 from pylog_nb.broker.errors import Errors
 from pylog_nb.broker.security.acls import (
@@ -36,18 +35,6 @@ ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 READ, WRITE = AclOperation.READ, AclOperation.WRITE
 
 
-@dataclass(frozen=True)
-class Record:
-    """Stands in for the image's AccessControlEntry record: plain ints and strings."""
-
-    id: str
-    resource_type: int
-    resource_name: str
-    pattern_type: int
-    principal: str
-    host: str
-    operation: int
-    permission_type: int
 
 
 def binding(rtype=TOPIC, name="orders", pattern=LITERAL, principal="User:alice", host="*",

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass
 
 import pytest
+from support.acl_record import Record
 
 from pylog_nb.broker.errors import Errors
 from pylog_nb.broker.security.acls import (
@@ -34,18 +34,6 @@ HOST, OTHER_HOST = "10.0.0.1", "10.0.0.2"
 _ids = itertools.count()
 
 
-@dataclass(frozen=True)
-class Record:
-    """Stands in for the image's AccessControlEntry record: plain ints and strings."""
-
-    id: str
-    resource_type: int
-    resource_name: str
-    pattern_type: int
-    principal: str
-    host: str
-    operation: int
-    permission_type: int
 
 
 def acl(name="orders", operation=Op.READ, permission=ALLOW, principal=ALICE, host="*",
