@@ -78,6 +78,7 @@ class ScriptedCluster:
         self.controller_states = {1: "up", 2: "up", 3: "up"}
         self.active_id, self.quorum_epoch, self.metadata_end = 1, 1, 7
         self.claims: dict[int, tuple[str, int]] = {}
+        self.connection_rows: dict[int, list[dict]] = {}  # /v1/connections rows per broker
 
     @property
     def controllers(self) -> list[int]:
@@ -151,6 +152,11 @@ class ScriptedCluster:
 
     def groups(self) -> list[dict]:
         return []
+
+    def connections(self) -> dict[int, dict]:
+        return {b: {"connections": list(self.connection_rows.get(b, [])), "untracked": 0,
+                    "capacity": 1000}
+                for b, state in self.states.items() if state in ("up", "isolated")}
 
     def events(self) -> list[dict]:
         return list(self.event_log)
@@ -335,8 +341,10 @@ def test_a_change_sends_a_patch_from_the_base_that_rebuilds_the_snapshot(scripte
 
 def test_a_patch_that_outgrows_its_base_is_sent_as_a_new_base(scripted, quiet_view):
     first = quiet_view.base["seq"]
-    scripted.elect(2)  # leader, epochs, roles, an event: a large part of a small snapshot
+    scripted.elect(2)  # leader, epochs, roles, an event, clients: most of a small snapshot
     scripted.leo = 50
+    scripted.connection_rows = {b: [connection_row(f"c{b}", "User:alice", f"client-{b}")]
+                                for b in scripted.brokers}
     quiet_view.refresh()
     assert quiet_view.base["seq"] > first and quiet_view.delta["patch"] == {}
     assert quiet_view.base["snapshot"] == quiet_view.snapshot
@@ -517,6 +525,50 @@ def test_traffic_rates_are_measured_between_two_snapshots_and_unknown_after_a_re
     assert after[1]["rates"] is None and after[2]["rates"] is None and after[2]["stats"] is None
     quiet_view.refresh()
     assert quiet_view.snapshot["brokers"][0]["rates"]["messages_in_per_s"] == 0
+
+
+def connection_row(connection_id: str, principal: str | None, client_id: str | None = None,
+                   *, role: str = "client", connected_ms: int = 1_000, software: str | None = None,
+                   peer: str = "127.0.0.1:40000") -> dict:
+    """A /v1/connections row."""
+    return {"connection_id": connection_id, "peer": peer, "connected_ms": connected_ms,
+            "principal": principal, "mechanism": "SCRAM-SHA-512" if principal else None,
+            "client_id": client_id, "software_name": software,
+            "software_version": "2.6.0" if software else None, "requests": 7,
+            "last_api_key": 3, "last_request_ms": connected_ms + 5, "role": role}
+
+
+def test_clients_are_grouped_by_principal_and_the_brokers_own_are_one_line(scripted):
+    scripted.connection_rows = {1: [
+        connection_row("a", "User:admin", "rdkafka", connected_ms=2_000,
+                       software="confluent-kafka-python"),
+        connection_row("b", "User:alice", HOSTILE, connected_ms=3_000, peer="10.0.0.9:1"),
+        connection_row("c", "User:alice", "orders", connected_ms=2_500),
+        connection_row("d", None, connected_ms=4_000),
+        connection_row("e", "User:pylog-broker", "broker-2", role="broker", connected_ms=900),
+        connection_row("f", "User:pylog-broker", "broker-3", role="broker", connected_ms=950),
+    ]}
+    scripted.states[3] = "down"
+    clients = {c["broker_id"]: c for c in take_snapshot(scripted)["clients"]}
+    one = clients[1]
+    assert [p["principal"] for p in one["principals"]] == ["User:admin", "User:alice", None]
+    alice = one["principals"][1]
+    assert alice == {"principal": "User:alice", "connections": 2, "since_ms": 2_500,
+                     "client_ids": sorted([HOSTILE, "orders"]), "client_ids_more": 0,
+                     "software": [], "hosts": ["10.0.0.9", "127.0.0.1"],
+                     "mechanisms": ["SCRAM-SHA-512"]}
+    assert one["principals"][0]["software"] == ["confluent-kafka-python 2.6.0"]
+    assert one["brokers"] == {"connections": 2, "since_ms": 900,
+                              "principals": ["User:pylog-broker"]}
+    assert clients[2]["answering"] and clients[2]["principals"] == []
+    assert clients[2]["brokers"] is None
+    assert not clients[3]["answering"]  # down: who it serves is unknown
+    # Request counts stay out: an idle cluster's snapshot repeats itself.
+    before = take_snapshot(scripted)
+    for row in scripted.connection_rows[1]:
+        row["requests"] += 1
+        row["last_request_ms"] += 1_000
+    assert take_snapshot(scripted, previous=before)["clients"] == before["clients"]
 
 
 def test_a_groups_charted_lag_is_unknown_while_a_partitions_lag_is():
