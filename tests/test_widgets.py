@@ -21,8 +21,14 @@ import zlib
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from support import wire
 from support.clients import TIMEOUT_S, admin, create_topic, kafka_conf, wait_for
 from support.txn import UNVERIFIED_BROKER_ARGS, TxnProducer, end_txn, plain, stopped_log
@@ -40,6 +46,7 @@ from pylog_nb.widgets.snapshot import TRUNCATED_SHOWN_MS
 REFRESH_S = 0.2
 NEVER_S = 3600.0  # a refresh period no test waits out: the test calls refresh() itself
 HOSTILE = '<img src=x onerror="alert(1)">'
+ALICE, ALICE_PASSWORD = "alice", "alice-secret-1"  # a second SCRAM user, beside the owner
 TOPIC = "orders"
 
 
@@ -1110,6 +1117,63 @@ def test_group_ids_and_client_ids_reach_the_snapshot_verbatim(three, view, topic
     assert HOSTILE not in html and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
     assert HOSTILE not in render_events({"events": [{"now_ms": 0, "source": HOSTILE,
                                                      "text": HOSTILE}]})
+
+
+def _signed_in(client: Producer) -> bool:
+    """Whether ``client`` reached the cluster (a new user's credential reaches every broker
+    through the metadata log: until then a broker refuses it)."""
+    try:
+        client.list_topics(timeout=5)
+    except KafkaException:
+        return False
+    return True
+
+
+def test_each_clients_principal_and_client_id_reach_the_snapshot(three, topic_name):
+    """A producer of the owner and one signed in as alice: both principals, each with its
+    client id and software, on the brokers they reach; the replicas' fetches are "brokers"."""
+    _create(three, topic_name)  # three replicas: the followers fetch from the leader
+    owner = AdminClient(three.client_config())
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    owner.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        ALICE, info, ALICE_PASSWORD.encode())])[ALICE].result(TIMEOUT_S)
+    producers = [Producer({**three.client_config(), "client.id": "owner-producer"}),
+                 Producer({**three.client_config(), "sasl.username": ALICE,
+                           "sasl.password": ALICE_PASSWORD, "client.id": "alice-producer"})]
+    wait_for(lambda: all([_signed_in(p) for p in producers]), "both producers to sign in")
+
+    def both_shown() -> dict | None:
+        clients = take_snapshot(three)["clients"]
+        principals: dict[str, dict] = {}
+        for broker in clients:
+            for entry in broker["principals"]:
+                principals.setdefault(entry["principal"], {"client_ids": set(),
+                                                           "software": set()})
+                principals[entry["principal"]]["client_ids"].update(entry["client_ids"])
+                principals[entry["principal"]]["software"].update(entry["software"])
+        wanted = {"User:admin": "owner-producer", f"User:{ALICE}": "alice-producer"}
+        if all(wanted[p] in principals.get(p, {}).get("client_ids", ()) for p in wanted):
+            return {"clients": clients, "principals": principals}
+        return None
+
+    shown = wait_for(both_shown, "User:admin and User:alice with their client ids")
+    assert three.secrets is not None  # the brokers' own connections are not a principal's row
+    assert f"User:{three.secrets.inter_broker_user}" not in shown["principals"]
+    for principal in ("User:admin", f"User:{ALICE}"):
+        assert any("kafka" in software.lower()
+                   for software in shown["principals"][principal]["software"]), shown
+    brokers = wait_for(lambda: [b["brokers"] for b in take_snapshot(three)["clients"]
+                                if b["brokers"]], "the replicas' fetches as brokers")
+    assert all(line["principals"] == [f"User:{three.secrets.inter_broker_user}"]
+               for line in brokers)
+    rows = [row for view in three.connections().values() for row in view["connections"]]
+    alice_rows = [row for row in rows if row["principal"] == f"User:{ALICE}"]
+    assert alice_rows and all(row["mechanism"] == "SCRAM-SHA-512" and row["requests"] > 0
+                              and row["last_api_key"] is not None for row in alice_rows)
+    producers.clear()  # destroyed: their connections close and leave the table
+    wait_for(lambda: not any(row["principal"] == f"User:{ALICE}"
+                             for view in three.connections().values()
+                             for row in view["connections"]), "alice's connections to close")
 
 
 def test_killing_the_active_controller_from_the_view_shows_another_one_active(three, view):
