@@ -7,8 +7,9 @@ controller by a click (another controller becomes active, the dead one stays dra
 last said, its leadership marked stale), shows an open transaction's LSO mark below the HW and
 its disappearance once the commit marker is written (while the view's kill holds the broker
 down), draws a committed and an aborted transaction's markers on every replica, steps back in
-the timeline, and checks that a hostile group id stays text. Screenshots of the view, in the
-light and the dark theme, are saved in the test's temporary directory (the path is printed).
+the timeline, and checks that a hostile group id, and a hostile client id in the Clients
+section, stay text. Screenshots of the view, in the light and the dark theme, are saved in the
+test's temporary directory (the path is printed).
 
 Chromium comes from Debian (``/usr/bin/chromium``) and Playwright from the ``test`` extra, both
 installed by ``scripts/setup.sh``; without them this test fails, it never skips.
