@@ -7,8 +7,9 @@ controller by a click (another controller becomes active, the dead one stays dra
 last said, its leadership marked stale), shows an open transaction's LSO mark below the HW and
 its disappearance once the commit marker is written (while the view's kill holds the broker
 down), draws a committed and an aborted transaction's markers on every replica, steps back in
-the timeline, and checks that a hostile group id stays text. Screenshots of the view, in the
-light and the dark theme, are saved in the test's temporary directory (the path is printed).
+the timeline, and checks that a hostile group id, and a hostile client id in the Clients
+section, stay text. Screenshots of the view, in the light and the dark theme, are saved in the
+test's temporary directory (the path is printed).
 
 Chromium comes from Debian (``/usr/bin/chromium``) and Playwright from the ``test`` extra, both
 installed by ``scripts/setup.sh``; without them this test fails, it never skips.
@@ -51,6 +52,7 @@ except ImportError:  # the chromium fixture fails with how to install it (lab.mi
 NOTEBOOK = "view.ipynb"
 TOPIC = "t"
 HOSTILE_GROUP = '<img src=x onerror="window.__pwned=1">'
+HOSTILE_CLIENT = '<img src=x onerror="window.__pwned=2">'  # a client id, in the Clients section
 GO_FILE = "go"  # the last cell keeps the kernel busy until the test creates this file
 MORE_RECORDS = 30  # written after the kill, in the new leader's epoch
 WIDE = "wide"  # a topic of many partitions: the grid, the pages, the focus
@@ -194,6 +196,22 @@ def test_untrusted_group_id_stays_text(page, view):
     shows(view, view.locator(".pylog-groups"), HOSTILE_GROUP)
     expect(view.locator("img")).to_have_count(0)
     assert page.evaluate("typeof window.__pwned") == "undefined"
+
+
+def test_a_hostile_client_id_stays_text_in_the_clients_section(page, view, lab):
+    """A client connected with markup for a client id: the Clients section names it, as text,
+    under its principal; the brokers' own connections are one "brokers" line."""
+    _url, root = lab
+    producer = Producer({**kafka_conf(bootstrap_of(root / "data")), "client.id": HOSTILE_CLIENT,
+                         "log_level": 0})
+    producer.list_topics(timeout=WAIT_S)  # connected, and kept so while the view looks
+    clients = view.locator(".pylog-clients")
+    shows(view, clients.locator('tr[data-principal="User:admin"] .pylog-clients-ids'),
+          HOSTILE_CLIENT)
+    expect(clients.locator('tr[data-principal="brokers"]').first).to_contain_text("brokers")
+    expect(view.locator("img")).to_have_count(0)
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert producer.flush(WAIT_S) == 0
 
 
 def test_a_hundred_partitions_read_as_a_grid_a_page_and_a_focus(page, view, lab, artifacts):

@@ -74,6 +74,9 @@ class FakeCluster:
     def groups(self) -> list[dict]:
         return self.claims
 
+    def connections(self) -> dict[int, dict]:
+        return {}
+
     def events(self) -> list[dict]:
         return []
 

@@ -21,8 +21,14 @@ import zlib
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from support import wire
 from support.clients import TIMEOUT_S, admin, create_topic, kafka_conf, wait_for
 from support.txn import UNVERIFIED_BROKER_ARGS, TxnProducer, end_txn, plain, stopped_log
@@ -40,6 +46,7 @@ from pylog_nb.widgets.snapshot import TRUNCATED_SHOWN_MS
 REFRESH_S = 0.2
 NEVER_S = 3600.0  # a refresh period no test waits out: the test calls refresh() itself
 HOSTILE = '<img src=x onerror="alert(1)">'
+ALICE, ALICE_PASSWORD = "alice", "alice-secret-1"  # a second SCRAM user, beside the owner
 TOPIC = "orders"
 
 
@@ -78,6 +85,7 @@ class ScriptedCluster:
         self.controller_states = {1: "up", 2: "up", 3: "up"}
         self.active_id, self.quorum_epoch, self.metadata_end = 1, 1, 7
         self.claims: dict[int, tuple[str, int]] = {}
+        self.connection_rows: dict[int, list[dict]] = {}  # /v1/connections rows per broker
 
     @property
     def controllers(self) -> list[int]:
@@ -151,6 +159,11 @@ class ScriptedCluster:
 
     def groups(self) -> list[dict]:
         return []
+
+    def connections(self) -> dict[int, dict]:
+        return {b: {"connections": list(self.connection_rows.get(b, [])), "untracked": 0,
+                    "capacity": 1000}
+                for b, state in self.states.items() if state in ("up", "isolated")}
 
     def events(self) -> list[dict]:
         return list(self.event_log)
@@ -335,8 +348,10 @@ def test_a_change_sends_a_patch_from_the_base_that_rebuilds_the_snapshot(scripte
 
 def test_a_patch_that_outgrows_its_base_is_sent_as_a_new_base(scripted, quiet_view):
     first = quiet_view.base["seq"]
-    scripted.elect(2)  # leader, epochs, roles, an event: a large part of a small snapshot
+    scripted.elect(2)  # leader, epochs, roles, an event, clients: most of a small snapshot
     scripted.leo = 50
+    scripted.connection_rows = {b: [connection_row(f"c{b}", "User:alice", f"client-{b}")]
+                                for b in scripted.brokers}
     quiet_view.refresh()
     assert quiet_view.base["seq"] > first and quiet_view.delta["patch"] == {}
     assert quiet_view.base["snapshot"] == quiet_view.snapshot
@@ -517,6 +532,50 @@ def test_traffic_rates_are_measured_between_two_snapshots_and_unknown_after_a_re
     assert after[1]["rates"] is None and after[2]["rates"] is None and after[2]["stats"] is None
     quiet_view.refresh()
     assert quiet_view.snapshot["brokers"][0]["rates"]["messages_in_per_s"] == 0
+
+
+def connection_row(connection_id: str, principal: str | None, client_id: str | None = None,
+                   *, role: str = "client", connected_ms: int = 1_000, software: str | None = None,
+                   peer: str = "127.0.0.1:40000") -> dict:
+    """A /v1/connections row."""
+    return {"connection_id": connection_id, "peer": peer, "connected_ms": connected_ms,
+            "principal": principal, "mechanism": "SCRAM-SHA-512" if principal else None,
+            "client_id": client_id, "software_name": software,
+            "software_version": "2.6.0" if software else None, "requests": 7,
+            "last_api_key": 3, "last_request_ms": connected_ms + 5, "role": role}
+
+
+def test_clients_are_grouped_by_principal_and_the_brokers_own_are_one_line(scripted):
+    scripted.connection_rows = {1: [
+        connection_row("a", "User:admin", "rdkafka", connected_ms=2_000,
+                       software="confluent-kafka-python"),
+        connection_row("b", "User:alice", HOSTILE, connected_ms=3_000, peer="10.0.0.9:1"),
+        connection_row("c", "User:alice", "orders", connected_ms=2_500),
+        connection_row("d", None, connected_ms=4_000),
+        connection_row("e", "User:pylog-broker", "broker-2", role="broker", connected_ms=900),
+        connection_row("f", "User:pylog-broker", "broker-3", role="broker", connected_ms=950),
+    ]}
+    scripted.states[3] = "down"
+    clients = {c["broker_id"]: c for c in take_snapshot(scripted)["clients"]}
+    one = clients[1]
+    assert [p["principal"] for p in one["principals"]] == ["User:admin", "User:alice", None]
+    alice = one["principals"][1]
+    assert alice == {"principal": "User:alice", "connections": 2, "since_ms": 2_500,
+                     "client_ids": sorted([HOSTILE, "orders"]), "client_ids_more": 0,
+                     "software": [], "hosts": ["10.0.0.9", "127.0.0.1"],
+                     "mechanisms": ["SCRAM-SHA-512"]}
+    assert one["principals"][0]["software"] == ["confluent-kafka-python 2.6.0"]
+    assert one["brokers"] == {"connections": 2, "since_ms": 900,
+                              "principals": ["User:pylog-broker"]}
+    assert clients[2]["answering"] and clients[2]["principals"] == []
+    assert clients[2]["brokers"] is None
+    assert not clients[3]["answering"]  # down: who it serves is unknown
+    # Request counts stay out: an idle cluster's snapshot repeats itself.
+    before = take_snapshot(scripted)
+    for row in scripted.connection_rows[1]:
+        row["requests"] += 1
+        row["last_request_ms"] += 1_000
+    assert take_snapshot(scripted, previous=before)["clients"] == before["clients"]
 
 
 def test_a_groups_charted_lag_is_unknown_while_a_partitions_lag_is():
@@ -1058,6 +1117,63 @@ def test_group_ids_and_client_ids_reach_the_snapshot_verbatim(three, view, topic
     assert HOSTILE not in html and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
     assert HOSTILE not in render_events({"events": [{"now_ms": 0, "source": HOSTILE,
                                                      "text": HOSTILE}]})
+
+
+def _signed_in(client: Producer) -> bool:
+    """Whether ``client`` reached the cluster (a new user's credential reaches every broker
+    through the metadata log: until then a broker refuses it)."""
+    try:
+        client.list_topics(timeout=5)
+    except KafkaException:
+        return False
+    return True
+
+
+def test_each_clients_principal_and_client_id_reach_the_snapshot(three, topic_name):
+    """A producer of the owner and one signed in as alice: both principals, each with its
+    client id and software, on the brokers they reach; the replicas' fetches are "brokers"."""
+    _create(three, topic_name)  # three replicas: the followers fetch from the leader
+    owner = AdminClient(three.client_config())
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    owner.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        ALICE, info, ALICE_PASSWORD.encode())])[ALICE].result(TIMEOUT_S)
+    producers = [Producer({**three.client_config(), "client.id": "owner-producer"}),
+                 Producer({**three.client_config(), "sasl.username": ALICE,
+                           "sasl.password": ALICE_PASSWORD, "client.id": "alice-producer"})]
+    wait_for(lambda: all([_signed_in(p) for p in producers]), "both producers to sign in")
+
+    def both_shown() -> dict | None:
+        clients = take_snapshot(three)["clients"]
+        principals: dict[str, dict] = {}
+        for broker in clients:
+            for entry in broker["principals"]:
+                principals.setdefault(entry["principal"], {"client_ids": set(),
+                                                           "software": set()})
+                principals[entry["principal"]]["client_ids"].update(entry["client_ids"])
+                principals[entry["principal"]]["software"].update(entry["software"])
+        wanted = {"User:admin": "owner-producer", f"User:{ALICE}": "alice-producer"}
+        if all(wanted[p] in principals.get(p, {}).get("client_ids", ()) for p in wanted):
+            return {"clients": clients, "principals": principals}
+        return None
+
+    shown = wait_for(both_shown, "User:admin and User:alice with their client ids")
+    assert three.secrets is not None  # the brokers' own connections are not a principal's row
+    assert f"User:{three.secrets.inter_broker_user}" not in shown["principals"]
+    for principal in ("User:admin", f"User:{ALICE}"):
+        assert any("kafka" in software.lower()
+                   for software in shown["principals"][principal]["software"]), shown
+    brokers = wait_for(lambda: [b["brokers"] for b in take_snapshot(three)["clients"]
+                                if b["brokers"]], "the replicas' fetches as brokers")
+    assert all(line["principals"] == [f"User:{three.secrets.inter_broker_user}"]
+               for line in brokers)
+    rows = [row for view in three.connections().values() for row in view["connections"]]
+    alice_rows = [row for row in rows if row["principal"] == f"User:{ALICE}"]
+    assert alice_rows and all(row["mechanism"] == "SCRAM-SHA-512" and row["requests"] > 0
+                              and row["last_api_key"] is not None for row in alice_rows)
+    producers.clear()  # destroyed: their connections close and leave the table
+    wait_for(lambda: not any(row["principal"] == f"User:{ALICE}"
+                             for view in three.connections().values()
+                             for row in view["connections"]), "alice's connections to close")
 
 
 def test_killing_the_active_controller_from_the_view_shows_another_one_active(three, view):

@@ -685,6 +685,13 @@ class LocalCluster:
                 for broker_id, url in self.admin_urls().items()
                 for group in self.admin_get(f"{url}/v1/groups")]
 
+    def connections(self) -> dict[int, dict]:
+        """Per answering broker, its live client connections (``GET /v1/connections``): peer,
+        principal, SASL mechanism, client id and software, requests served; the brokers' own
+        connections to each other have ``role`` "broker"."""
+        return {i: self.admin_get(f"{url}/v1/connections")
+                for i, url in self.admin_urls().items()}
+
     # -- internals -------------------------------------------------------------------------
     def _broker(self, broker_id: int) -> _Node:
         if broker_id not in self.brokers:

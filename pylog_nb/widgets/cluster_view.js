@@ -114,6 +114,9 @@ const SHARE_ASSIGNMENT_EPOCH_HELP = "assignment epoch: the group epoch the assig
 const SHARE_MEMBER_EPOCH_HELP = "member epoch: the assignment epoch this member has heard of; a share member takes its new partitions at its next heartbeat, nothing to revoke first";
 const SPSO_HELP = "share-partition start offset (SPSO): every record below it is done with (acknowledged, archived, or deleted from the log)";
 const SPEO_HELP = "share-partition end offset (SPEO): from here on the group has handed out nothing yet";
+const CLIENTS_HELP = "who is connected to each broker now, by principal (the user a connection signed in as: SASL/SCRAM, or User:ANONYMOUS without security); client ids and software are what the clients say of themselves";
+const INTER_BROKER_HELP = "the brokers' own connections to this broker (replication, transaction markers, share state), as the inter-broker user";
+const SOFTWARE_HELP = "client software name and version, as the client reports them in ApiVersions (KIP-511)";
 const RECORD_STATE_HELP = {
   available: "available: waiting to be delivered (again)",
   acquired: "acquired: delivered to one member, locked until its deadline; if the lock runs out or the member leaves, it comes back",
@@ -321,6 +324,7 @@ function render({ model, el }) {
     traffic: h("div", { class: "pylog-traffic" }),
     groups: h("div", { class: "pylog-groups" }),
     shares: h("div", { class: "pylog-shares" }),
+    clients: h("div", { class: "pylog-clients" }),
     timeline: h("div", { class: "pylog-timeline" }),
     legend: legend(page.uid),
   };
@@ -334,6 +338,7 @@ function render({ model, el }) {
     section("Traffic", parts.traffic, "pylog-section-traffic"),
     section("Consumer groups", parts.groups, "pylog-section-groups"),
     section("Share groups", parts.shares, "pylog-section-shares"),
+    section("Clients", parts.clients, "pylog-section-clients"),
     parts.legend,
   ]);
   el.append(root);
@@ -1183,6 +1188,62 @@ function render({ model, el }) {
   // share partition the start and end offsets on the partition's offset axis and a cell per
   // in-flight record, coloured by its state (acquired: its member's colour) with its delivery
   // count. The section shows only while the cluster has share groups.
+  // -- clients: who is connected to each broker, by principal --------------------------------
+
+  function drawClients() {
+    const perBroker = shown().clients || [];
+    const since = (ms) => h("span", { title: `connected since ${clock(ms)} (the oldest connection)` }, clock(ms).slice(0, 8));
+    const more = (count) => (count ? h("span", { class: "pylog-dim" }, ` +${count} more`) : null);
+    const listed = (values, count) => (values.length ? [values.join(", "), more(count)] : h("span", { class: "pylog-dim" }, "—"));
+    const rows = [];
+    for (const b of perBroker) {
+      const brokerCell = () => h("td", {}, `broker ${b.broker_id}`);
+      if (!b.answering) {
+        rows.push(h("tr", { class: "pylog-clients-silent", data: { broker: String(b.broker_id) } }, brokerCell(),
+          h("td", { class: "pylog-dim", colspan: 6 }, "does not answer: who it serves is unknown")));
+        continue;
+      }
+      for (const p of b.principals) {
+        const name = p.principal === null ? "(not signed in yet)" : p.principal;
+        rows.push(h("tr", { class: "pylog-clients-principal", data: { broker: String(b.broker_id), principal: name } },
+          brokerCell(),
+          h("td", { class: "pylog-clients-name", title: p.mechanisms.length ? `signed in with ${p.mechanisms.join(", ")}` : "" }, name),
+          h("td", { class: "pylog-clients-ids" }, listed(p.client_ids, p.client_ids_more)),
+          h("td", { class: "pylog-clients-software", title: SOFTWARE_HELP }, listed(p.software, 0)),
+          h("td", {}, p.hosts.join(", ")),
+          h("td", { class: "pylog-num" }, String(p.connections)),
+          h("td", {}, since(p.since_ms))));
+      }
+      if (b.principals_more) {
+        rows.push(h("tr", { data: { broker: String(b.broker_id) } }, brokerCell(),
+          h("td", { class: "pylog-dim", colspan: 6 }, `and ${plural(b.principals_more, "more principal")}`)));
+      }
+      if (b.brokers) {
+        rows.push(h("tr", { class: "pylog-clients-brokers", title: INTER_BROKER_HELP, data: { broker: String(b.broker_id), principal: "brokers" } },
+          brokerCell(), h("td", {}, "brokers"),
+          h("td", { colspan: 3, class: "pylog-dim" }, b.brokers.principals.join(", ")),
+          h("td", { class: "pylog-num" }, String(b.brokers.connections)), h("td", {}, since(b.brokers.since_ms))));
+      }
+      if (!b.principals.length && !b.brokers) {
+        rows.push(h("tr", { data: { broker: String(b.broker_id) } }, brokerCell(), h("td", { class: "pylog-dim", colspan: 6 }, "no connections")));
+      }
+      if (b.untracked) {
+        rows.push(h("tr", { data: { broker: String(b.broker_id) } }, brokerCell(),
+          h("td", { class: "pylog-dim", colspan: 6 }, `and ${plural(b.untracked, "more connection")} past what the broker lists`)));
+      }
+    }
+    if (!rows.length) {
+      parts.clients.replaceChildren(h("div", { class: "pylog-dim" }, "no brokers answer"));
+      return;
+    }
+    const heads = [["broker", ""], ["principal", "the user the connections signed in as (hover: the SASL mechanism)"],
+      ["client ids", "the client.id each connection sends"], ["software", SOFTWARE_HELP], ["hosts", "where they connect from"],
+      ["connections", "live connections of this principal to this broker"], ["since", "the oldest of them connected at"]];
+    parts.clients.replaceChildren(h("table", { class: "pylog-table pylog-clients-table", title: CLIENTS_HELP },
+      h("thead", {}, h("tr", {}, heads.map(([text, title]) => h("th", { title }, text)))),
+      h("tbody", {}, rows)));
+  }
+
   function drawShareGroups() {
     const groups = (shown().groups || []).filter((g) => g.group_type === SHARE_GROUP);
     const sectionEl = parts.shares.parentElement;
@@ -1427,6 +1488,7 @@ function render({ model, el }) {
     drawPartitions();
     drawTraffic();
     drawGroups();
+    drawClients();
     drawTimeline();
     performance.measure(DRAW_MEASURE, { start: started });
     performance.clearMeasures(DRAW_MEASURE);
@@ -1634,7 +1696,10 @@ function legend(uid) {
         item(h("span", {}, [0, 1, 2].map((i) => h("span", { class: `pylog-sg-swatch member-${i}` }))), "an acquired record takes its member's colour (the swatch before the member's name)"),
         item(h("span", { class: "pylog-sg-legend-axis" }, h("span", { class: "pylog-sg-tick-label" }, "SPSO"), " ", h("span", { class: "pylog-sg-tick-label" }, "SPEO")), `on the partition's offset axis: ${SPSO_HELP}; ${SPEO_HELP}. Between them (outlined), the in-flight records, one cell each, the first offset of every ${SHARE_CHUNK} above them`),
         h("div", { class: "pylog-legend-head" }, "Traffic"),
-        item(h("span", {}, "records in"), "per broker, measured by the kernel between two snapshots; \"fetched by followers\" is what replication costs")))); 
+        item(h("span", {}, "records in"), "per broker, measured by the kernel between two snapshots; \"fetched by followers\" is what replication costs"),
+        h("div", { class: "pylog-legend-head" }, "Clients"),
+        item(h("span", { class: "pylog-clients-name" }, "User:alice"), `${CLIENTS_HELP}; one row per principal and broker`),
+        item(h("span", { class: "pylog-clients-brokers" }, "brokers"), `one row: ${INTER_BROKER_HELP}`)))); 
 }
 
 export default { render };

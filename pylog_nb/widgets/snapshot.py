@@ -68,6 +68,13 @@ the group (the member left, its lock ran out, or it released them); a record was
 (rejected, or delivered as often as the delivery limit allows). A record settled and gone below
 the start offset between two snapshots is archived only if that is certain (it came back at the
 limit); otherwise it may have been accepted, and nothing is said.
+
+Clients (``clients``, one entry per broker, from ``GET /v1/connections``): who is connected to
+each broker now, grouped by principal (``User:alice``; None: not signed in yet): how many
+connections, since when (the oldest), their client ids, client software (KIP-511's name and
+version), hosts and SASL mechanisms. The brokers' own connections to each other are one line,
+``brokers``. Request counts are left out (they change with every request); a broker that does
+not answer has ``answering`` False and no clients (what it serves, if anything, is unknown).
 """
 
 from __future__ import annotations
@@ -142,6 +149,9 @@ MEMBER_PARTITION_FIELDS = (("assignment", "assignment"),
                            ("target_assignment", "target_assignment"),
                            ("unreleased", "unreleased_partitions"))
 QUORUM_FIELDS = ("role", "active", "epoch", "leader_id", "high_watermark", "log_end_offset")
+PRINCIPALS_SHOWN_MAX = 20  # per broker, the principals listed by name (the rest are counted)
+CLIENT_VALUES_SHOWN_MAX = 8  # per principal, the client ids, software or hosts listed
+BROKER_ROLE = "broker"  # a connection of the brokers' own (the admin endpoint's role)
 
 
 def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
@@ -171,6 +181,7 @@ def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
     derived += _quorum_events(previous, controllers, active, now_ms)
     derived += _consumer_group_events(previous, groups, now_ms)
     derived += _share_group_events(previous, groups, now_ms)
+    clients = _clients(states, cluster.connections())
     return {
         "brokers": _brokers(views, fenced, previous, now_ms,
                             None if previous_ms is None else now_ms - previous_ms),
@@ -180,8 +191,57 @@ def take_snapshot(cluster: LocalCluster, previous: dict | None = None,
         "partitions": partitions,
         "folded": {} if internal else _folded(truth, replicas),
         "groups": groups,
+        "clients": clients,
         "events": _events(events, internal, derived),
     }
+
+
+def _clients(states: dict[int, str], connections: dict[int, dict]) -> list[dict]:
+    """Per broker, its connections grouped by principal, the brokers' own as one line (see the
+    module docstring)."""
+    shown = []
+    for broker_id in sorted(states):
+        view = connections.get(broker_id)
+        if view is None:
+            shown.append({"broker_id": broker_id, "answering": False, "principals": [],
+                          "principals_more": 0, "brokers": None, "untracked": 0})
+            continue
+        by_principal: dict[str | None, list[dict]] = {}
+        peers: list[dict] = []
+        for row in view["connections"]:
+            if row["role"] == BROKER_ROLE:
+                peers.append(row)
+            else:
+                by_principal.setdefault(row["principal"], []).append(row)
+        names = sorted(by_principal, key=lambda p: (p is None, p or ""))
+        shown.append({
+            "broker_id": broker_id, "answering": True,
+            "principals": [_principal_entry(name, by_principal[name])
+                           for name in names[:PRINCIPALS_SHOWN_MAX]],
+            "principals_more": max(0, len(names) - PRINCIPALS_SHOWN_MAX),
+            "brokers": None if not peers else {
+                "connections": len(peers), "since_ms": min(r["connected_ms"] for r in peers),
+                "principals": sorted({r["principal"] for r in peers if r["principal"]})},
+            "untracked": view.get("untracked", 0),
+        })
+    return shown
+
+
+def _principal_entry(principal: str | None, rows: list[dict]) -> dict:
+    """One principal's connections to a broker: how many, since when, and what they said."""
+    def listed(values) -> tuple[list[str], int]:
+        distinct = sorted({v for v in values if v})
+        return distinct[:CLIENT_VALUES_SHOWN_MAX], max(0, len(distinct) - CLIENT_VALUES_SHOWN_MAX)
+
+    client_ids, client_ids_more = listed(r["client_id"] for r in rows)
+    software, _ = listed(" ".join(part for part in (r["software_name"], r["software_version"])
+                                  if part) for r in rows)
+    hosts, _ = listed(r["peer"].rsplit(":", 1)[0] for r in rows)
+    mechanisms, _ = listed(r["mechanism"] for r in rows)
+    return {"principal": principal, "connections": len(rows),
+            "since_ms": min(r["connected_ms"] for r in rows),
+            "client_ids": client_ids, "client_ids_more": client_ids_more,
+            "software": software, "hosts": hosts, "mechanisms": mechanisms}
 
 
 def _controllers(views: dict[int, tuple[str, dict | None]],

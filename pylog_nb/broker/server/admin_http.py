@@ -76,6 +76,19 @@ leader epoch, segments), so each broker answers:
                          the share partitions this broker leads (one per share group reading a
                          partition), by group, topic, partition; lock deadlines on the broker's
                          wall clock (ms)
+    GET /v1/connections  {"connections": [{"connection_id", "peer" ("host:port"), "connected_ms",
+                           "principal" ("User:alice"; null until it authenticated;
+                           "User:ANONYMOUS" on a PLAINTEXT listener), "mechanism" (its SASL
+                           mechanism, or null), "client_id" (its newest request header's),
+                           "software_name", "software_version" (from ApiVersions v3+, KIP-511;
+                           null before or without it), "requests" (served on it),
+                           "last_api_key", "last_request_ms", "role": "broker" (the
+                           inter-broker user, or a replica's Fetch) | "client"}],
+                          "untracked" (live connections past "capacity", not listed),
+                          "capacity"}
+                         this broker's live client connections, oldest first (connections.py);
+                         times on the broker's wall clock (ms). What a client names itself
+                         is the client's text: show it as text
     POST /v1/faults/isolate, /v1/faults/heal   cut the broker off from its peers and the
                          controller (clients still reach it), or reconnect it
 
@@ -355,6 +368,11 @@ def share_partitions_view(node: BrokerNode) -> list[dict]:
 _STATE_NAMES = {state: state.name.lower() for state in RecordState}
 
 
+def connections_view(node: BrokerNode) -> dict:
+    """Who is connected to this broker now, as its network shell keeps it (connections.py)."""
+    return node.client_connections.view()
+
+
 def _set_isolated(isolated: bool) -> Callable[[BrokerNode], object]:
     def apply(node: BrokerNode) -> dict:
         node.isolated = isolated
@@ -369,6 +387,7 @@ ROUTES: dict[str, Callable[[BrokerNode], object]] = {
     "/v1/events": events_view,
     "/v1/groups": groups_view,
     "/v1/share_partitions": share_partitions_view,
+    "/v1/connections": connections_view,
 }
 FAULT_ROUTES: dict[str, Callable[[BrokerNode], object]] = {
     "/v1/faults/isolate": _set_isolated(True),

@@ -79,6 +79,7 @@ class ConnectionAuthentication:
         self._state = _State.HANDSHAKE if mechanisms else _State.AUTHENTICATED
         self.principal: str | None = None if mechanisms else ANONYMOUS
         self.session_expires_ms: int | None = None
+        self.mechanism: str | None = None  # the SASL mechanism of its last handshake
         self._server: SaslServer | None = None
         self._handshake_version = 1
 
@@ -126,6 +127,7 @@ class ConnectionAuthentication:
             return self._answer(request, {**answer, "error_code": Errors.ILLEGAL_SASL_STATE},
                                 "re-authentication needs SaslHandshake v1")
         self._server = self._credentials().server(mechanism)
+        self.mechanism = mechanism
         self._handshake_version = request.header.api_version
         self._state = _State.AUTHENTICATE if self._handshake_version else _State.RAW_TOKENS
         return self._answer(request, {**answer, "error_code": 0})

@@ -132,6 +132,10 @@ class BrokerServer:
         pending: asyncio.Queue = asyncio.Queue(PIPELINED_REQUESTS_MAX)
         responder = asyncio.create_task(self._respond(writer, pending, peer))
         authentication = self.node.new_authentication()
+        table = self.node.client_connections  # who is connected (GET /v1/connections)
+        tracked = table.add(connection_id, _peer_text(peer), self.node.now_ms())
+        if authentication.principal is not None:  # a PLAINTEXT listener: anonymous at once
+            table.signed_in(connection_id, authentication.principal, None)
         mute = Mute()
         try:
             while not responder.done():
@@ -145,8 +149,10 @@ class BrokerServer:
                         return
                     if authentication.principal is not None:
                         PRINCIPAL.set(authentication.principal)
+                        table.signed_in(connection_id, authentication.principal,
+                                        authentication.mechanism)
                     continue
-                handled = self._dispatch(frame, mute)
+                handled = self._dispatch(frame, mute, connection_id)
                 if pending.full():
                     await pending.put(handled)
                 else:
@@ -162,6 +168,7 @@ class BrokerServer:
             _abandon(pending)
             self.connections.discard(task)
             writer.close()
+            table.remove(connection_id, tracked)
             self._connection_closed(connection_id)
 
     async def _carry_out(self, verdict: Verdict, pending: asyncio.Queue,
@@ -242,7 +249,7 @@ class BrokerServer:
         if wait_ms > 0:
             await asyncio.sleep(wait_ms / 1000)
 
-    def _dispatch(self, frame: bytes, mute: Mute) -> asyncio.Future:
+    def _dispatch(self, frame: bytes, mute: Mute, connection_id: str) -> asyncio.Future:
         """The future of a request's encoded response (None: no response, acks=0). A request
         the core serves is handled here and now, without a task of its own."""
         response: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -254,6 +261,7 @@ class BrokerServer:
         if isinstance(request, memoryview):  # an ApiVersions it answers with an error
             response.set_result(request)
             return response
+        self._note_request(connection_id, request)
         shell_handler = SHELL_HANDLERS.get(request.header.api_key)
         if shell_handler is not None:
             return asyncio.ensure_future(self._handle_in_shell(shell_handler, request))
@@ -263,6 +271,16 @@ class BrokerServer:
                        partial(self._settle, response, request, mute, throttle_ms),
                        partial(_settle_error, response))
         return response
+
+    def _note_request(self, connection_id: str, request: codec.Request) -> None:
+        """The connection's row: its client id, and what software it is (ApiVersions v3+)."""
+        header = request.header
+        software = None
+        if header.api_key == API_VERSIONS_KEY and header.api_version >= 3:
+            software = (request.body.client_software_name, request.body.client_software_version)
+        self.node.client_connections.on_request(
+            connection_id, header.api_key, header.client_id, self.node.now_ms(),
+            software=software, from_broker=_is_replica_fetch(request))
 
     def _produce_throttle(self, request: codec.Request, size_bytes: int, mute: Mute) -> int:
         if request.header.api_key != PRODUCE_KEY:
@@ -331,6 +349,11 @@ class _Close:
     """Queued after a last answer: the responder writes what came before, waits, and closes."""
 
     delay_ms: int
+
+
+def _peer_text(peer) -> str:
+    """``host:port`` of a peer address (IPv4 or IPv6), or ``?``."""
+    return f"{peer[0]}:{peer[1]}" if peer else "?"
 
 
 def _judged(authentication: ConnectionAuthentication, frame: bytes) -> Verdict | None:

@@ -34,6 +34,7 @@ from .authentication import ConnectionAuthentication
 from .bridge import pending_of
 from .cluster_link import ClusterLink
 from .config import SASL_PLAINTEXT, BrokerConfig
+from .connections import ConnectionTable
 from .controller_admin import ControllerAdmin
 from .core import BrokerCore, Outbound
 from .group_coordinator import GroupService
@@ -85,6 +86,9 @@ class BrokerNode:
         self._static_credentials = _static_credentials(self.secrets)
         self.credentials = CredentialStore(self._scram_credential)
         self.isolated = False  # fault injection: cut off from peers and controller, not clients
+        # who is connected now (GET /v1/connections); the network shell keeps it up to date
+        self.client_connections = ConnectionTable(
+            None if self.secrets is None else f"User:{self.secrets.inter_broker_user}")
         self.core = BrokerCore(config.broker_id, config.data_dir, self, now_ms=now_ms,
                                incarnation_id=uuid.uuid4().hex,
                                replica_lag_time_max_ms=config.replica_lag_time_max_ms,
