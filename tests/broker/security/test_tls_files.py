@@ -13,8 +13,10 @@ import sys
 import pytest
 from cryptography import x509
 
-from pylog_nb.broker.security import tls
-from pylog_nb.broker.server.config import SASL_SSL, SSL, BrokerConfig
+from pylog_nb.broker.security import secrets, tls
+from pylog_nb.broker.server.authentication import ANONYMOUS
+from pylog_nb.broker.server.config import SASL_PLAINTEXT, SASL_SSL, SSL, BrokerConfig
+from pylog_nb.broker.server.node import BrokerNode
 from pylog_nb.cluster import ClusterError, LocalCluster
 
 
@@ -176,3 +178,30 @@ def test_a_tls_cluster_names_its_ca_and_passes_the_files_to_its_brokers(tmp_path
     assert "ssl.ca.location" not in plain.client_config()
     with pytest.raises(ClusterError, match="tls=True needs security='sasl'"):
         LocalCluster(brokers=1, data_dir=tmp_path / "open", security="none", tls=True)
+
+
+def test_a_broker_node_of_each_protocol(tmp_path):
+    """SSL: TLS, and every client is User:ANONYMOUS (no SASL, as Kafka without client
+    certificates); SASL_SSL: TLS, sign-in first, and the broker signs in to its peers over TLS."""
+    files = tls.ensure_files(tmp_path)
+    secrets_file = tmp_path / secrets.SECRETS_FILE
+    secrets.write(secrets_file, secrets.generate())
+    nodes = {protocol: BrokerNode(BrokerConfig(
+        broker_id=1, data_dir=tmp_path / protocol, security_protocol=protocol,
+        ssl_certfile=files.cert, ssl_keyfile=files.key, ssl_cafile=files.ca,
+        secrets_file=secrets_file, controllers=(("127.0.0.1", 1),)))
+        for protocol in (SSL, SASL_SSL, SASL_PLAINTEXT)}
+    try:
+        ssl_only, sasl_ssl, sasl_plain = nodes[SSL], nodes[SASL_SSL], nodes[SASL_PLAINTEXT]
+        assert ssl_only.new_authentication().principal == ANONYMOUS
+        assert ssl_only.new_authentication().authenticated
+        assert ssl_only.inter_broker_credentials is None
+        assert ssl_only.server_ssl is not None and ssl_only.inter_broker_ssl is not None
+        assert sasl_ssl.new_authentication().principal is None  # signs in first
+        assert sasl_ssl.inter_broker_credentials is not None
+        assert sasl_ssl.server_ssl is not None and sasl_ssl.inter_broker_ssl is not None
+        assert sasl_ssl.inter_broker_ssl.check_hostname
+        assert sasl_plain.server_ssl is None and sasl_plain.inter_broker_ssl is None
+    finally:
+        for node in nodes.values():
+            node.close()
