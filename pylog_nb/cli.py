@@ -1,4 +1,5 @@
-"""The ``pylog`` command: ``pylog cluster start --brokers N --data-dir D [--security none]``."""
+"""The ``pylog`` command: ``pylog cluster start --brokers N --data-dir D [--security none]
+[--tls]``."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ def _cluster_start(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     try:
         cluster = LocalCluster(brokers=args.brokers, data_dir=args.data_dir,
-                               security=args.security).start()
+                               security=args.security, tls=args.tls).start()
     except ClusterError as error:
         print(f"pylog: {error}", file=sys.stderr)
         return 1
     print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
     if cluster.secrets is not None:
-        print(f"client settings (SASL, this account only): {cluster.client_properties}\n"
+        layers = "SASL over TLS" if cluster.ca_file is not None else "SASL"
+        print(f"client settings ({layers}, this account only): {cluster.client_properties}\n"
               f"  e.g. {cluster.kcat_command('-L')}", flush=True)
     print(f"data dir: {cluster.data_dir}  (Ctrl+C stops the cluster)", flush=True)
     try:
@@ -47,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--security", choices=SECURITY_MODES, default=SASL,
                        help="sasl (default): authenticated listeners, owner's credentials in "
                             "the data directory; none: open PLAINTEXT listeners")
+    start.add_argument("--tls", action="store_true",
+                       help="with --security sasl: TLS listeners (SASL_SSL) and a CA of the "
+                            "cluster's own (<data dir>/tls/ca.pem), named in the client settings")
     start.set_defaults(run=_cluster_start)
     return parser
 

@@ -31,6 +31,7 @@ from .server.config import (  # noqa: E402
     PLAINTEXT,
     REPLICA_LAG_TIME_MAX_MS,
     SECURITY_PROTOCOLS,
+    TLS_PROTOCOLS,
     TRANSACTION_MAX_TIMEOUT_MS,
     TRANSACTION_STATE_PARTITIONS,
     TRANSACTION_STATE_REPLICATION_FACTOR,
@@ -116,6 +117,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--log-cleaner-backoff-ms", type=int, default=LOG_CLEANER_BACKOFF_MS)
     parser.add_argument("--security-protocol", choices=SECURITY_PROTOCOLS, default=PLAINTEXT,
                         help="the listener's security.protocol")
+    parser.add_argument("--ssl-certfile", type=Path,
+                        help="SSL, SASL_SSL: the listener's certificate (PEM)")
+    parser.add_argument("--ssl-keyfile", type=Path,
+                        help="SSL, SASL_SSL: the certificate's private key (PEM)")
+    parser.add_argument("--ssl-cafile", type=Path,
+                        help="SSL, SASL_SSL: the CA the broker verifies its peers' certificates "
+                             "against (default: the system's)")
     parser.add_argument("--secrets", type=Path,
                         help="the cluster's secrets file (tokens, inter-broker principal)")
     parser.add_argument("--authorizer", action="store_true",
@@ -125,7 +133,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--connections-max-reauth-ms", type=int, default=0,
                         help="KIP-368: a SASL session lasts this long (0: for ever)")
     parser.add_argument("--log-level", default="INFO")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.security_protocol in TLS_PROTOCOLS and not (args.ssl_certfile and args.ssl_keyfile):
+        parser.error(f"--security-protocol {args.security_protocol} needs --ssl-certfile and "
+                     "--ssl-keyfile")
+    return args
 
 
 def _controllers(text: str) -> tuple[tuple[str, int], ...]:
@@ -181,6 +193,9 @@ def main(argv: list[str] | None = None) -> None:
         transaction_max_timeout_ms=args.transaction_max_timeout_ms,
         transaction_partition_verification_enable=not args.no_transaction_partition_verification,
         security_protocol=args.security_protocol,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+        ssl_cafile=args.ssl_cafile,
         secrets_file=args.secrets,
         connections_max_reauth_ms=args.connections_max_reauth_ms,
         authorizer_enabled=args.authorizer,

@@ -156,8 +156,13 @@ def remove_user(bootstrap: str, user: str) -> int:
 
 def user_config(bootstrap: str, user: str, password: str,
                 mechanism: str = "SCRAM-SHA-512") -> dict:
-    """Client settings that sign in as ``user`` (the package's, with that user's credentials)."""
-    return client_config(bootstrap, **{"security.protocol": "SASL_PLAINTEXT",
+    """Client settings that sign in as ``user`` (the package's, with that user's credentials;
+    a TLS cluster's protocol, SASL_SSL, and CA kept)."""
+    owner = client_config(bootstrap)
+    protocol = owner.get("security.protocol", "SASL_PLAINTEXT")
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        protocol = "SASL_SSL" if protocol == "SSL" else "SASL_PLAINTEXT"
+    return client_config(bootstrap, **{"security.protocol": protocol,
                                        "sasl.mechanism": mechanism, "sasl.username": user,
                                        "sasl.password": password})
 

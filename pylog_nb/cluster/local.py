@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..broker.security import secrets
+from ..broker.security import secrets, tls
 from . import credentials
 from .leftovers import StartLockTimeout, is_paused, running_nodes, start_lock, stop_nodes
 
@@ -66,10 +66,15 @@ DESCRIBE_TIMEOUT_S = 2.0
 SASL = "sasl"  # SASL_PLAINTEXT listeners, an admin principal, tokens: the default
 NO_SECURITY = "none"  # PLAINTEXT listeners and open admin endpoints, for those who ask
 SECURITY_MODES = (SASL, NO_SECURITY)
+# The brokers' listener: SASL_SSL with tls=True (a CA of the cluster's own, security="sasl" only)
+SASL_PLAINTEXT = "SASL_PLAINTEXT"
+SASL_SSL = "SASL_SSL"
+PLAINTEXT = "PLAINTEXT"
 CLIENT_MECHANISM = "SCRAM-SHA-512"  # what the owner's clients authenticate with
 HEALTHY = "up"  # a node start() reuses: running as recorded, answering, not paused or isolated
 _WAS = {"down": "was down", "silent": "did not answer", "extra": "is not in this cluster",
-        "unrecorded": "is not in cluster.json"}  # how start() names what it found wrong
+        "unrecorded": "is not in cluster.json",
+        "protocol": "listens with another security protocol"}  # how start() names what is wrong
 
 
 class ClusterError(RuntimeError):
@@ -124,6 +129,10 @@ class LocalCluster:
     ``controllers`` defaults to 3 for three or more brokers and 1 for fewer (1 to 5). Every
     broker follows them, whatever the size of the cluster: there is one metadata path.
 
+    ``tls=True`` (with ``security="sasl"``) puts the brokers' listeners under TLS (SASL_SSL) with
+    a CA generated for this data directory (``<data_dir>/tls/ca.pem``); ``client_config()``
+    names it (``ssl.ca.location``).
+
     >>> with LocalCluster(brokers=3) as cluster:
     ...     print(cluster.bootstrap_servers, cluster.active_controller())
     """
@@ -136,9 +145,13 @@ class LocalCluster:
         broker_args: tuple[str, ...] = (),
         controllers: int | None = None,
         security: str = SASL,
+        tls: bool = False,
     ) -> None:
         if security not in SECURITY_MODES:
             raise ClusterError(f"security must be one of {SECURITY_MODES}, got {security!r}")
+        if tls and security != SASL:
+            raise ClusterError(f"tls=True needs security={SASL!r} (SASL_SSL listeners), "
+                               f"not {security!r}")
         if not 1 <= brokers <= BROKERS_MAX:
             raise ClusterError(f"brokers must be between 1 and {BROKERS_MAX}, got {brokers}")
         if controllers is not None and not 1 <= controllers <= CONTROLLERS_MAX:
@@ -151,6 +164,8 @@ class LocalCluster:
         self.broker_args = tuple(broker_args)
         self.security = security
         self.secrets = self._own_secrets() if security == SASL else None
+        self.tls = tls
+        self.tls_files = self._own_tls_files() if tls else None
         saved = self._load()
         self.brokers = {i: self._broker_node(i, saved) for i in range(1, brokers + 1)}
         count = _controllers_for(brokers) if controllers is None else controllers
@@ -169,6 +184,25 @@ class LocalCluster:
         except secrets.SecretsError as error:
             raise ClusterError(str(error)) from None
 
+    def _own_tls_files(self) -> tls.TlsFiles:
+        """This data directory's CA and broker certificate, generated (0600) the first time."""
+        try:
+            return tls.ensure_files(self.data_dir, [self.host])
+        except tls.TlsError as error:
+            raise ClusterError(str(error)) from None
+
+    @property
+    def security_protocol(self) -> str:
+        """The brokers' listener: SASL_SSL, SASL_PLAINTEXT or PLAINTEXT."""
+        if self.secrets is None:
+            return PLAINTEXT
+        return SASL_SSL if self.tls_files is not None else SASL_PLAINTEXT
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The CA certificate clients verify the brokers with (None: no TLS)."""
+        return None if self.tls_files is None else self.tls_files.ca
+
     @property
     def controller_token(self) -> str | None:
         """What the controllers take before any call (None: a cluster without security)."""
@@ -184,9 +218,12 @@ class LocalCluster:
     def _security_settings(self) -> dict[str, str]:
         if self.secrets is None:
             return {}
-        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": CLIENT_MECHANISM,
-                "sasl.username": self.secrets.admin_user,
-                "sasl.password": self.secrets.admin_password}
+        settings = {"security.protocol": self.security_protocol,
+                    "sasl.mechanism": CLIENT_MECHANISM, "sasl.username": self.secrets.admin_user,
+                    "sasl.password": self.secrets.admin_password}
+        if self.tls_files is not None:
+            settings["ssl.ca.location"] = str(self.tls_files.ca)
+        return settings
 
     @property
     def client_properties(self) -> Path:
@@ -286,6 +323,11 @@ class LocalCluster:
                   for node in nodes}
         for extra in sorted(found.keys() - {node.data_dir.name for node in nodes}):
             health[extra.replace("-", " ")] = "extra"
+        recorded = saved.get("security_protocol")  # absent in a cluster.json of before TLS
+        if recorded is not None and recorded != self.security_protocol:
+            for node in self.brokers.values():
+                if health[node.name] == HEALTHY:
+                    health[node.name] = "protocol"
         return health
 
     def _node_health(self, node: _Node, pid: int | None, saved_pid: int | None) -> str:
@@ -717,7 +759,13 @@ class LocalCluster:
     def _broker_security_args(self) -> list[str]:
         if self.secrets is None:
             return []
-        return ["--security-protocol", "SASL_PLAINTEXT", "--authorizer", *self._secrets_args()]
+        args = ["--security-protocol", self.security_protocol, "--authorizer",
+                *self._secrets_args()]
+        if self.tls_files is not None:
+            args += ["--ssl-certfile", str(self.tls_files.cert),
+                     "--ssl-keyfile", str(self.tls_files.key),
+                     "--ssl-cafile", str(self.tls_files.ca)]
+        return args
 
     def _secrets_args(self) -> list[str]:
         if self.secrets is None:
@@ -842,14 +890,16 @@ class LocalCluster:
                      port=ports.get("port", 0), raft_port=ports.get("raft_port", 0))
 
     def _save(self) -> None:
-        """Ports and pids: brokers under "ports" and "pids", controllers under "controllers"."""
+        """Ports and pids: brokers under "ports" and "pids", controllers under "controllers";
+        the brokers' listener under "security_protocol"."""
         ports = {b.node_id: [b.port, b.admin_port] for b in self.brokers.values()}
         pids = {b.node_id: b.proc.pid for b in self.brokers.values() if b.running}
         controllers = {c.node_id: {"port": c.port, "raft_port": c.raft_port,
                                    "pid": c.proc.pid if c.running else None}
                        for c in self._controllers.values()}
         path = self.data_dir / CLUSTER_FILE
-        text = json.dumps({"ports": ports, "pids": pids, "controllers": controllers})
+        text = json.dumps({"ports": ports, "pids": pids, "controllers": controllers,
+                           "security_protocol": self.security_protocol})
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE),
                   "w") as file:
             file.write(text)

@@ -156,6 +156,9 @@ class LogMagics(Magics):
     @argument("--security", choices=SECURITY_MODES, default=SASL,
               help="sasl (default): SASL/SCRAM listeners, ACLs and an admin principal only this "
                    "account can read; none: open listeners, as Kafka's PLAINTEXT")
+    @argument("--tls", action="store_true",
+              help="with --security sasl: TLS listeners (SASL_SSL) and a CA of the cluster's "
+                   "own, which the client settings name (ssl.ca.location)")
     @_one_line_errors
     def log_cluster(self, line: str):
         """Start, stop, inspect or break the notebook's cluster, or connect to another one.
@@ -231,7 +234,7 @@ class LogMagics(Magics):
         broker_args = tuple(t for part in shlex.split(args.broker_args) for t in shlex.split(part))
         cluster = LocalCluster(brokers=args.brokers, data_dir=args.data_dir,
                                broker_args=broker_args, controllers=args.controllers,
-                               security=args.security)
+                               security=args.security, tls=args.tls)
         old = self.cluster
         if old is not None:
             with waiting("stopping the running cluster…"):

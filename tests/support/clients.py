@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import time
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -123,14 +124,19 @@ def poll_until(members, condition, what: str, timeout_s: float = TIMEOUT_S) -> N
 
 def python_client_kwargs(bootstrap: str) -> dict:
     """kafka-python's and aiokafka's keyword arguments for ``bootstrap`` (SASL for a cluster of
-    ours, as ``kafka_conf``)."""
+    ours, as ``kafka_conf``; over TLS, an ``ssl_context`` trusting its CA, which both take:
+    aiokafka has no ``ssl_cafile``)."""
     settings = client_settings(bootstrap)
     if not settings:
         return {"bootstrap_servers": bootstrap}
-    return {"bootstrap_servers": bootstrap, "security_protocol": settings["security.protocol"],
-            "sasl_mechanism": settings["sasl.mechanism"],
-            "sasl_plain_username": settings["sasl.username"],
-            "sasl_plain_password": settings["sasl.password"]}
+    kwargs = {"bootstrap_servers": bootstrap, "security_protocol": settings["security.protocol"],
+              "sasl_mechanism": settings["sasl.mechanism"],
+              "sasl_plain_username": settings["sasl.username"],
+              "sasl_plain_password": settings["sasl.password"]}
+    ca = settings.get("ssl.ca.location")
+    if ca is not None:
+        kwargs["ssl_context"] = ssl.create_default_context(cafile=ca)
+    return kwargs
 
 
 def kcat_args(bootstrap: str) -> list[str]:

@@ -14,6 +14,7 @@ opens a new one when the broker's address changed.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 from typing import Any, Generic, TypeVar
 
@@ -29,10 +30,12 @@ class BrokerChannel:
     """One connection to another broker, one request at a time."""
 
     def __init__(self, address: tuple[str, int], client_id: str,
-                 credentials: SaslCredentials | None = None) -> None:
+                 credentials: SaslCredentials | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.address = address
         self.client_id = client_id
         self.credentials = credentials  # authenticate each new connection as this principal
+        self.ssl_context = ssl_context  # TLS to a peer's SSL / SASL_SSL listener
         self.lock = asyncio.Lock()
         self.correlation_id = 0
         self.connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
@@ -50,8 +53,8 @@ class BrokerChannel:
     async def _call(self, api_key: int, version: int, body: dict[str, Any],
                     timeout_s: float) -> Any:
         if self.connection is None:
-            self.connection = await asyncio.wait_for(asyncio.open_connection(*self.address),
-                                                     timeout_s)
+            self.connection = await asyncio.wait_for(
+                asyncio.open_connection(*self.address, ssl=self.ssl_context), timeout_s)
             if self.credentials is not None:
                 await authenticate_connection(*self.connection, self.credentials,
                                               self.client_id, timeout_s)
@@ -102,7 +105,8 @@ class BrokerChannels(Generic[Channel]):
             if channel is not None:
                 channel.close()
             channel = self._channels[broker_id] = self.channel_type(
-                address, self.client_id, self.node.inter_broker_credentials)
+                address, self.client_id, self.node.inter_broker_credentials,
+                self.node.inter_broker_ssl)
         return channel
 
     def close(self) -> None:

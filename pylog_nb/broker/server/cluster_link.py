@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 from collections.abc import Callable, Sequence
 
@@ -75,9 +76,11 @@ class ClusterLink:
 
     def __init__(self, core: BrokerCore, controllers: Sequence[Address], *, host: str,
                  port: Callable[[], int], isolated: Callable[[], bool],
-                 credentials: SaslCredentials | None = None, token: str | None = None) -> None:
+                 credentials: SaslCredentials | None = None,
+                 ssl_context: ssl.SSLContext | None = None, token: str | None = None) -> None:
         self.core = core
         self.credentials = credentials  # the inter-broker principal, for replica fetches
+        self.ssl_context = ssl_context  # TLS to the leaders' SSL / SASL_SSL listeners
         self.host = host
         self.port = port  # the bound port, known once the server listens
         self.isolated = isolated  # fault injection: cut off from peers and controllers
@@ -214,7 +217,7 @@ class ClusterLink:
             connection = None
         if connection is None:
             connection = LeaderConnection(endpoint.host, endpoint.port, self.core.broker_id,
-                                          self.credentials)
+                                          self.credentials, self.ssl_context)
             self.leaders[leader_id] = connection
         return connection
 
@@ -255,10 +258,12 @@ class LeaderConnection:
     """One connection to a leader for replica Fetch and ListOffsets, one request at a time."""
 
     def __init__(self, host: str, port: int, broker_id: int,
-                 credentials: SaslCredentials | None = None) -> None:
+                 credentials: SaslCredentials | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.port = port
         self.credentials = credentials
+        self.ssl_context = ssl_context
         self.client_id = f"replica-fetcher-{broker_id}"
         self.correlation_id = 0
         self.turn = asyncio.Lock()
@@ -291,7 +296,9 @@ class LeaderConnection:
         return response
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        streams = await asyncio.open_connection(self.host, self.port)
+        streams = await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port, ssl=self.ssl_context),
+            RESPONSE_TIMEOUT_S)
         if self.credentials is not None:
             try:
                 await authenticate_connection(*streams, self.credentials, self.client_id,

@@ -32,7 +32,11 @@ TRANSACTION_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms (15 m
 LOG_CLEANER_BACKOFF_MS = 5_000  # a look for dirty logs; Kafka: 15 s, a lab wants it sooner
 PLAINTEXT = "PLAINTEXT"
 SASL_PLAINTEXT = "SASL_PLAINTEXT"
-SECURITY_PROTOCOLS = (PLAINTEXT, SASL_PLAINTEXT)
+SSL = "SSL"  # TLS, no SASL: every client is User:ANONYMOUS (Kafka without client certificates)
+SASL_SSL = "SASL_SSL"  # SASL inside TLS
+SECURITY_PROTOCOLS = (PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL)
+SASL_PROTOCOLS = frozenset({SASL_PLAINTEXT, SASL_SSL})
+TLS_PROTOCOLS = frozenset({SSL, SASL_SSL})
 SASL_ENABLED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -91,8 +95,14 @@ class BrokerConfig:
     # KIP-890 part 1 (Kafka 3.6+, default true): a leader asks the transaction coordinator
     # whether a producer's first transactional batch belongs to an ongoing transaction.
     transaction_partition_verification_enable: bool = True
-    # The listener's security.protocol: PLAINTEXT (anyone is User:ANONYMOUS) or SASL_PLAINTEXT.
+    # The listener's security.protocol: PLAINTEXT or SSL (anyone is User:ANONYMOUS),
+    # SASL_PLAINTEXT or SASL_SSL.
     security_protocol: str = PLAINTEXT
+    # SSL and SASL_SSL: the listener's certificate and key (PEM), and the CA the broker checks its
+    # peers' certificates against on its own connections to them (None: the system's CAs).
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_cafile: Path | None = None
     sasl_enabled_mechanisms: tuple[str, ...] = SASL_ENABLED_MECHANISMS
     connections_max_reauth_ms: int = 0  # KIP-368; 0 (Kafka's default): sessions do not end
     # The cluster's secrets file (security/secrets.py): tokens and the inter-broker principal.
@@ -105,6 +115,19 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         assert self.security_protocol in SECURITY_PROTOCOLS, self.security_protocol
         assert self.connections_max_reauth_ms >= 0, self.connections_max_reauth_ms
+        if self.tls:
+            assert self.ssl_certfile is not None and self.ssl_keyfile is not None, \
+                f"{self.security_protocol} needs a certificate and its key"
+
+    @property
+    def sasl(self) -> bool:
+        """The listener asks for SASL (SASL_PLAINTEXT, SASL_SSL)."""
+        return self.security_protocol in SASL_PROTOCOLS
+
+    @property
+    def tls(self) -> bool:
+        """The listener speaks TLS (SSL, SASL_SSL), and so do the broker's links to its peers."""
+        return self.security_protocol in TLS_PROTOCOLS
 
     @property
     def config_rows(self) -> dict[str, str]:
@@ -140,6 +163,8 @@ class BrokerConfig:
                 str(self.transaction_partition_verification_enable).lower(),
             "listener.security.protocol.map": f"{self.security_protocol}:{self.security_protocol}",
             "sasl.enabled.mechanisms": ",".join(self.sasl_enabled_mechanisms),
+            "ssl.keystore.location": "" if self.ssl_certfile is None else str(self.ssl_certfile),
+            "ssl.truststore.location": "" if self.ssl_cafile is None else str(self.ssl_cafile),
             "connections.max.reauth.ms": str(self.connections_max_reauth_ms),
             "authorizer.class.name": (
                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer"

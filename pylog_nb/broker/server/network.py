@@ -71,7 +71,8 @@ class BrokerServer:
         """Listen and start timers; return the bound port."""
         config = self.node.config
         self.server = await asyncio.start_server(
-            self._serve, config.host, config.port, reuse_address=True
+            self._serve, config.host, config.port, reuse_address=True,
+            ssl=self.node.server_ssl,  # SSL, SASL_SSL listeners
         )
         self.node.port = self.server.sockets[0].getsockname()[1]
         self.timers = [

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import ssl
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ from typing import Any
 from ..controller.rpc import Address
 from ..metadata.image import ClusterImage
 from ..replication.actions import Action, RoleChanged
-from ..security import secrets
+from ..security import secrets, tls
 from ..security.sasl import SCRAM_MECHANISMS, CredentialStore, ScramCredential, scram_credential
 from ..security.sasl_client import SaslCredentials
 from ..txn import WriteTxnMarkers
@@ -33,7 +34,7 @@ from .add_partitions_manager import AddPartitionsToTxnManager
 from .authentication import ConnectionAuthentication
 from .bridge import pending_of
 from .cluster_link import ClusterLink
-from .config import SASL_PLAINTEXT, BrokerConfig
+from .config import BrokerConfig
 from .connections import ConnectionTable
 from .controller_admin import ControllerAdmin
 from .core import BrokerCore, Outbound
@@ -84,6 +85,14 @@ class BrokerNode:
         self.port = config.port  # the bound port, known once the server listens
         self.secrets = None if config.secrets_file is None else secrets.load(config.secrets_file)
         self._static_credentials = _static_credentials(self.secrets)
+        # TLS listeners (SSL, SASL_SSL): the listener's context, and the one of this broker's
+        # own connections to its peers, which listen the same way.
+        self.server_ssl: ssl.SSLContext | None = None
+        self.inter_broker_ssl: ssl.SSLContext | None = None
+        if config.tls:
+            assert config.ssl_certfile is not None and config.ssl_keyfile is not None
+            self.server_ssl = tls.server_context(config.ssl_certfile, config.ssl_keyfile)
+            self.inter_broker_ssl = tls.client_context(config.ssl_cafile)
         self.credentials = CredentialStore(self._scram_credential)
         self.isolated = False  # fault injection: cut off from peers and controller, not clients
         # who is connected now (GET /v1/connections); the network shell keeps it up to date
@@ -96,7 +105,7 @@ class BrokerNode:
         self.link = ClusterLink(
             self.core, config.controllers if controllers is None else controllers,
             host=config.host, port=lambda: self.port, isolated=lambda: self.isolated,
-            credentials=self.inter_broker_credentials,
+            credentials=self.inter_broker_credentials, ssl_context=self.inter_broker_ssl,
             token=None if self.secrets is None else self.secrets.internal_token)
         self.admin = ControllerAdmin(_AdminLink(self, self.link))
         self._fenced_since_ms: dict[int, int] = {}  # first reported fenced
@@ -117,15 +126,16 @@ class BrokerNode:
 
     def new_authentication(self) -> ConnectionAuthentication:
         """The authentication state of a new client connection."""
-        sasl = self.config.security_protocol == SASL_PLAINTEXT
+        # PLAINTEXT and SSL: no mechanisms, every connection is User:ANONYMOUS
         return ConnectionAuthentication(
-            self.config.sasl_enabled_mechanisms if sasl else (), lambda: self.credentials,
+            self.config.sasl_enabled_mechanisms if self.config.sasl else (),
+            lambda: self.credentials,
             reauth_ms=self.config.connections_max_reauth_ms, now_ms=self.now_ms)
 
     @property
     def inter_broker_credentials(self) -> SaslCredentials | None:
         """What this broker's own connections to its peers authenticate as (None: nothing)."""
-        if self.config.security_protocol != SASL_PLAINTEXT or self.secrets is None:
+        if not self.config.sasl or self.secrets is None:
             return None
         return SaslCredentials(self.secrets.inter_broker_user, self.secrets.inter_broker_password)
 

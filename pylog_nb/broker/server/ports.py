@@ -13,6 +13,7 @@ packages, ``server/config.py`` and ``server/pending.py``.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -55,6 +56,11 @@ class BrokerDirectory(Protocol):
     @property
     def inter_broker_credentials(self) -> SaslCredentials | None:
         """What our connections to peers authenticate as (None: a PLAINTEXT cluster)."""
+        ...
+
+    @property
+    def inter_broker_ssl(self) -> ssl.SSLContext | None:
+        """The TLS context of our connections to peers (None: they listen without TLS)."""
         ...
 
 
