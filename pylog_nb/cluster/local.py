@@ -51,6 +51,7 @@ BROKERS_MAX = 9
 CONTROLLERS_MAX = 5  # KRaft's advice: 3 or 5 voters; more only slow every commit down
 CONTROLLERS_DEFAULT = 3  # survives one controller failure
 STOP_TIMEOUT_S = 10.0
+STOPPED_WAIT_S = 2.0  # a SIGSTOPped process shows state T once the kernel ran it (busy machine)
 LOG_TAIL_BYTES = 2000
 CLUSTER_FILE = "cluster.json"
 CLIENT_PROPERTIES_FILE = "client.properties"  # the owner's client settings, for kcat -F
@@ -424,8 +425,7 @@ class LocalCluster:
         """SIGSTOP a broker: it holds its sockets but answers nothing (a GC pause, a hung VM)."""
         broker = self._broker(broker_id)
         if broker.running:
-            broker.proc.send_signal(signal.SIGSTOP)
-            broker.paused = True
+            _stop(broker)
 
     def resume(self, broker_id: int) -> None:
         """SIGCONT a paused broker."""
@@ -495,8 +495,7 @@ class LocalCluster:
         node = self._controller_to_stop(controller_id)
         if node.paused:
             raise ClusterError(f"{node.name} is already paused")
-        node.proc.send_signal(signal.SIGSTOP)
-        node.paused = True
+        _stop(node)
         return node.node_id
 
     def resume_controller(self, controller_id: int | None = None) -> None:
@@ -925,6 +924,16 @@ def _free_ports(host: str, count: int) -> list[int]:
         for probe in probes:
             probe.bind((host, 0))
         return [probe.getsockname()[1] for probe in probes]
+
+
+def _stop(node: _Node) -> None:
+    """SIGSTOP, returning once the kernel shows the process stopped: a busy machine may run it a
+    while longer, and whoever looks next (another process's start()) must see it paused."""
+    node.proc.send_signal(signal.SIGSTOP)
+    node.paused = True
+    deadline = time.monotonic() + STOPPED_WAIT_S
+    while not is_paused(node.proc.pid) and time.monotonic() < deadline:
+        time.sleep(READY_POLL_S)
 
 
 def _terminate(node: _Node) -> None:
