@@ -7,6 +7,8 @@ import contextvars
 from dataclasses import replace
 from types import MappingProxyType, SimpleNamespace
 
+from support.recording_shell import RecordingShell
+
 from pylog_nb.broker.errors import Errors
 from pylog_nb.broker.metadata.image import ClusterImage
 from pylog_nb.broker.metadata.records import AccessControlEntry
@@ -24,25 +26,6 @@ from pylog_nb.broker.server.authorization import Caller, caller, guarded
 from pylog_nb.broker.server.config import BrokerConfig
 from pylog_nb.broker.server.core import BrokerCore
 from pylog_nb.broker.server.node import CLIENT_HOST
-
-
-class RecordingShell:
-    """A shell that carries nothing (the core only publishes images here)."""
-
-    def __init__(self) -> None:
-        self.sent: list = []
-
-    def send(self, outbound) -> None:
-        self.sent.append(outbound)
-
-    def role_changed(self, action, partition) -> None:
-        pass
-
-    def send_markers(self, action) -> None:
-        raise AssertionError("no transactions here")
-
-    def refill_producer_ids(self) -> None:
-        raise AssertionError("no transactions here")
 
 ALICE = "User:alice"
 Op, RT = AclOperation, ResourceType

@@ -8,8 +8,10 @@ timed out (only the controller fencing the follower's whole broker unblocked it)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import MappingProxyType
+
+from support.recording_shell import RecordingShell
 
 from pylog_nb.broker.errors import REQUEST_TIMED_OUT
 from pylog_nb.broker.metadata.image import ClusterImage, PartitionImage, TopicImage
@@ -28,34 +30,6 @@ from pylog_nb.broker.types import ACKS_ALL
 TOPIC, TOPIC_ID = "t", "AAAAAAAAAAAAAAAAAAAAAA"
 LAG_MS = 1_000
 SERVING_WITHIN_MS = 5_000
-
-
-@dataclass
-class RecordingShell:
-    """A shell that carries nothing: it remembers what the core handed it."""
-
-    sent: list = field(default_factory=list)
-
-    def send(self, outbound) -> None:
-        self.sent.append(outbound)
-
-    def role_changed(self, action, partition) -> None:
-        pass
-
-    def send_markers(self, action) -> None:
-        raise AssertionError("no transactions here")
-
-    def refill_producer_ids(self) -> None:
-        raise AssertionError("no transactions here")
-
-    def request_producer_id(self):
-        raise AssertionError("no producer ids here")
-
-    def verify_transaction(self, transactional_id, producer_id, producer_epoch, partitions):
-        raise AssertionError("no transactions here")
-
-    def call_later(self, delay_ms, callback):
-        raise AssertionError("no fetches wait here")
 
 
 def leading_image(isr: tuple[int, ...]) -> ClusterImage:
